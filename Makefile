@@ -1,0 +1,127 @@
+# gpumemtrace - top-level build.
+#
+#   make            build the preload library, the report tool, the tests' helpers
+#   make test       build and run the test suite (CPU only, simulated CUDA runtime)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make clean
+#   V=1             show full commands; CC=clang to build with clang
+#
+# The CUDA toolkit's headers are found through CUDA_HOME. The library does not
+# link libcudart: it finds the program's own runtime at run time.
+
+CUDA_HOME ?= /usr/local/cuda
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+CC        ?= cc
+O         ?= build
+
+ifeq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
+$(error CUDA toolkit headers not found in CUDA_HOME=$(CUDA_HOME); set CUDA_HOME)
+endif
+
+ifeq ($(V),1)
+Q :=
+say :=
+else
+Q := @
+say = @printf '  %-8s %s\n' $(1) $(2);
+endif
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-missing-field-initializers
+CFLAGS   ?= -O2 -g
+BASE     := -std=c11 -D_GNU_SOURCE -pthread -MMD -MP $(WARN)
+CUDA_INC := -isystem $(CUDA_HOME)/include
+
+LIB      := $(O)/libgpumemtrace.so
+REPORT   := $(O)/gpumemreport
+SIMLIB   := $(O)/sim/libcudart.so.13
+
+PRELOAD_SRC := $(wildcard preload/*.c)
+PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o)
+REPORT_SRC  := $(wildcard report/*.c)
+REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o)
+SIM_SRC     := $(filter-out tests/sim/selftest.c,$(wildcard tests/sim/*.c))
+SIM_OBJ     := $(SIM_SRC:%.c=$(O)/%.o)
+PROG_SRC    := $(wildcard tests/progs/*.c)
+PROGS       := $(PROG_SRC:tests/progs/%.c=$(O)/tests/%)
+UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+UNITS       := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/unit/%)
+
+all: $(LIB) $(REPORT)
+
+# ---- the preload library --------------------------------------------------
+# Hidden by default; exports.map lets out only cuda* and gpumemtrace_*.
+# RUNPATH $ORIGIN: a libunwind copied next to the library is found (GPU hosts).
+$(O)/preload/%.o: preload/%.c
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(LIB): $(PRELOAD_OBJ) preload/exports.map
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -shared -pthread -o $@ $(PRELOAD_OBJ) \
+	    -Wl,--version-script=preload/exports.map -Wl,-z,defs \
+	    -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN' -lunwind -ldl
+
+# ---- the report tool --------------------------------------------------------
+$(O)/report/%.o: report/%.c
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -c $< -o $@
+
+$(REPORT): $(REPORT_OBJ)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $(REPORT_OBJ) -lm
+
+# ---- tests: simulated runtime, test programs, unit tests ---------------------
+$(O)/tests/sim/%.o: tests/sim/%.c
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -Wno-deprecated-declarations -fPIC -c $< -o $@
+
+$(SIMLIB): $(SIM_OBJ) tests/sim/libcudart.map
+	$(call say,LD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -shared -pthread -o $@ $(SIM_OBJ) \
+	    -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/sim/libcudart.map
+	$(Q)ln -sf libcudart.so.13 $(O)/sim/libcudart.so
+
+# Test programs link the simulated runtime exactly as a CUDA program links the
+# real one (-lcudart, dynamic), and keep frame info for the stack tests.
+$(O)/tests/%: tests/progs/%.c $(SIMLIB)
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -O1 -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls $(CUDA_INC) \
+	    -Wno-deprecated-declarations -Itests/sim -Ipreload -o $@ $< \
+	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
+
+$(O)/tests/unit/%: tests/unit/%.c $(filter-out $(O)/report/main.o,$(REPORT_OBJ))
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< \
+	    $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) -lm
+
+$(O)/tests/sim-selftest: tests/sim/selftest.c $(SIMLIB)
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -Wno-deprecated-declarations -Itests/sim \
+	    -o $@ $< -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
+
+tests: all $(SIMLIB) $(PROGS) $(UNITS) $(O)/tests/sim-selftest
+
+test: tests
+	$(Q)tests/run.sh $(O)
+
+# ---- install ------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemtrace.so
+	install -m 0755 $(REPORT) $(DESTDIR)$(PREFIX)/bin/gpumemreport
+
+clean:
+	rm -rf $(O)
+
+.PHONY: all test tests install clean
+.DELETE_ON_ERROR:
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

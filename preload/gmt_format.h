@@ -1,0 +1,301 @@
+/* gmt_format.h - the gpumemtrace trace file format (.gmt).
+ *
+ * This header is the one contract between the recording library (preload/)
+ * and the reader (report/). docs/trace-format.md describes every field in
+ * prose; keep the two in step.
+ *
+ * Shape of a file:
+ *
+ *   [file header, GMT_HEADER_SIZE bytes][chunk 0][chunk 1]...[chunk n-1]
+ *
+ * Every chunk is chunk_size bytes (from the header) and belongs to exactly
+ * one recording thread. A thread writes its records into its current chunk
+ * and publishes them by storing the chunk's `used` field after each record;
+ * whatever lies beyond `used` is ignored by readers. The file is written
+ * through a shared mapping, so a record is in the page cache - and survives
+ * SIGKILL - the moment `used` covers it.
+ *
+ * Every record carries a sequence number drawn from one process-wide
+ * counter, so the reader merges the per-thread chunk streams into the one
+ * total order in which the calls happened.
+ *
+ * Record encoding (all integers little-endian; "varint" is unsigned LEB128,
+ * "svarint" is zigzag-encoded LEB128):
+ *
+ *   tag        u8    bits 0-4 kind (GMT_K_*), bit 5 ERR, bit 6 STREAM,
+ *                    bit 7 DEVICE
+ *   seq        varint  delta from the previous record's seq in this chunk
+ *                      (the first record: delta from chunk.first_seq)
+ *   time       varint  delta in ns from the previous record's time, likewise
+ *   [device]   varint  if DEVICE: the thread's device from here on
+ *   [stream]   varint  if STREAM: the stream handle from here on
+ *   [result]   varint  if ERR: the cudaError_t the call returned (else 0)
+ *   body              per kind, below; kind GMT_K_EXT is
+ *                      ext_kind varint, len varint, payload[len]
+ *
+ * Core kinds (1..30) have a fixed body and cannot be skipped without
+ * knowing them, so they are frozen for major version 1. A newer minor
+ * version adds records only as GMT_K_EXT kinds, which readers skip by
+ * length when they don't know them.
+ */
+#ifndef GMT_FORMAT_H
+#define GMT_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define GMT_MAGIC "GPUMEMTR"
+#define GMT_VERSION_MAJOR 1
+#define GMT_VERSION_MINOR 0
+#define GMT_HEADER_SIZE 4096u
+#define GMT_ENDIAN_MARK 0x01020304u
+#define GMT_CHUNK_MAGIC 0x43544d47u /* "GMTC" */
+#define GMT_CHUNK_HEADER_SIZE 32u
+#define GMT_CHUNK_SIZE_DEFAULT (64u * 1024u)
+#define GMT_CHUNK_SIZE_MIN 4096u
+#define GMT_CHUNK_SIZE_MAX (16u * 1024u * 1024u)
+#define GMT_MAX_STACK_DEPTH 256u
+
+/* Feature bits in gmt_file_header.features: what the recorder captured. */
+#define GMT_FEAT_NATIVE_STACKS (1ull << 0)
+#define GMT_FEAT_PYTHON_STACKS (1ull << 1)
+#define GMT_FEAT_POOL (1ull << 2)
+
+/* gmt_file_header.flags */
+#define GMT_FLAG_CLOSED (1u << 0) /* the process closed the trace normally */
+
+struct gmt_file_header {
+    char magic[8];             /* GMT_MAGIC, not NUL-terminated */
+    uint16_t version_major;    /* format this file is written in */
+    uint16_t version_minor;
+    uint16_t min_reader_major; /* oldest reader version that can read it */
+    uint16_t min_reader_minor;
+    uint32_t header_size;      /* offset of chunk 0 */
+    uint32_t endian;           /* GMT_ENDIAN_MARK as written by the host */
+    uint64_t features;         /* GMT_FEAT_* */
+    uint32_t chunk_size;
+    uint32_t flags;            /* GMT_FLAG_*, updated at close */
+    uint64_t session_id;       /* shared by every process of one run */
+    uint32_t pid;
+    uint32_t ppid;
+    uint64_t start_realtime_ns; /* wall clock (CLOCK_REALTIME) at open */
+    uint64_t start_monotonic_ns;/* CLOCK_MONOTONIC at the same instant */
+    uint32_t file_index;       /* 0, or n for the n-th file of this pid (exec) */
+    uint32_t reserved0;
+    uint64_t end_monotonic_ns; /* written at close */
+    uint64_t data_end;         /* bytes of the file in use, written at close */
+    uint64_t parent_session_id;/* reserved: 0 */
+};
+
+struct gmt_chunk_header {
+    uint32_t magic;      /* GMT_CHUNK_MAGIC */
+    uint32_t used;       /* bytes of this chunk holding records, header included */
+    uint32_t thread;     /* recording thread's index (process-unique, from 1) */
+    uint32_t ordinal;    /* this chunk's position in its thread's stream, from 0 */
+    uint64_t first_seq;  /* seq of the first record (0: no record yet) */
+    uint64_t first_time; /* time of the first record */
+};
+
+/* Tag byte. */
+#define GMT_TAG_KIND_MASK 0x1fu
+#define GMT_TAG_ERR 0x20u
+#define GMT_TAG_STREAM 0x40u
+#define GMT_TAG_DEVICE 0x80u
+
+/* Core record kinds. Bodies (after the common prefix above):
+ *   addr  = svarint delta against the chunk's address register A,
+ *           which then holds the new address
+ *   addr2 = svarint delta against address register B, likewise
+ *   stack = varint stack id (0: none)
+ */
+enum gmt_kind {
+    GMT_K_INVALID = 0,
+    GMT_K_ALLOC = 1,          /* api u8, addr, size, extra, flags, stack */
+    GMT_K_FREE = 2,           /* api u8, addr, stack   (free_requested) */
+    GMT_K_FREE_COMPLETED = 3, /* addr, size            (block reusable) */
+    GMT_K_SEGMENT_ALLOC = 4,  /* addr, size, stack */
+    GMT_K_SEGMENT_FREE = 5,   /* addr, size */
+    GMT_K_MEMCPY = 6,         /* api u8, dir u8, dst addr, src addr2, bytes, stack */
+    GMT_K_MEMSET = 7,         /* api u8, addr, bytes, value, stack */
+    GMT_K_SYNC = 8,           /* api u8, stack */
+    GMT_K_STREAM_CREATE = 9,  /* api u8, handle, flags, svarint priority, stack */
+    GMT_K_STREAM_DESTROY = 10,/* handle, stack */
+    GMT_K_SET_DEVICE = 11,    /* device */
+    GMT_K_MEMGETINFO = 12,    /* free, total */
+    GMT_K_SAMPLE = 13,        /* reserved, allocated, largest_free, free_blocks,
+                                 device_used, host_rss */
+    GMT_K_OOM = 14,           /* size, dev_free, dev_total, reserved, allocated,
+                                 largest_free, stack */
+    GMT_K_MARKER = 15,        /* type u8, string id */
+    GMT_K_CORE_MAX = 15,
+    GMT_K_EXT = 31,
+};
+
+/* Extension records: GMT_K_EXT, then ext kind, byte length, payload. */
+enum gmt_ext_kind {
+    GMT_X_THREAD = 1,  /* tid varint, name[rest] */
+    GMT_X_PROCESS = 2, /* pid, ppid, session varint, file_index, realtime_ns,
+                          str cmdline (NUL-separated args), str host,
+                          str exe */
+    GMT_X_MODULE = 3,  /* id, base, lo, hi, str build_id (raw bytes), str path */
+    GMT_X_STACK = 4,   /* id, nframes, frames: svarint delta from the previous
+                          frame's IP (the first from 0), innermost first */
+    GMT_X_DEVICE = 5,  /* ordinal, str name, total_mem, str uuid (16 bytes),
+                          pci_domain, pci_bus, pci_device, cc_major, cc_minor */
+    GMT_X_STRING = 6,  /* id, bytes[rest] */
+    GMT_X_NOTE = 7,    /* level varint (0 info, 1 warning), text[rest] */
+};
+/* "str" inside a payload = varint length, then that many bytes. */
+
+/* Which runtime entry point produced an event (the api byte). */
+enum gmt_api {
+    GMT_API_NONE = 0,
+    /* allocation */
+    GMT_API_MALLOC = 1,
+    GMT_API_MALLOC_MANAGED = 2,
+    GMT_API_MALLOC_PITCH = 3,
+    GMT_API_MALLOC_3D = 4,
+    GMT_API_MALLOC_HOST = 5,
+    GMT_API_HOST_ALLOC = 6,
+    GMT_API_MALLOC_ASYNC = 7,
+    GMT_API_MALLOC_FROM_POOL_ASYNC = 8,
+    /* free */
+    GMT_API_FREE = 16,
+    GMT_API_FREE_HOST = 17,
+    GMT_API_FREE_ASYNC = 18,
+    /* copies */
+    GMT_API_MEMCPY = 32,
+    GMT_API_MEMCPY_ASYNC = 33,
+    GMT_API_MEMCPY_2D = 34,
+    GMT_API_MEMCPY_2D_ASYNC = 35,
+    GMT_API_MEMCPY_3D = 36,
+    GMT_API_MEMCPY_3D_ASYNC = 37,
+    GMT_API_MEMCPY_3D_PEER = 38,
+    GMT_API_MEMCPY_3D_PEER_ASYNC = 39,
+    GMT_API_MEMCPY_PEER = 40,
+    GMT_API_MEMCPY_PEER_ASYNC = 41,
+    GMT_API_MEMCPY_TO_SYMBOL = 42,
+    GMT_API_MEMCPY_TO_SYMBOL_ASYNC = 43,
+    GMT_API_MEMCPY_FROM_SYMBOL = 44,
+    GMT_API_MEMCPY_FROM_SYMBOL_ASYNC = 45,
+    GMT_API_MEMCPY_TO_ARRAY = 46,
+    GMT_API_MEMCPY_TO_ARRAY_ASYNC = 47,
+    GMT_API_MEMCPY_FROM_ARRAY = 48,
+    GMT_API_MEMCPY_FROM_ARRAY_ASYNC = 49,
+    GMT_API_MEMCPY_ARRAY_TO_ARRAY = 50,
+    GMT_API_MEMCPY_2D_TO_ARRAY = 51,
+    GMT_API_MEMCPY_2D_TO_ARRAY_ASYNC = 52,
+    GMT_API_MEMCPY_2D_FROM_ARRAY = 53,
+    GMT_API_MEMCPY_2D_FROM_ARRAY_ASYNC = 54,
+    GMT_API_MEMCPY_2D_ARRAY_TO_ARRAY = 55,
+    GMT_API_MEMCPY_BATCH_ASYNC = 56,
+    GMT_API_MEMCPY_3D_BATCH_ASYNC = 57,
+    /* sets */
+    GMT_API_MEMSET = 64,
+    GMT_API_MEMSET_ASYNC = 65,
+    GMT_API_MEMSET_2D = 66,
+    GMT_API_MEMSET_2D_ASYNC = 67,
+    GMT_API_MEMSET_3D = 68,
+    GMT_API_MEMSET_3D_ASYNC = 69,
+    /* synchronization */
+    GMT_API_DEVICE_SYNCHRONIZE = 80,
+    GMT_API_STREAM_SYNCHRONIZE = 81,
+    GMT_API_POOL_SYNCHRONIZE = 82, /* issued by the pool, not the program */
+    /* streams */
+    GMT_API_STREAM_CREATE = 96,
+    GMT_API_STREAM_CREATE_WITH_FLAGS = 97,
+    GMT_API_STREAM_CREATE_WITH_PRIORITY = 98,
+    GMT_API_API_MAX = 127,
+};
+/* Bit 7 of the api byte: the call was the per-thread-default-stream variant
+ * (the runtime's _ptds / _ptsz export). */
+#define GMT_API_PTDS 0x80u
+
+/* The dir byte of GMT_K_MEMCPY: bits 0-2 the resolved direction, bits 3-4
+ * the kind of the host-side memory when one side is the host. */
+enum gmt_dir {
+    GMT_DIR_UNKNOWN = 0,
+    GMT_DIR_H2H = 1,
+    GMT_DIR_H2D = 2,
+    GMT_DIR_D2H = 3,
+    GMT_DIR_D2D = 4,
+};
+#define GMT_DIR_MASK 0x7u
+#define GMT_HOSTMEM_SHIFT 3
+enum gmt_hostmem {
+    GMT_HOSTMEM_UNKNOWN = 0,
+    GMT_HOSTMEM_PAGEABLE = 1,
+    GMT_HOSTMEM_PINNED = 2,
+};
+
+/* GMT_K_MARKER types */
+enum gmt_marker { GMT_MARK = 0, GMT_MARK_PUSH = 1, GMT_MARK_POP = 2 };
+
+/* Streams are recorded by their handle value; these are the runtime's
+ * special handles. */
+#define GMT_STREAM_LEGACY 0u      /* 0 and cudaStreamLegacy (1) */
+#define GMT_STREAM_PER_THREAD 2u  /* cudaStreamPerThread */
+
+/* ---- varints ----------------------------------------------------------
+ * Encoders write to a buffer that the caller has checked is large enough
+ * (GMT_VARINT_MAX per value). Decoders never read past `end` and return
+ * NULL on truncated or over-long input, which is how corrupt files are
+ * caught. */
+#define GMT_VARINT_MAX 10
+
+static inline uint8_t *gmt_put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint64_t gmt_zigzag(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t gmt_unzigzag(uint64_t v)
+{
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+static inline uint8_t *gmt_put_svarint(uint8_t *p, int64_t v)
+{
+    return gmt_put_varint(p, gmt_zigzag(v));
+}
+
+static inline const uint8_t *gmt_get_varint(const uint8_t *p,
+                                            const uint8_t *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (p >= end)
+            return NULL;
+        uint8_t b = *p++;
+        if (shift == 63 && b > 1)
+            return NULL; /* would overflow 64 bits */
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static inline const uint8_t *gmt_get_svarint(const uint8_t *p,
+                                             const uint8_t *end, int64_t *out)
+{
+    uint64_t u;
+    p = gmt_get_varint(p, end, &u);
+    if (p)
+        *out = gmt_unzigzag(u);
+    return p;
+}
+
+#endif /* GMT_FORMAT_H */

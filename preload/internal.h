@@ -1,0 +1,222 @@
+/* internal.h - the map of libgpumemtrace.so.
+ *
+ * Prototypes are grouped under the file that defines them, so this header
+ * reads as a table of contents of preload/. Names: `gpumemtrace_` is the
+ * public API (gpumemtrace.h), `gmt_` is shared between files of the
+ * library, everything else is static to its file. Only hooks.c and api.c
+ * define exported symbols; the build hides everything else.
+ */
+#ifndef GMT_INTERNAL_H
+#define GMT_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "gmt_format.h"
+
+#define GMT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GMT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define GMT_TLS __thread __attribute__((tls_model("initial-exec")))
+#define GMT_MAX_DEVICES 64
+
+static inline uint64_t gmt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- options.c: the GPUMEMTRACE_* environment variables -------------- */
+
+/* X(NAME, field, type, default, min, max, help). One table: parsing, the
+ * README's options list and `--help` of the launcher all come from it. */
+#define GMT_OPTIONS(X)                                                        \
+    X(OUTPUT, output, str, "gpumemtrace.%p.gmt", 0, 0,                        \
+      "trace file path; %p is the pid, %h the host name, %% a percent sign")  \
+    X(STACK_DEPTH, stack_depth, int, 64, 0, GMT_MAX_STACK_DEPTH,              \
+      "native frames recorded per call stack; 0 turns stacks off")            \
+    X(DISABLE, disable, bool, 0, 0, 1,                                        \
+      "1: trace nothing, pass every call straight through")                   \
+    X(HOSTMEM, hostmem, bool, 1, 0, 1,                                        \
+      "classify the host side of copies as pinned or pageable (one pointer "  \
+      "query per copy)")                                                      \
+    X(VERBOSE, verbose, bool, 0, 0, 1,                                        \
+      "1: print the trace file's name and event count at exit")               \
+    X(CHUNK_KB, chunk_kb, int, 64, 4, 16384,                                  \
+      "per-thread chunk size of the trace file in KiB (rounded up to 4 KiB)")                       \
+    X(SESSION, session, hex, 0, 0, 0,                                         \
+      "session id shared by the processes of one run (set by the tool)")
+
+struct gmt_options {
+#define GMT_OPT_FIELD_str const char *
+#define GMT_OPT_FIELD_int long
+#define GMT_OPT_FIELD_bool bool
+#define GMT_OPT_FIELD_hex uint64_t
+#define X(NAME, field, type, def, lo, hi, help) GMT_OPT_FIELD_##type field;
+    GMT_OPTIONS(X)
+#undef X
+    bool session_set; /* GPUMEMTRACE_SESSION was present and valid */
+};
+
+extern struct gmt_options gmt_opt;
+void gmt_options_load(void); /* parse the environment; warn on bad values */
+
+/* ---- log.c: messages on stderr, never through stdio ------------------ */
+
+void gmt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gmt_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Report a tracer failure once per `key` (a small integer site id). */
+void gmt_error_once(unsigned key, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+enum {
+    GMT_ERR_OPEN, GMT_ERR_GROW, GMT_ERR_NOSYM, GMT_ERR_OOM_STATE,
+    GMT_ERR_STACKTAB, GMT_ERR_MODULES, GMT_ERR_RECORD, GMT_ERR_MAX
+};
+void gmt_log_reset_after_fork(void);
+
+/* ---- real.c: the functions we interpose, as the runtime defines them - */
+
+void *gmt_real_resolve(unsigned idx); /* slow path of gmt_real() */
+extern void *gmt_real_fn[];
+static inline void *gmt_real(unsigned idx)
+{
+    void *f = __atomic_load_n(&gmt_real_fn[idx], __ATOMIC_ACQUIRE);
+    return GMT_LIKELY(f != NULL) ? f : gmt_real_resolve(idx);
+}
+/* A call that cannot leave an error behind: runs f only when no error is
+ * pending on this thread, and consumes the error f itself produced. */
+int gmt_quiet_get_device(int fallback);
+/* What kind of memory p is: GMT_PTR_*. */
+enum { GMT_PTR_UNKNOWN, GMT_PTR_PAGEABLE, GMT_PTR_PINNED, GMT_PTR_DEVICE };
+int gmt_quiet_ptr_class(const void *p);
+bool gmt_real_cuda_loaded(void);        /* is libcuda.so in the process? */
+
+/* ---- trace.c: the trace file, its chunks and the record encoder ------- */
+
+/* One recorded event, filled by the hooks, encoded by gmt_trace_emit. */
+struct gmt_event {
+    uint8_t kind, api, dir, mtype;
+    int32_t result;
+    int32_t device;      /* -1: leave the thread's device register alone */
+    uint64_t stream;     /* only for kinds/apis that have a stream */
+    bool has_stream;
+    uint64_t seq, time;  /* from gmt_stamp() */
+    uint64_t addr, addr2;
+    uint64_t size, size2, value, flags;
+    uint32_t stack;
+};
+
+struct gmt_thread;
+struct gmt_thread *gmt_thread_get(void); /* NULL if tracing is off */
+void gmt_stamp(uint64_t *seq, uint64_t *time);
+bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev);
+/* Write an extension record (ext kind, payload) on this thread. */
+bool gmt_trace_emit_ext(struct gmt_thread *t, unsigned ext, const uint8_t *p,
+                        size_t len);
+struct gmt_thread *gmt_thread_peek(void); /* this thread's state or NULL */
+void gmt_trace_lock(void);      /* the file lock, held across fork() */
+void gmt_trace_unlock(void);
+bool gmt_trace_open(void);      /* create the file; false: tracing off */
+void gmt_trace_close(void);     /* flag the header closed, trim the file */
+void gmt_trace_reset_after_fork(void);
+uint64_t gmt_trace_events(void);/* events recorded so far */
+const char *gmt_trace_path(void);
+/* Thread state that the hooks use directly. */
+struct gmt_thread {
+    int guard;                  /* >0 while inside our hooks */
+    uint32_t gen;               /* process generation (bumped by fork) */
+    uint32_t index;             /* thread index in the file */
+    uint32_t ordinal;           /* next chunk ordinal */
+    int last_device;            /* last device seen on this thread */
+    struct gmt_chunk_header *chunk;
+    uint8_t *pos, *end;
+    uint64_t r_seq, r_time, r_addr, r_addr2, r_stream;
+    uint32_t r_device;
+    pid_t tid;
+    void *frames[GMT_MAX_STACK_DEPTH + 32]; /* stack capture scratch */
+};
+
+/* ---- stack.c: native stacks, deduplicated --------------------------- */
+
+/* Capture the calling thread's stack (tracer frames removed), intern it,
+ * and return its id (0: stacks off or capture failed). */
+uint32_t gmt_stack_capture(struct gmt_thread *t);
+void gmt_stack_init(void);
+void gmt_stack_reset_after_fork(void);
+
+/* ---- modules.c: the module map for offline symbolization ------------ */
+
+void gmt_modules_init(void);
+/* Record modules not yet in the trace; called at start and whenever a new
+ * stack holds an address outside every known module. */
+void gmt_modules_scan(struct gmt_thread *t);
+bool gmt_modules_covers(uintptr_t ip);
+bool gmt_modules_self(uintptr_t ip); /* inside libgpumemtrace.so? */
+void gmt_modules_reset_after_fork(void);
+
+/* ---- tracer.c: lifecycle and the per-call recording helpers ---------- */
+
+/* A hooked call in flight. */
+struct gmt_call {
+    struct gmt_thread *t;
+    uint32_t stack;
+    uint64_t seq, time; /* stamped before the real call when asked */
+};
+/* Begin a hooked call: false means "just pass through" (tracing off, or a
+ * call made from inside the tracer). stamp_before: take the event's place
+ * in the total order now (frees: before the memory can be reused). */
+bool gmt_call_begin(struct gmt_call *c, bool stamp_before);
+/* Record one event of the call (a call may record several: a batch copy).
+ * The event takes the call's stack; device GMT_DEVICE_CURRENT means the
+ * thread's current device. */
+#define GMT_DEVICE_CURRENT (-2)
+void gmt_call_emit(struct gmt_call *c, struct gmt_event *ev);
+void gmt_call_finish(struct gmt_call *c); /* leave the hook */
+void gmt_device_seen(struct gmt_thread *t, int device);
+bool gmt_tracer_active(void);
+
+/* ---- events.c: building the events of each family of calls ---------- */
+
+#define GMT_NO_STREAM UINT64_MAX
+/* Which stream a call ran on: the runtime's special handles folded to
+ * GMT_STREAM_LEGACY / GMT_STREAM_PER_THREAD. ptsz: the _ptds/_ptsz export,
+ * where stream 0 means the per-thread stream. */
+uint64_t gmt_stream_of(const void *stream, bool ptsz);
+void gmt_ev_alloc(struct gmt_call *c, int r, unsigned api, const void *ptr,
+                  uint64_t size, uint64_t block, uint64_t flags,
+                  uint64_t stream);
+void gmt_ev_free(struct gmt_call *c, int r, unsigned api, const void *ptr,
+                 uint64_t stream);
+/* kind: the cudaMemcpyKind the program passed (cudaMemcpyDefault is
+ * resolved from the pointers). */
+void gmt_ev_copy(struct gmt_call *c, int r, unsigned api, const void *dst,
+                 const void *src, uint64_t bytes, int kind, uint64_t stream);
+struct cudaMemcpy3DParms;
+struct cudaMemcpy3DPeerParms;
+struct cudaMemcpy3DBatchOp;
+void gmt_ev_copy3d(struct gmt_call *c, int r, unsigned api,
+                   const struct cudaMemcpy3DParms *p, uint64_t stream);
+void gmt_ev_copy3d_peer(struct gmt_call *c, int r, unsigned api,
+                        const struct cudaMemcpy3DPeerParms *p,
+                        uint64_t stream);
+void gmt_ev_copy_batch(struct gmt_call *c, int r, unsigned api,
+                       void *const *dsts, const void *const *srcs,
+                       const size_t *sizes, size_t count, uint64_t stream);
+void gmt_ev_copy3d_batch(struct gmt_call *c, int r, unsigned api,
+                         size_t count, const struct cudaMemcpy3DBatchOp *ops,
+                         uint64_t stream);
+void gmt_ev_set(struct gmt_call *c, int r, unsigned api, const void *ptr,
+                uint64_t bytes, int value, uint64_t stream);
+void gmt_ev_sync(struct gmt_call *c, int r, unsigned api, uint64_t stream);
+void gmt_ev_stream_create(struct gmt_call *c, int r, unsigned api,
+                          const void *handle, unsigned flags, int priority);
+void gmt_ev_stream_destroy(struct gmt_call *c, int r, const void *handle);
+void gmt_ev_set_device(struct gmt_call *c, int r, int device);
+void gmt_ev_mem_get_info(struct gmt_call *c, int r, uint64_t free_b,
+                         uint64_t total_b);
+
+#endif /* GMT_INTERNAL_H */

@@ -1,0 +1,131 @@
+/* real.c - finding the real CUDA runtime functions.
+ *
+ * The library does not link libcudart: the program brings its own (system
+ * toolkit, a pip wheel's copy, ...), and we must call exactly the one the
+ * program would have called. dlsym(RTLD_NEXT) finds it when the runtime is
+ * in the global scope (linked by the program, or dlopen'ed RTLD_GLOBAL).
+ * Frameworks often load it as a dependency of an RTLD_LOCAL extension
+ * module (PyTorch does), where RTLD_NEXT cannot see it; then we look for a
+ * loaded libcudart.so* and ask that object directly. Resolution happens on
+ * first use of each function, after the runtime is certainly loaded (the
+ * program is calling it).
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "real.h"
+
+void *gmt_real_fn[GMT_R_COUNT];
+
+static const char *const g_names[GMT_R_COUNT] = {
+#define GMT_NAME_BASE(n) [GMT_R_##n] = #n,
+#define GMT_NAME_PTDS(n, sfx) [GMT_R_##n##sfx] = #n #sfx,
+    GMT_BASE_FUNCS(GMT_NAME_BASE) GMT_PTDS_FUNCS(GMT_NAME_PTDS)
+#undef GMT_NAME_BASE
+#undef GMT_NAME_PTDS
+};
+
+/* What a hook calls when the program's runtime lacks the function (a
+ * program that found our export with dlsym but runs an older runtime).
+ * Every runtime entry point returns cudaError_t, and the System V ABI lets
+ * a function that ignores its arguments be called with any. */
+static cudaError_t missing_function(void)
+{
+    return cudaErrorNotSupported;
+}
+
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    const char *name = info->dlpi_name;
+    const char *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name;
+    if (base && strncmp(base, "libcudart.so", 12) == 0) {
+        void **handle = data;
+        *handle = dlopen(name, RTLD_NOLOAD | RTLD_LAZY);
+        return *handle != NULL;
+    }
+    return 0;
+}
+
+void *gmt_real_resolve(unsigned idx)
+{
+    const char *name = g_names[idx];
+    void *f = dlsym(RTLD_NEXT, name);
+    if (f == NULL) {
+        void *handle = NULL;
+        dl_iterate_phdr(find_cudart, &handle);
+        if (handle != NULL) {
+            f = dlsym(handle, name);
+            dlclose(handle); /* drops the NOLOAD reference only */
+        }
+    }
+    if (f == NULL) {
+        gmt_error_once(GMT_ERR_NOSYM,
+                       "the CUDA runtime in this process has no %s; "
+                       "calls to it return cudaErrorNotSupported", name);
+        f = (void *)missing_function;
+    }
+    __atomic_store_n(&gmt_real_fn[idx], f, __ATOMIC_RELEASE);
+    return f;
+}
+
+/* The tracer's own runtime calls must leave the program's error state as
+ * it was. The runtime keeps one sticky "last error" per thread: we only
+ * call when none is pending, and consume any error our call produced,
+ * which restores exactly the state we found. */
+static bool error_pending(void)
+{
+    return GMT_REAL(cudaPeekAtLastError)() != cudaSuccess;
+}
+
+int gmt_quiet_get_device(int fallback)
+{
+    int dev;
+    if (error_pending())
+        return fallback;
+    if (GMT_REAL(cudaGetDevice)(&dev) != cudaSuccess) {
+        GMT_REAL(cudaGetLastError)();
+        return fallback;
+    }
+    return dev;
+}
+
+int gmt_quiet_ptr_class(const void *p)
+{
+    struct cudaPointerAttributes a;
+    memset(&a, 0, sizeof a);
+    if (error_pending())
+        return GMT_PTR_UNKNOWN;
+    if (GMT_REAL(cudaPointerGetAttributes)(&a, p) != cudaSuccess) {
+        GMT_REAL(cudaGetLastError)();
+        return GMT_PTR_UNKNOWN;
+    }
+    switch (a.type) {
+    case cudaMemoryTypeUnregistered:
+        return GMT_PTR_PAGEABLE;
+    case cudaMemoryTypeHost:
+        return GMT_PTR_PINNED;
+    case cudaMemoryTypeDevice:
+    case cudaMemoryTypeManaged:
+        return GMT_PTR_DEVICE;
+    default:
+        return GMT_PTR_UNKNOWN;
+    }
+}
+
+static int find_libcuda(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *name = info->dlpi_name;
+    const char *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name;
+    return base && strncmp(base, "libcuda.so", 10) == 0;
+}
+
+bool gmt_real_cuda_loaded(void)
+{
+    return dl_iterate_phdr(find_libcuda, NULL) != 0;
+}

@@ -1,0 +1,166 @@
+/* stack.c - native call stacks, captured with libunwind and deduplicated.
+ *
+ * A training loop allocates from the same few hundred call sites millions
+ * of times, so a stack is written to the trace once (a STACK record) and
+ * events carry its id. The dedup table is an insert-only hash table whose
+ * buckets are lock-free lists: lookups are plain loads, an insert is one
+ * compare-and-swap. A new stack's record is written before the entry is
+ * published, so any event that finds the id comes after its definition in
+ * the trace's total order. Two threads inserting the same new stack at
+ * once may both write a definition; the loser's id is simply never used.
+ */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define BUCKET_BITS 16
+#define NBUCKETS (1u << BUCKET_BITS)
+#define SELF_SEARCH 24 /* our frames are among the innermost few */
+
+struct stack_entry {
+    struct stack_entry *next;
+    uint64_t hash;
+    uint32_t id;
+    uint32_t n;
+    uintptr_t ip[];
+};
+
+static struct stack_entry **g_buckets;
+static uint32_t g_next_id;
+
+void gmt_stack_init(void)
+{
+    if (g_buckets == NULL)
+        g_buckets = calloc(NBUCKETS, sizeof *g_buckets);
+    if (g_buckets == NULL)
+        gmt_error_once(GMT_ERR_STACKTAB, "no memory for the stack table; "
+                       "stacks are not recorded");
+    /* libunwind's default global cache takes a lock on every step; each
+     * thread keeping its own keeps capture lock-free. */
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+}
+
+void gmt_stack_reset_after_fork(void)
+{
+    /* The child's file has none of the parent's definitions: forget them
+     * so they are written again. Only this thread exists now. */
+    if (g_buckets == NULL)
+        return;
+    for (unsigned i = 0; i < NBUCKETS; i++) {
+        struct stack_entry *e = g_buckets[i];
+        while (e) {
+            struct stack_entry *next = e->next;
+            free(e);
+            e = next;
+        }
+        g_buckets[i] = NULL;
+    }
+    g_next_id = 0;
+}
+
+static inline uint64_t hash_frames(const uintptr_t *ip, uint32_t n)
+{
+    uint64_t h = 0x243f6a8885a308d3ull ^ n;
+    for (uint32_t i = 0; i < n; i++) {
+        h ^= ip[i];
+        h *= 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static struct stack_entry *find(struct stack_entry *e,
+                                const struct stack_entry *stop, uint64_t hash,
+                                const uintptr_t *ip, uint32_t n)
+{
+    for (; e != NULL && e != stop;
+         e = __atomic_load_n(&e->next, __ATOMIC_ACQUIRE))
+        if (e->hash == hash && e->n == n &&
+            memcmp(e->ip, ip, n * sizeof *ip) == 0)
+            return e;
+    return NULL;
+}
+
+static bool write_definition(struct gmt_thread *t, const struct stack_entry *e)
+{
+    uint8_t buf[2 * GMT_VARINT_MAX + GMT_MAX_STACK_DEPTH * GMT_VARINT_MAX];
+    uint8_t *p = gmt_put_varint(buf, e->id);
+    p = gmt_put_varint(p, e->n);
+    uintptr_t prev = 0;
+    for (uint32_t i = 0; i < e->n; i++) {
+        p = gmt_put_svarint(p, (int64_t)(e->ip[i] - prev));
+        prev = e->ip[i];
+    }
+    return gmt_trace_emit_ext(t, GMT_X_STACK, buf, (size_t)(p - buf));
+}
+
+static uint32_t insert(struct gmt_thread *t, uint64_t hash,
+                       const uintptr_t *ip, uint32_t n,
+                       struct stack_entry *head)
+{
+    /* New code (a library dlopen'ed since the last scan) must be in the
+     * module map before a stack refers to it. */
+    for (uint32_t i = 0; i < n; i++) {
+        if (!gmt_modules_covers(ip[i])) {
+            gmt_modules_scan(t);
+            break;
+        }
+    }
+    struct stack_entry *e = malloc(sizeof *e + n * sizeof *ip);
+    if (e == NULL)
+        return 0;
+    e->hash = hash;
+    e->n = n;
+    e->id = __atomic_add_fetch(&g_next_id, 1, __ATOMIC_RELAXED);
+    memcpy(e->ip, ip, n * sizeof *ip);
+    if (!write_definition(t, e)) {
+        free(e);
+        return 0;
+    }
+    struct stack_entry **bucket = &g_buckets[hash & (NBUCKETS - 1)];
+    for (;;) {
+        e->next = head;
+        if (__atomic_compare_exchange_n(bucket, &head, e, false,
+                                        __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+            return e->id;
+        /* Someone published first: did they publish this very stack? */
+        struct stack_entry *dup = find(head, e->next, hash, ip, n);
+        if (dup != NULL) {
+            free(e);
+            return dup->id;
+        }
+    }
+}
+
+uint32_t gmt_stack_capture(struct gmt_thread *t)
+{
+    int depth = (int)gmt_opt.stack_depth;
+    if (depth == 0 || g_buckets == NULL)
+        return 0;
+    int n = unw_backtrace(t->frames, depth + SELF_SEARCH);
+    if (n <= 0)
+        return 0;
+    /* Cut everything up to our outermost frame (the hook the program
+     * called): tracer and unwinder frames are not the user's stack. */
+    int first = 0;
+    int limit = n < SELF_SEARCH ? n : SELF_SEARCH;
+    for (int i = 0; i < limit; i++)
+        if (gmt_modules_self((uintptr_t)t->frames[i]))
+            first = i + 1;
+    n -= first;
+    if (n > depth)
+        n = depth;
+    if (n <= 0)
+        return 0;
+    const uintptr_t *ip = (const uintptr_t *)(t->frames + first);
+    uint64_t hash = hash_frames(ip, (uint32_t)n);
+    struct stack_entry *head =
+        __atomic_load_n(&g_buckets[hash & (NBUCKETS - 1)], __ATOMIC_ACQUIRE);
+    struct stack_entry *e = find(head, NULL, hash, ip, (uint32_t)n);
+    if (GMT_LIKELY(e != NULL))
+        return e->id;
+    return insert(t, hash, ip, (uint32_t)n, head);
+}

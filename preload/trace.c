@@ -1,0 +1,561 @@
+/* trace.c - the trace file: per-thread chunks in a shared file mapping.
+ *
+ * Why this design holds (docs/trace-format.md has the long form):
+ *  - Crash safety. The file is mapped MAP_SHARED, so every byte we store
+ *    is in the kernel's page cache at once; when the process dies - even by
+ *    SIGKILL - the kernel still owns those pages and writes them back. A
+ *    record counts once its chunk's `used` field covers it, and we store
+ *    `used` before the hook returns, so every event whose call returned is
+ *    in the file. Disk blocks are reserved with posix_fallocate before a
+ *    region is mapped, so a full disk is an error we see, never a SIGBUS.
+ *  - No lock on the hot path. Each thread owns its current chunk and
+ *    writes into it with plain stores. The file lock is taken only to hand
+ *    out a fresh chunk (once per chunk_size bytes of records, 64 KiB by
+ *    default) and, more rarely, to extend the file.
+ *  - Total order. Every record takes a number from one atomic counter;
+ *    the reader merges the threads' streams by it.
+ *  - Nothing dropped. Writing is a memcpy-sized store into memory that is
+ *    already there; a thread that needs a chunk waits for the lock, it
+ *    never discards.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define MAX_WINDOWS 4096
+#define FIRST_WINDOW_CHUNKS 16u
+#define MAX_WINDOW_BYTES (64u << 20)
+#define EVENT_MAX 160u /* largest encoded core record */
+
+struct window {
+    uint64_t first;  /* first chunk index in this mapping */
+    uint64_t count;  /* chunks mapped */
+    uint8_t *base;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    int fd;
+    bool open;
+    struct gmt_file_header *hdr;
+    uint32_t chunk_size;
+    uint64_t next_chunk;    /* next chunk to hand out */
+    uint64_t usable_chunks; /* chunks below the reserved, mapped file end */
+    struct window win[MAX_WINDOWS];
+    unsigned nwin;
+    char path[PATH_MAX];
+} g_file = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+static uint64_t g_seq;          /* the process-wide record counter */
+static uint32_t g_thread_count; /* thread indices handed out */
+static uint32_t g_gen;          /* bumped in a forked child */
+static pthread_key_t g_thread_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+static GMT_TLS struct gmt_thread *tls_thread;
+
+/* ---- the file ------------------------------------------------------- */
+
+/* Expand %p, %h and %% of the output pattern. */
+static bool expand_path(const char *pat, char *out, size_t cap)
+{
+    size_t n = 0;
+    char tmp[256];
+    for (const char *s = pat; *s; s++) {
+        const char *add = NULL;
+        size_t len = 1;
+        if (s[0] == '%' && s[1] == 'p') {
+            snprintf(tmp, sizeof tmp, "%d", (int)getpid());
+            add = tmp;
+            s++;
+        } else if (s[0] == '%' && s[1] == 'h') {
+            if (gethostname(tmp, sizeof tmp) != 0)
+                strcpy(tmp, "host");
+            tmp[sizeof tmp - 1] = '\0';
+            add = tmp;
+            s++;
+        } else if (s[0] == '%' && s[1] == '%') {
+            add = "%";
+            s++;
+        } else {
+            add = s;
+        }
+        if (add != s)
+            len = strlen(add);
+        if (n + len >= cap)
+            return false;
+        memcpy(out + n, add, len);
+        n += len;
+    }
+    out[n] = '\0';
+    return true;
+}
+
+/* Create the trace file: never overwrite, never follow a symlink, private
+ * to the user. An existing name (a re-exec'd process keeps its pid, or a
+ * fixed name) gets a numeric suffix instead. */
+static int create_file(const char *want, uint32_t *index)
+{
+    const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    for (uint32_t i = 0; i < 1000; i++) {
+        if (i == 0)
+            snprintf(g_file.path, sizeof g_file.path, "%s", want);
+        else if (snprintf(g_file.path, sizeof g_file.path, "%s.%u", want, i) >=
+                 (int)sizeof g_file.path)
+            break;
+        int fd = open(g_file.path, flags, 0600);
+        if (fd >= 0) {
+            *index = i;
+            return fd;
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    return -1;
+}
+
+/* Reserve and map `count` more chunks at the end of the usable area.
+ * Called with the lock held. */
+static bool grow(uint64_t count)
+{
+    if (g_file.nwin == MAX_WINDOWS)
+        return false;
+    uint64_t cs = g_file.chunk_size;
+    off_t off = (off_t)(GMT_HEADER_SIZE + g_file.usable_chunks * cs);
+    off_t len = (off_t)(count * cs);
+    int err = posix_fallocate(g_file.fd, off, len);
+    if (err != 0) {
+        gmt_error_once(GMT_ERR_GROW,
+                       "cannot extend %s (%s); events from here on are not "
+                       "recorded", g_file.path, strerror(err));
+        return false;
+    }
+    void *p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   g_file.fd, off);
+    if (p == MAP_FAILED) {
+        gmt_error_once(GMT_ERR_GROW, "cannot map %s (%s); events from here "
+                       "on are not recorded", g_file.path, strerror(errno));
+        return false;
+    }
+    g_file.win[g_file.nwin++] =
+        (struct window){g_file.usable_chunks, count, (uint8_t *)p};
+    g_file.usable_chunks += count;
+    return true;
+}
+
+bool gmt_trace_open(void)
+{
+    char want[PATH_MAX];
+    if (!expand_path(gmt_opt.output, want, sizeof want)) {
+        gmt_error_once(GMT_ERR_OPEN, "output path too long: %s; tracing off",
+                       gmt_opt.output);
+        return false;
+    }
+    uint32_t index = 0;
+    pthread_mutex_lock(&g_file.lock);
+    int fd = create_file(want, &index);
+    if (fd < 0) {
+        pthread_mutex_unlock(&g_file.lock);
+        gmt_error_once(GMT_ERR_OPEN, "cannot create trace file %s (%s); "
+                       "tracing off", want, strerror(errno));
+        return false;
+    }
+    g_file.fd = fd;
+    /* whole pages: chunks are mapped at page-aligned file offsets */
+    g_file.chunk_size = ((uint32_t)gmt_opt.chunk_kb * 1024u + 4095u) & ~4095u;
+    g_file.next_chunk = g_file.usable_chunks = 0;
+    g_file.nwin = 0;
+    int err = posix_fallocate(fd, 0, GMT_HEADER_SIZE);
+    void *h = err ? MAP_FAILED
+                  : mmap(NULL, GMT_HEADER_SIZE, PROT_READ | PROT_WRITE,
+                         MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED || !grow(FIRST_WINDOW_CHUNKS)) {
+        if (h != MAP_FAILED)
+            munmap(h, GMT_HEADER_SIZE);
+        close(fd);
+        unlink(g_file.path);
+        g_file.fd = -1;
+        pthread_mutex_unlock(&g_file.lock);
+        gmt_error_once(GMT_ERR_OPEN, "cannot set up trace file %s; tracing "
+                       "off", g_file.path);
+        return false;
+    }
+    struct gmt_file_header *hdr = h;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    hdr->version_major = GMT_VERSION_MAJOR;
+    hdr->version_minor = GMT_VERSION_MINOR;
+    hdr->min_reader_major = 1;
+    hdr->min_reader_minor = 0;
+    hdr->header_size = GMT_HEADER_SIZE;
+    hdr->endian = GMT_ENDIAN_MARK;
+    hdr->features = gmt_opt.stack_depth > 0 ? GMT_FEAT_NATIVE_STACKS : 0;
+    hdr->chunk_size = g_file.chunk_size;
+    hdr->session_id = gmt_opt.session;
+    hdr->pid = (uint32_t)getpid();
+    hdr->ppid = (uint32_t)getppid();
+    hdr->start_realtime_ns =
+        (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    hdr->start_monotonic_ns = gmt_now_ns();
+    hdr->file_index = index;
+    memcpy(hdr->magic, GMT_MAGIC, 8); /* last: a header is valid once named */
+    g_file.hdr = hdr;
+    g_file.open = true;
+    pthread_mutex_unlock(&g_file.lock);
+    return true;
+}
+
+void gmt_trace_close(void)
+{
+    pthread_mutex_lock(&g_file.lock);
+    if (g_file.open) {
+        uint64_t end = GMT_HEADER_SIZE + g_file.next_chunk * g_file.chunk_size;
+        g_file.hdr->end_monotonic_ns = gmt_now_ns();
+        g_file.hdr->data_end = end;
+        /* Trim the reserved tail. Chunks in use all lie below `end`; a
+         * thread that needs a new chunk after this extends the file again,
+         * because nothing above `end` counts as usable any more. */
+        if (ftruncate(g_file.fd, (off_t)end) == 0)
+            g_file.usable_chunks = g_file.next_chunk;
+        __atomic_or_fetch(&g_file.hdr->flags, GMT_FLAG_CLOSED, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_file.lock);
+}
+
+const char *gmt_trace_path(void)
+{
+    return g_file.open ? g_file.path : NULL;
+}
+
+uint64_t gmt_trace_events(void)
+{
+    return __atomic_load_n(&g_seq, __ATOMIC_RELAXED);
+}
+
+void gmt_trace_lock(void)
+{
+    pthread_mutex_lock(&g_file.lock);
+}
+
+void gmt_trace_unlock(void)
+{
+    pthread_mutex_unlock(&g_file.lock);
+}
+
+/* In a forked child: the parent's mappings are shared with the parent's
+ * file, so the child must never write through them. Drop them; the child
+ * opens its own file when it next records something. */
+void gmt_trace_reset_after_fork(void)
+{
+    pthread_mutex_init(&g_file.lock, NULL);
+    for (unsigned i = 0; i < g_file.nwin; i++)
+        munmap(g_file.win[i].base, g_file.win[i].count * g_file.chunk_size);
+    if (g_file.hdr)
+        munmap(g_file.hdr, GMT_HEADER_SIZE);
+    if (g_file.fd >= 0)
+        close(g_file.fd);
+    g_file.fd = -1;
+    g_file.hdr = NULL;
+    g_file.open = false;
+    g_file.nwin = 0;
+    g_file.next_chunk = g_file.usable_chunks = 0;
+    g_seq = 0;
+    g_gen++;
+}
+
+/* ---- threads and chunks --------------------------------------------- */
+
+static void thread_free(void *p)
+{
+    if (tls_thread == p)
+        tls_thread = NULL;
+    free(p);
+}
+
+static void key_init(void)
+{
+    pthread_key_create(&g_thread_key, thread_free);
+}
+
+static void thread_reset(struct gmt_thread *t)
+{
+    t->gen = g_gen;
+    t->index = __atomic_add_fetch(&g_thread_count, 1, __ATOMIC_RELAXED);
+    t->ordinal = 0;
+    t->chunk = NULL;
+    t->pos = t->end = NULL;
+    t->tid = (pid_t)syscall(SYS_gettid);
+}
+
+static struct gmt_thread *thread_slow(void)
+{
+    struct gmt_thread *t = tls_thread;
+    if (t == NULL) {
+        t = calloc(1, sizeof *t);
+        if (t == NULL)
+            return NULL;
+        t->last_device = 0;
+        pthread_once(&g_key_once, key_init);
+        pthread_setspecific(g_thread_key, t);
+        tls_thread = t;
+    }
+    thread_reset(t);
+    return t;
+}
+
+struct gmt_thread *gmt_thread_get(void)
+{
+    struct gmt_thread *t = tls_thread;
+    if (GMT_LIKELY(t != NULL && t->gen == g_gen))
+        return t;
+    return thread_slow();
+}
+
+struct gmt_thread *gmt_thread_peek(void)
+{
+    return tls_thread;
+}
+
+void gmt_stamp(uint64_t *seq, uint64_t *time)
+{
+    *seq = __atomic_add_fetch(&g_seq, 1, __ATOMIC_RELAXED);
+    *time = gmt_now_ns();
+}
+
+static void chunk_start(struct gmt_thread *t, uint8_t *base)
+{
+    struct gmt_chunk_header *c = (struct gmt_chunk_header *)base;
+    c->used = GMT_CHUNK_HEADER_SIZE;
+    c->thread = t->index;
+    c->ordinal = t->ordinal++;
+    c->first_seq = 0;
+    c->first_time = 0;
+    __atomic_store_n(&c->magic, GMT_CHUNK_MAGIC, __ATOMIC_RELEASE);
+    t->chunk = c;
+    t->pos = base + GMT_CHUNK_HEADER_SIZE;
+    t->end = base + g_file.chunk_size;
+    t->r_addr = t->r_addr2 = t->r_stream = 0;
+    t->r_device = 0;
+}
+
+static void emit_thread_record(struct gmt_thread *t, uint64_t seq,
+                               uint64_t time);
+
+/* Give the thread a fresh chunk. Only here is the file lock taken. A
+ * thread's first chunk opens with its THREAD record, which shares the
+ * seq/time of the record about to be written (seqs never go down within
+ * a chunk; the reader keeps equal seqs of one thread in file order). */
+static bool chunk_new(struct gmt_thread *t, uint64_t seq, uint64_t time)
+{
+    pthread_mutex_lock(&g_file.lock);
+    if (!g_file.open) {
+        pthread_mutex_unlock(&g_file.lock);
+        return false;
+    }
+    if (g_file.next_chunk == g_file.usable_chunks) {
+        uint64_t n = g_file.usable_chunks; /* double, within bounds */
+        uint64_t max = MAX_WINDOW_BYTES / g_file.chunk_size;
+        if (n < FIRST_WINDOW_CHUNKS)
+            n = FIRST_WINDOW_CHUNKS;
+        if (n > max)
+            n = max ? max : 1;
+        if (!grow(n)) {
+            pthread_mutex_unlock(&g_file.lock);
+            return false;
+        }
+    }
+    uint64_t idx = g_file.next_chunk++;
+    struct window *w = &g_file.win[g_file.nwin - 1];
+    for (unsigned i = g_file.nwin; i-- > 0;) {
+        if (idx >= g_file.win[i].first &&
+            idx < g_file.win[i].first + g_file.win[i].count) {
+            w = &g_file.win[i];
+            break;
+        }
+    }
+    uint8_t *base = w->base + (idx - w->first) * g_file.chunk_size;
+    pthread_mutex_unlock(&g_file.lock);
+    bool first = t->ordinal == 0;
+    chunk_start(t, base);
+    if (first)
+        emit_thread_record(t, seq, time);
+    return true;
+}
+
+static inline void commit(struct gmt_thread *t, uint8_t *p)
+{
+    t->pos = p;
+    __atomic_store_n(&t->chunk->used, (uint32_t)(p - (uint8_t *)t->chunk),
+                     __ATOMIC_RELEASE);
+}
+
+/* Common prefix of every record: tag, seq and time deltas. The first
+ * record of a chunk also sets the chunk's base values. */
+static inline uint8_t *put_prefix(struct gmt_thread *t, uint8_t *p,
+                                  uint64_t seq, uint64_t time)
+{
+    if (t->chunk->first_seq == 0) {
+        t->chunk->first_time = time;
+        t->chunk->first_seq = seq;
+        t->r_seq = seq;
+        t->r_time = time;
+    }
+    if (seq < t->r_seq)
+        seq = t->r_seq; /* never happens by construction; never corrupt */
+    p = gmt_put_varint(p, seq - t->r_seq);
+    t->r_seq = seq;
+    uint64_t dt = time >= t->r_time ? time - t->r_time : 0;
+    p = gmt_put_varint(p, dt);
+    t->r_time += dt;
+    return p;
+}
+
+static inline uint8_t *put_addr(uint8_t *p, uint64_t *reg, uint64_t a)
+{
+    p = gmt_put_svarint(p, (int64_t)(a - *reg));
+    *reg = a;
+    return p;
+}
+
+bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev)
+{
+    if (GMT_UNLIKELY(t->chunk == NULL ||
+                     (size_t)(t->end - t->pos) < EVENT_MAX) &&
+        !chunk_new(t, ev->seq, ev->time))
+        return false;
+    uint8_t *p = t->pos;
+    uint8_t *tag = p++;
+    *tag = ev->kind;
+    p = put_prefix(t, p, ev->seq, ev->time);
+    if (ev->device >= 0 && (uint32_t)ev->device != t->r_device) {
+        *tag |= GMT_TAG_DEVICE;
+        p = gmt_put_varint(p, (uint32_t)ev->device);
+        t->r_device = (uint32_t)ev->device;
+    }
+    if (ev->has_stream && ev->stream != t->r_stream) {
+        *tag |= GMT_TAG_STREAM;
+        p = gmt_put_varint(p, ev->stream);
+        t->r_stream = ev->stream;
+    }
+    if (ev->result != 0) {
+        *tag |= GMT_TAG_ERR;
+        p = gmt_put_varint(p, (uint32_t)ev->result);
+    }
+    switch (ev->kind) {
+    case GMT_K_ALLOC:
+        *p++ = ev->api;
+        p = put_addr(p, &t->r_addr, ev->addr);
+        p = gmt_put_varint(p, ev->size);
+        p = gmt_put_varint(p, ev->size2);
+        p = gmt_put_varint(p, ev->flags);
+        p = gmt_put_varint(p, ev->stack);
+        break;
+    case GMT_K_FREE:
+        *p++ = ev->api;
+        p = put_addr(p, &t->r_addr, ev->addr);
+        p = gmt_put_varint(p, ev->stack);
+        break;
+    case GMT_K_FREE_COMPLETED:
+    case GMT_K_SEGMENT_FREE:
+        p = put_addr(p, &t->r_addr, ev->addr);
+        p = gmt_put_varint(p, ev->size);
+        break;
+    case GMT_K_SEGMENT_ALLOC:
+        p = put_addr(p, &t->r_addr, ev->addr);
+        p = gmt_put_varint(p, ev->size);
+        p = gmt_put_varint(p, ev->stack);
+        break;
+    case GMT_K_MEMCPY:
+        *p++ = ev->api;
+        *p++ = ev->dir;
+        p = put_addr(p, &t->r_addr, ev->addr);
+        p = put_addr(p, &t->r_addr2, ev->addr2);
+        p = gmt_put_varint(p, ev->size);
+        p = gmt_put_varint(p, ev->stack);
+        break;
+    case GMT_K_MEMSET:
+        *p++ = ev->api;
+        p = put_addr(p, &t->r_addr, ev->addr);
+        p = gmt_put_varint(p, ev->size);
+        p = gmt_put_varint(p, ev->value);
+        p = gmt_put_varint(p, ev->stack);
+        break;
+    case GMT_K_SYNC:
+        *p++ = ev->api;
+        p = gmt_put_varint(p, ev->stack);
+        break;
+    case GMT_K_STREAM_CREATE:
+        *p++ = ev->api;
+        p = gmt_put_varint(p, ev->addr);
+        p = gmt_put_varint(p, ev->flags);
+        p = gmt_put_svarint(p, (int64_t)ev->value);
+        p = gmt_put_varint(p, ev->stack);
+        break;
+    case GMT_K_STREAM_DESTROY:
+        p = gmt_put_varint(p, ev->addr);
+        p = gmt_put_varint(p, ev->stack);
+        break;
+    case GMT_K_SET_DEVICE:
+        p = gmt_put_varint(p, ev->value);
+        break;
+    case GMT_K_MEMGETINFO:
+        p = gmt_put_varint(p, ev->size);
+        p = gmt_put_varint(p, ev->size2);
+        break;
+    default:
+        gmt_error_once(GMT_ERR_RECORD, "internal: unknown record kind %u",
+                       ev->kind);
+        return false;
+    }
+    commit(t, p);
+    return true;
+}
+
+bool gmt_trace_emit_ext(struct gmt_thread *t, unsigned ext, const uint8_t *src,
+                        size_t len)
+{
+    size_t need = 1 + 4 * GMT_VARINT_MAX + len;
+    if (need > g_file.chunk_size - GMT_CHUNK_HEADER_SIZE)
+        return false;
+    uint64_t seq, time;
+    gmt_stamp(&seq, &time);
+    if ((t->chunk == NULL || (size_t)(t->end - t->pos) < need) &&
+        !chunk_new(t, seq, time))
+        return false;
+    uint8_t *p = t->pos;
+    *p++ = GMT_K_EXT;
+    p = put_prefix(t, p, seq, time);
+    p = gmt_put_varint(p, ext);
+    p = gmt_put_varint(p, len);
+    memcpy(p, src, len);
+    commit(t, p + len);
+    return true;
+}
+
+static void emit_thread_record(struct gmt_thread *t, uint64_t seq,
+                               uint64_t time)
+{
+    uint8_t buf[64];
+    uint8_t *p = gmt_put_varint(buf, (uint64_t)t->tid);
+    char name[17] = "";
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    size_t n = strnlen(name, 16);
+    memcpy(p, name, n);
+    p += n;
+    uint8_t *q = t->pos;
+    *q++ = GMT_K_EXT;
+    q = put_prefix(t, q, seq, time);
+    q = gmt_put_varint(q, GMT_X_THREAD);
+    q = gmt_put_varint(q, (uint64_t)(p - buf));
+    memcpy(q, buf, (size_t)(p - buf));
+    commit(t, q + (p - buf));
+}

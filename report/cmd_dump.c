@@ -1,0 +1,261 @@
+/* cmd_dump.c - `gpumemreport dump`: every record, in order, readable.
+ *
+ * One line per record: sequence number, time since the trace started,
+ * thread, device, what happened. Definitions are printed where they occur;
+ * stack frames as module+offset (no symbolization here: dump shows what
+ * the file says).
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s dump [--limit N] [--no-stacks] TRACE\n\n"
+               "Print every record of a trace in order, one per line.\n\n"
+               "  --limit N     stop after N records\n"
+               "  --no-stacks   don't print the frames of stack definitions\n",
+            gmt_prog);
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static void stream_str(char *buf, size_t n, uint64_t s)
+{
+    if (s == GMT_STREAM_LEGACY)
+        snprintf(buf, n, "legacy");
+    else if (s == GMT_STREAM_PER_THREAD)
+        snprintf(buf, n, "per-thread");
+    else
+        snprintf(buf, n, "0x%" PRIx64, s);
+}
+
+static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
+                      bool stacks)
+{
+    switch (rec->ext) {
+    case GMT_X_THREAD: {
+        const struct gmt_thread_def *t = gmt_defs_thread(d, rec->thread);
+        printf("thread         index=%u tid=%" PRIu64 " name=\"%s\"", rec->thread,
+               t ? t->tid : 0, t ? t->name : "");
+        break;
+    }
+    case GMT_X_PROCESS:
+        printf("process        pid=%" PRIu64 " ppid=%" PRIu64 " cmd=\"%s\"",
+               d->process.pid, d->process.ppid,
+               d->process.cmdline ? d->process.cmdline : "");
+        break;
+    case GMT_X_MODULE: {
+        const struct gmt_module_def *m = &d->modules[d->nmodules - 1];
+        printf("module         id=%u 0x%" PRIx64 "-0x%" PRIx64 " base=0x%" PRIx64
+               " %s build-id=", m->id, m->lo, m->hi, m->base, m->path);
+        for (uint32_t i = 0; i < m->build_id_len; i++)
+            printf("%02x", m->build_id[i]);
+        break;
+    }
+    case GMT_X_STACK: {
+        /* the id is the payload's first varint */
+        uint64_t id = 0;
+        gmt_get_varint(rec->payload, rec->payload + rec->len, &id);
+        const struct gmt_stack_def *st = gmt_defs_stack(d, (uint32_t)id);
+        printf("stack          id=%" PRIu64 " frames=%u", id, st ? st->n : 0);
+        for (uint32_t i = 0; st && stacks && i < st->n; i++) {
+            const struct gmt_frame *fr = &st->frames[i];
+            if (fr->module >= 0) {
+                const struct gmt_module_def *m = &d->modules[fr->module];
+                printf("\n                                   #%-2u %s+0x%" PRIx64,
+                       i, base_name(m->path), fr->ip - m->base);
+            } else {
+                printf("\n                                   #%-2u 0x%" PRIx64, i,
+                       fr->ip);
+            }
+        }
+        break;
+    }
+    case GMT_X_DEVICE:
+        if (d->ndevices) {
+            const struct gmt_device_def *dv = &d->devices[d->ndevices - 1];
+            printf("device         ordinal=%u name=\"%s\" total=%" PRIu64,
+                   dv->ordinal, dv->name, dv->total_mem);
+        }
+        break;
+    default:
+        printf("definition     ext-kind=%u bytes=%zu", rec->ext, rec->len);
+        break;
+    }
+}
+
+static void print_event(const struct gmt_rec *rec)
+{
+    char s[32];
+    const char *api = gmt_api_name(rec->api);
+    const char *ptds = (rec->api & GMT_API_PTDS) ? "_ptds" : "";
+    printf("%-14s ", gmt_event_class(rec));
+    switch (rec->kind) {
+    case GMT_K_ALLOC:
+        printf("%s%s ptr=0x%" PRIx64 " size=%" PRIu64, api, ptds, rec->addr,
+               rec->size);
+        if (rec->size2)
+            printf(" block=%" PRIu64, rec->size + rec->size2);
+        if (rec->flags)
+            printf(" flags=0x%" PRIx64, rec->flags);
+        if (rec->api == GMT_API_MALLOC_ASYNC ||
+            (rec->api & ~GMT_API_PTDS) == GMT_API_MALLOC_ASYNC ||
+            (rec->api & ~GMT_API_PTDS) == GMT_API_MALLOC_FROM_POOL_ASYNC) {
+            stream_str(s, sizeof s, rec->stream);
+            printf(" stream=%s", s);
+        }
+        break;
+    case GMT_K_FREE:
+        printf("%s%s ptr=0x%" PRIx64, api, ptds, rec->addr);
+        if ((rec->api & ~GMT_API_PTDS) == GMT_API_FREE_ASYNC) {
+            stream_str(s, sizeof s, rec->stream);
+            printf(" stream=%s", s);
+        }
+        break;
+    case GMT_K_FREE_COMPLETED:
+    case GMT_K_SEGMENT_FREE:
+        printf("ptr=0x%" PRIx64 " size=%" PRIu64, rec->addr, rec->size);
+        break;
+    case GMT_K_SEGMENT_ALLOC:
+        printf("ptr=0x%" PRIx64 " size=%" PRIu64, rec->addr, rec->size);
+        break;
+    case GMT_K_MEMCPY:
+        stream_str(s, sizeof s, rec->stream);
+        printf("%s%s %s%s%s dst=0x%" PRIx64 " src=0x%" PRIx64 " bytes=%" PRIu64
+               " stream=%s", api, ptds, gmt_dir_name(rec->dir),
+               *gmt_hostmem_name(rec->dir) ? " " : "", gmt_hostmem_name(rec->dir),
+               rec->addr, rec->addr2, rec->size, s);
+        break;
+    case GMT_K_MEMSET:
+        stream_str(s, sizeof s, rec->stream);
+        printf("%s%s ptr=0x%" PRIx64 " bytes=%" PRIu64 " value=%" PRIu64
+               " stream=%s", api, ptds, rec->addr, rec->size, rec->value, s);
+        break;
+    case GMT_K_SYNC:
+        printf("%s%s", api, ptds);
+        if ((rec->api & ~GMT_API_PTDS) == GMT_API_STREAM_SYNCHRONIZE) {
+            stream_str(s, sizeof s, rec->stream);
+            printf(" stream=%s", s);
+        }
+        break;
+    case GMT_K_STREAM_CREATE:
+        printf("%s stream=0x%" PRIx64 " flags=%" PRIu64 " priority=%" PRId64, api,
+               rec->addr, rec->flags, rec->priority);
+        break;
+    case GMT_K_STREAM_DESTROY:
+        printf("stream=0x%" PRIx64, rec->addr);
+        break;
+    case GMT_K_SET_DEVICE:
+        printf("device=%" PRIu64, rec->value);
+        break;
+    case GMT_K_MEMGETINFO:
+        printf("free=%" PRIu64 " total=%" PRIu64, rec->size, rec->size2);
+        break;
+    case GMT_K_SAMPLE:
+        printf("reserved=%" PRIu64 " allocated=%" PRIu64 " largest_free=%" PRIu64
+               " free_blocks=%" PRIu64 " device_used=%" PRIu64 " host_rss=%" PRIu64,
+               rec->v[0], rec->v[1], rec->v[2], rec->v[3], rec->v[4], rec->v[5]);
+        break;
+    case GMT_K_OOM:
+        printf("size=%" PRIu64 " device_free=%" PRIu64 " device_total=%" PRIu64
+               " reserved=%" PRIu64 " allocated=%" PRIu64 " largest_free=%" PRIu64,
+               rec->size, rec->v[0], rec->v[1], rec->v[2], rec->v[3], rec->v[4]);
+        break;
+    case GMT_K_MARKER:
+        printf("type=%u string=%" PRIu64, rec->api, rec->value);
+        break;
+    }
+    if (rec->stack)
+        printf(" stack=%u", rec->stack);
+    if (rec->result)
+        printf(" -> %s (%u)", gmt_cuda_error_name(rec->result), rec->result);
+}
+
+int cmd_dump(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"limit", required_argument, NULL, 'n'},
+        {"no-stacks", no_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    uint64_t limit = UINT64_MAX;
+    bool stacks = true;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n': {
+            char *end;
+            limit = strtoull(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0') {
+                gmt_errorf("--limit needs a number, not '%s'", optarg);
+                return EXIT_ERROR;
+            }
+            break;
+        }
+        case 's':
+            stacks = false;
+            break;
+        case 'h':
+            usage(stdout);
+            return gmt_finish_output(EXIT_OK);
+        default:
+            usage(stderr);
+            return EXIT_ERROR;
+        }
+    }
+    if (optind != argc - 1) {
+        usage(stderr);
+        return EXIT_ERROR;
+    }
+    const char *path = argv[optind];
+    char err[512];
+    struct gmt_reader *r = gmt_reader_open(path, err, sizeof err);
+    if (r == NULL) {
+        gmt_errorf("%s: %s", path, err);
+        return EXIT_ERROR;
+    }
+    struct gmt_defs d = {0};
+    struct gmt_rec rec;
+    uint64_t start = gmt_reader_header(r)->start_monotonic_ns, n = 0;
+    int rc = EXIT_OK, got = 0;
+    printf("#%-9s %12s %4s %3s  %s\n", "seq", "time(ms)", "thr", "dev", "record");
+    while (n < limit && (got = gmt_reader_next(r, &rec)) == 1) {
+        n++;
+        double ms = rec.time >= start ? (double)(rec.time - start) / 1e6 : 0.0;
+        printf("%-10" PRIu64 " %12.6f %4u ", rec.seq, ms, rec.thread);
+        if (rec.kind == GMT_K_EXT) {
+            if (gmt_defs_add(&d, &rec, err, sizeof err) != 0) {
+                printf("\n");
+                gmt_errorf("%s: %s", path, err);
+                rc = EXIT_ERROR;
+                break;
+            }
+            printf("%3s  ", "-");
+            print_def(&rec, &d, stacks);
+        } else {
+            printf("%3u  ", rec.device);
+            print_event(&rec);
+        }
+        printf("\n");
+    }
+    if (rc == EXIT_OK && n < limit && got < 0) {
+        gmt_errorf("%s: %s", path, gmt_reader_error(r));
+        rc = EXIT_ERROR;
+    }
+    if (rc == EXIT_OK && gmt_reader_cut(r))
+        gmt_warnf("%s: the process ended without closing the trace (killed or "
+                  "crashed?); read up to its last complete event", path);
+    gmt_defs_free(&d);
+    gmt_reader_close(r);
+    return gmt_finish_output(rc);
+}

@@ -1,0 +1,300 @@
+/* cmd_info.c - `gpumemreport info`: what a trace holds.
+ *
+ * Header, process, devices, threads, whether the trace was closed or cut
+ * short, and how many events of each kind and from each runtime entry
+ * point it holds. The counts are what the tests compare with the calls a
+ * test program made.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "report.h"
+
+#define NCLASS 32
+#define NAPI 256
+
+struct info {
+    uint64_t records, events, defs;
+    uint64_t by_kind[NCLASS], oom, alloc_failed, failed_calls;
+    uint64_t by_api[NAPI], bytes_by_api[NAPI];
+    uint64_t first_time, last_time;
+    struct gmt_defs defs_tab;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s info [--json] TRACE...\n\n"
+               "Header, process, devices, threads and the number of events of\n"
+               "each kind and of each CUDA entry point in each trace.\n\n"
+               "  --json   one JSON object per trace, in an array\n",
+            gmt_prog);
+}
+
+static int scan(const char *path, struct gmt_reader **out, struct info *in)
+{
+    char err[512];
+    struct gmt_reader *r = gmt_reader_open(path, err, sizeof err);
+    if (r == NULL) {
+        gmt_errorf("%s: %s", path, err);
+        return -1;
+    }
+    struct gmt_rec rec;
+    int rc;
+    while ((rc = gmt_reader_next(r, &rec)) == 1) {
+        in->records++;
+        if (rec.kind == GMT_K_EXT) {
+            in->defs++;
+            if (gmt_defs_add(&in->defs_tab, &rec, err, sizeof err) != 0) {
+                gmt_errorf("%s: %s", path, err);
+                gmt_reader_close(r);
+                return -1;
+            }
+            continue;
+        }
+        in->events++;
+        if (in->first_time == 0)
+            in->first_time = rec.time;
+        in->last_time = rec.time;
+        if (rec.kind == GMT_K_ALLOC && rec.result != 0)
+            (*(rec.result == 2 ? &in->oom : &in->alloc_failed))++;
+        else
+            in->by_kind[rec.kind]++;
+        if (rec.kind == GMT_K_ALLOC || rec.kind == GMT_K_FREE ||
+            rec.kind == GMT_K_MEMCPY || rec.kind == GMT_K_MEMSET ||
+            rec.kind == GMT_K_SYNC || rec.kind == GMT_K_STREAM_CREATE) {
+            in->by_api[rec.api]++;
+            if (rec.result == 0)
+                in->bytes_by_api[rec.api] += rec.size;
+        }
+        if (rec.result != 0)
+            in->failed_calls++;
+    }
+    if (rc < 0) {
+        gmt_errorf("%s: %s", path, gmt_reader_error(r));
+        gmt_reader_close(r);
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
+
+static void print_time(FILE *f, uint64_t ns)
+{
+    time_t t = (time_t)(ns / 1000000000ull);
+    struct tm tm;
+    char buf[64];
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    fputs(buf, f);
+}
+
+static const char *features(uint64_t f, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s%s%s", f & GMT_FEAT_NATIVE_STACKS ? "native-stacks " : "",
+             f & GMT_FEAT_PYTHON_STACKS ? "python-stacks " : "",
+             f & GMT_FEAT_POOL ? "pool " : "", f ? "" : "none");
+    size_t n = strlen(buf);
+    if (n && buf[n - 1] == ' ')
+        buf[n - 1] = '\0';
+    return buf;
+}
+
+static uint64_t duration(const struct gmt_reader *r, const struct info *in)
+{
+    const struct gmt_file_header *h = gmt_reader_header(r);
+    uint64_t end = in->last_time;
+    if (!gmt_reader_cut(r) && h->end_monotonic_ns > end)
+        end = h->end_monotonic_ns;
+    return end > h->start_monotonic_ns ? end - h->start_monotonic_ns : 0;
+}
+
+static void text(const char *path, const struct gmt_reader *r,
+                 const struct info *in)
+{
+    const struct gmt_file_header *h = gmt_reader_header(r);
+    const struct gmt_defs *d = &in->defs_tab;
+    char b1[32], b2[64];
+    printf("trace:      %s (%s, %" PRIu64 " chunks of %s)\n", path,
+           gmt_fmt_bytes(b1, gmt_reader_file_size(r), false),
+           gmt_reader_chunks(r), gmt_fmt_bytes(b2, h->chunk_size, false));
+    printf("format:     %u.%u (readable by %u.%u+), features: %s\n",
+           h->version_major, h->version_minor, h->min_reader_major,
+           h->min_reader_minor, features(h->features, b2, sizeof b2));
+    printf("process:    pid %u, parent %u, session %016" PRIx64 "%s\n", h->pid,
+           h->ppid, h->session_id, h->file_index ? " (re-exec)" : "");
+    printf("started:    ");
+    print_time(stdout, h->start_realtime_ns);
+    printf(", ran %.3f s\n", (double)duration(r, in) / 1e9);
+    if (d->process.present) {
+        printf("command:    %s\n", d->process.cmdline);
+        printf("executable: %s\n", d->process.exe);
+        printf("host:       %s\n", d->process.host);
+    }
+    if (gmt_reader_cut(r))
+        printf("state:      CUT SHORT - the process ended without closing the "
+               "trace (killed, crashed, or _exit); everything up to its last "
+               "event is intact\n");
+    else
+        printf("state:      closed normally\n");
+    for (size_t i = 0; i < d->ndevices; i++) {
+        const struct gmt_device_def *dv = &d->devices[i];
+        printf("device %u:   %s, %s, sm_%u%u, PCI %04x:%02x:%02x\n", dv->ordinal,
+               dv->name, gmt_fmt_bytes(b1, dv->total_mem, false), dv->cc_major,
+               dv->cc_minor, dv->pci_domain, dv->pci_bus, dv->pci_device);
+    }
+    printf("threads:    %zu\n", d->nthreads);
+    printf("records:    %" PRIu64 " (%" PRIu64 " events, %" PRIu64
+           " definitions: %zu stacks, %zu modules)\n",
+           in->records, in->events, in->defs, d->nstacks, d->nmodules);
+    printf("\nevents by kind:\n");
+    for (unsigned k = 1; k <= GMT_K_CORE_MAX; k++)
+        if (in->by_kind[k])
+            printf("  %-24s %12" PRIu64 "\n", gmt_kind_name(k), in->by_kind[k]);
+    if (in->oom)
+        printf("  %-24s %12" PRIu64 "  (failed allocations: out of memory)\n",
+               "oom", in->oom);
+    if (in->alloc_failed)
+        printf("  %-24s %12" PRIu64 "  (failed allocations: other errors)\n",
+               "alloc_failed", in->alloc_failed);
+    printf("\ncalls by entry point:\n");
+    for (unsigned a = 1; a < NAPI; a++) {
+        if (!in->by_api[a])
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", gmt_api_name(a),
+                 (a & GMT_API_PTDS) ? "_ptds" : "");
+        printf("  %-32s %12" PRIu64 "\n", name, in->by_api[a]);
+    }
+    if (in->failed_calls)
+        printf("\nfailed calls: %" PRIu64 "\n", in->failed_calls);
+}
+
+static void json(const char *path, const struct gmt_reader *r,
+                 const struct info *in)
+{
+    const struct gmt_file_header *h = gmt_reader_header(r);
+    const struct gmt_defs *d = &in->defs_tab;
+    printf("{\"trace\":");
+    gmt_json_str(stdout, path);
+    printf(",\"file_bytes\":%" PRIu64 ",\"chunks\":%" PRIu64
+           ",\"format\":\"%u.%u\",\"features\":%" PRIu64
+           ",\"pid\":%u,\"ppid\":%u,\"session\":\"%016" PRIx64
+           "\",\"file_index\":%u,\"start_realtime_ns\":%" PRIu64
+           ",\"duration_ns\":%" PRIu64 ",\"closed\":%s",
+           gmt_reader_file_size(r), gmt_reader_chunks(r), h->version_major,
+           h->version_minor, h->features, h->pid, h->ppid, h->session_id,
+           h->file_index, h->start_realtime_ns, duration(r, in),
+           gmt_reader_cut(r) ? "false" : "true");
+    if (d->process.present) {
+        printf(",\"command\":");
+        gmt_json_str(stdout, d->process.cmdline);
+        printf(",\"executable\":");
+        gmt_json_str(stdout, d->process.exe);
+        printf(",\"host\":");
+        gmt_json_str(stdout, d->process.host);
+    }
+    printf(",\"devices\":[");
+    for (size_t i = 0; i < d->ndevices; i++) {
+        const struct gmt_device_def *dv = &d->devices[i];
+        printf("%s{\"ordinal\":%u,\"name\":", i ? "," : "", dv->ordinal);
+        gmt_json_str(stdout, dv->name);
+        printf(",\"total_bytes\":%" PRIu64 "}", dv->total_mem);
+    }
+    printf("],\"threads\":%zu,\"records\":%" PRIu64 ",\"events\":%" PRIu64
+           ",\"definitions\":%" PRIu64 ",\"stacks\":%zu,\"modules\":%zu",
+           d->nthreads, in->records, in->events, in->defs, d->nstacks,
+           d->nmodules);
+    printf(",\"by_kind\":{");
+    bool first = true;
+    for (unsigned k = 1; k <= GMT_K_CORE_MAX; k++) {
+        if (!in->by_kind[k])
+            continue;
+        printf("%s\"%s\":%" PRIu64, first ? "" : ",", gmt_kind_name(k),
+               in->by_kind[k]);
+        first = false;
+    }
+    printf("%s\"oom\":%" PRIu64 ",\"alloc_failed\":%" PRIu64 "}", first ? "" : ",",
+           in->oom, in->alloc_failed);
+    printf(",\"by_api\":{");
+    first = true;
+    for (unsigned a = 1; a < NAPI; a++) {
+        if (!in->by_api[a])
+            continue;
+        printf("%s\"%s%s\":%" PRIu64, first ? "" : ",", gmt_api_name(a),
+               (a & GMT_API_PTDS) ? "_ptds" : "", in->by_api[a]);
+        first = false;
+    }
+    printf("},\"bytes_by_api\":{");
+    first = true;
+    for (unsigned a = 1; a < NAPI; a++) {
+        if (!in->by_api[a])
+            continue;
+        printf("%s\"%s%s\":%" PRIu64, first ? "" : ",", gmt_api_name(a),
+               (a & GMT_API_PTDS) ? "_ptds" : "", in->bytes_by_api[a]);
+        first = false;
+    }
+    printf("},\"failed_calls\":%" PRIu64 "}", in->failed_calls);
+}
+
+int cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool as_json = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            as_json = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return gmt_finish_output(EXIT_OK);
+        default:
+            usage(stderr);
+            return EXIT_ERROR;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return EXIT_ERROR;
+    }
+    int rc = EXIT_OK;
+    if (as_json)
+        printf("[");
+    for (int i = optind; i < argc; i++) {
+        struct info *in = calloc(1, sizeof *in);
+        struct gmt_reader *r = NULL;
+        if (in == NULL || scan(argv[i], &r, in) != 0) {
+            rc = EXIT_ERROR;
+        } else {
+            if (gmt_reader_cut(r))
+                gmt_warnf("%s: the process ended without closing the trace "
+                          "(killed or crashed?); it is read up to its last "
+                          "complete event", argv[i]);
+            if (as_json) {
+                if (i > optind)
+                    printf(",");
+                json(argv[i], r, in);
+            } else {
+                if (i > optind)
+                    printf("\n");
+                text(argv[i], r, in);
+            }
+        }
+        gmt_reader_close(r);
+        if (in)
+            gmt_defs_free(&in->defs_tab);
+        free(in);
+    }
+    if (as_json)
+        printf("]\n");
+    return gmt_finish_output(rc);
+}

@@ -1,0 +1,367 @@
+/* defs.c - parsing the trace's definition records into lookup tables.
+ *
+ * Payload grammars are in gmt_format.h and docs/trace-format.md. Every
+ * length is checked against the payload before it is used; trailing bytes
+ * a newer minor version may append are ignored.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "defs.h"
+#include "report.h"
+
+struct cur {
+    const uint8_t *p, *end;
+    bool bad;
+};
+
+static uint64_t u(struct cur *c)
+{
+    uint64_t v = 0;
+    const uint8_t *p = c->bad ? NULL : gmt_get_varint(c->p, c->end, &v);
+    if (p == NULL) {
+        c->bad = true;
+        return 0;
+    }
+    c->p = p;
+    return v;
+}
+
+static int64_t s(struct cur *c)
+{
+    return gmt_unzigzag(u(c));
+}
+
+/* A length-prefixed byte string; NULL (and c->bad) if it overruns. */
+static const uint8_t *str(struct cur *c, size_t *len, size_t max)
+{
+    uint64_t n = u(c);
+    if (c->bad || n > (uint64_t)(c->end - c->p) || n > max) {
+        c->bad = true;
+        return NULL;
+    }
+    const uint8_t *p = c->p;
+    c->p += n;
+    *len = (size_t)n;
+    return p;
+}
+
+/* Untrusted bytes to a printable, valid UTF-8 C string: control bytes
+ * and invalid UTF-8 become '?', NULs become nul_as. */
+static char *dup_printable(const uint8_t *p, size_t n, char nul_as)
+{
+    char *s = malloc(n + 1);
+    if (s == NULL)
+        return NULL;
+    memcpy(s, p, n);
+    s[n] = '\0';
+    for (size_t i = 0; i < n;) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\0') {
+            s[i++] = nul_as;
+        } else if (ch < 0x20 || ch == 0x7f) {
+            s[i++] = '?';
+        } else if (ch < 0x80) {
+            i++;
+        } else {
+            int len = gmt_utf8_len((const unsigned char *)s + i);
+            if (len == 0)
+                s[i++] = '?';
+            else
+                i += (size_t)len;
+        }
+    }
+    /* a command line ends with a NUL: don't leave a trailing separator */
+    while (n > 0 && s[n - 1] == nul_as && nul_as != '\0')
+        n--;
+    s[n] = '\0';
+    return s;
+}
+
+static int process(struct gmt_defs *d, struct cur *c)
+{
+    struct gmt_process_def *p = &d->process;
+    size_t ncmd = 0, nhost = 0, nexe = 0;
+    p->pid = u(c);
+    p->ppid = u(c);
+    p->session = u(c);
+    u(c); /* file index; the header has it */
+    p->realtime_ns = u(c);
+    const uint8_t *cmd = str(c, &ncmd, SIZE_MAX);
+    const uint8_t *host = str(c, &nhost, 4096);
+    const uint8_t *exe = str(c, &nexe, 65536);
+    if (c->bad)
+        return -1;
+    free(p->cmdline);
+    free(p->host);
+    free(p->exe);
+    p->cmdline = dup_printable(cmd, ncmd, ' ');
+    p->host = dup_printable(host, nhost, '?');
+    p->exe = dup_printable(exe, nexe, '?');
+    p->present = p->cmdline && p->host && p->exe;
+    return 0;
+}
+
+static int cmp_active(const void *a, const void *b, void *arg)
+{
+    const struct gmt_defs *d = arg;
+    uint64_t x = d->modules[*(const size_t *)a].lo;
+    uint64_t y = d->modules[*(const size_t *)b].lo;
+    return x < y ? -1 : x > y;
+}
+
+static int module(struct gmt_defs *d, struct cur *c)
+{
+    struct gmt_module_def m = {0};
+    size_t nbid = 0, npath = 0;
+    m.id = (uint32_t)u(c);
+    m.base = u(c);
+    m.lo = u(c);
+    m.hi = u(c);
+    const uint8_t *bid = str(c, &nbid, sizeof m.build_id);
+    const uint8_t *path = str(c, &npath, 65536);
+    if (c->bad || m.lo >= m.hi)
+        return -1;
+    memcpy(m.build_id, bid, nbid);
+    m.build_id_len = (uint32_t)nbid;
+    m.path = dup_printable(path, npath, '?');
+    if (m.path == NULL)
+        return -1;
+    if (d->nmodules == d->cap_modules) {
+        size_t cap = d->cap_modules ? 2 * d->cap_modules : 64;
+        struct gmt_module_def *mm = realloc(d->modules, cap * sizeof *mm);
+        size_t *aa = realloc(d->active, cap * sizeof *aa);
+        if (aa)
+            d->active = aa;
+        if (mm)
+            d->modules = mm;
+        if (!mm || !aa) {
+            free(m.path);
+            return -1;
+        }
+        d->cap_modules = cap;
+    }
+    /* A new mapping replaces whatever it overlaps (unloaded since). */
+    size_t keep = 0;
+    for (size_t i = 0; i < d->nactive; i++) {
+        const struct gmt_module_def *o = &d->modules[d->active[i]];
+        if (o->hi <= m.lo || o->lo >= m.hi)
+            d->active[keep++] = d->active[i];
+    }
+    d->nactive = keep;
+    d->modules[d->nmodules] = m;
+    d->active[d->nactive++] = d->nmodules++;
+    qsort_r(d->active, d->nactive, sizeof *d->active, cmp_active, d);
+    return 0;
+}
+
+static int32_t module_at(const struct gmt_defs *d, uint64_t ip)
+{
+    size_t lo = 0, hi = d->nactive;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct gmt_module_def *m = &d->modules[d->active[mid]];
+        if (ip < m->lo)
+            hi = mid;
+        else if (ip >= m->hi)
+            lo = mid + 1;
+        else
+            return (int32_t)d->active[mid];
+    }
+    return -1;
+}
+
+static int stack(struct gmt_defs *d, struct cur *c)
+{
+    uint64_t id = u(c), n = u(c);
+    if (c->bad || id == 0 || id > UINT32_MAX || n > GMT_MAX_STACK_DEPTH)
+        return -1;
+    struct gmt_stack_def *st;
+    uint32_t id32 = (uint32_t)id;
+    HASH_FIND(hh, d->stacks, &id32, sizeof id32, st);
+    if (st != NULL)
+        return 0; /* the recorder never reuses an id; keep the first */
+    st = calloc(1, sizeof *st);
+    if (st == NULL)
+        return -1;
+    st->frames = calloc(n ? n : 1, sizeof *st->frames);
+    if (st->frames == NULL) {
+        free(st);
+        return -1;
+    }
+    uint64_t ip = 0;
+    for (uint64_t i = 0; i < n && !c->bad; i++) {
+        ip += (uint64_t)s(c);
+        st->frames[i].ip = ip;
+        st->frames[i].module = module_at(d, ip);
+    }
+    if (c->bad) {
+        free(st->frames);
+        free(st);
+        return -1;
+    }
+    st->id = id32;
+    st->n = (uint32_t)n;
+    HASH_ADD(hh, d->stacks, id, sizeof st->id, st);
+    d->nstacks++;
+    return 0;
+}
+
+static int thread(struct gmt_defs *d, const struct gmt_rec *rec, struct cur *c)
+{
+    uint64_t tid = u(c);
+    if (c->bad)
+        return -1;
+    struct gmt_thread_def *t;
+    HASH_FIND(hh, d->threads, &rec->thread, sizeof rec->thread, t);
+    if (t == NULL) {
+        if ((t = calloc(1, sizeof *t)) == NULL)
+            return -1;
+        t->index = rec->thread;
+        HASH_ADD(hh, d->threads, index, sizeof t->index, t);
+        d->nthreads++;
+    }
+    t->tid = tid;
+    size_t n = (size_t)(c->end - c->p);
+    if (n > 16)
+        n = 16;
+    char *name = dup_printable(c->p, n, '?');
+    if (name) {
+        snprintf(t->name, sizeof t->name, "%s", name);
+        free(name);
+    }
+    return 0;
+}
+
+static int device(struct gmt_defs *d, struct cur *c)
+{
+    struct gmt_device_def dev = {0};
+    size_t nname = 0, nuuid = 0;
+    uint64_t ord = u(c);
+    const uint8_t *name = str(c, &nname, 256);
+    dev.total_mem = u(c);
+    const uint8_t *uuid = str(c, &nuuid, 16);
+    uint64_t v[5];
+    for (int i = 0; i < 5; i++)
+        v[i] = u(c);
+    if (c->bad || ord > 0xffff)
+        return -1;
+    dev.ordinal = (uint32_t)ord;
+    char *nm = dup_printable(name, nname, '?');
+    if (nm == NULL)
+        return -1;
+    snprintf(dev.name, sizeof dev.name, "%s", nm);
+    free(nm);
+    memcpy(dev.uuid, uuid, nuuid);
+    dev.pci_domain = (uint32_t)v[0];
+    dev.pci_bus = (uint32_t)v[1];
+    dev.pci_device = (uint32_t)v[2];
+    dev.cc_major = (uint32_t)v[3];
+    dev.cc_minor = (uint32_t)v[4];
+    for (size_t i = 0; i < d->ndevices; i++) {
+        if (d->devices[i].ordinal == dev.ordinal) {
+            d->devices[i] = dev;
+            return 0;
+        }
+    }
+    struct gmt_device_def *nd =
+        realloc(d->devices, (d->ndevices + 1) * sizeof *nd);
+    if (nd == NULL)
+        return -1;
+    d->devices = nd;
+    d->devices[d->ndevices++] = dev;
+    return 0;
+}
+
+int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
+                 size_t errlen)
+{
+    struct cur c = {rec->payload, rec->payload + rec->len, false};
+    int rc = 0;
+    const char *what = "extension";
+    switch (rec->ext) {
+    case GMT_X_THREAD:
+        what = "thread";
+        rc = thread(d, rec, &c);
+        break;
+    case GMT_X_PROCESS:
+        what = "process";
+        rc = process(d, &c);
+        break;
+    case GMT_X_MODULE:
+        what = "module";
+        rc = module(d, &c);
+        break;
+    case GMT_X_STACK:
+        what = "stack";
+        rc = stack(d, &c);
+        break;
+    case GMT_X_DEVICE:
+        what = "device";
+        rc = device(d, &c);
+        break;
+    case GMT_X_STRING:
+        d->nstrings++;
+        break;
+    case GMT_X_NOTE:
+        d->nnotes++;
+        break;
+    default:
+        d->nunknown++; /* from a newer minor version: skipped */
+        break;
+    }
+    if (rc != 0)
+        snprintf(err, errlen, "corrupt trace: malformed %s definition "
+                 "(record %llu)", what, (unsigned long long)rec->seq);
+    return rc;
+}
+
+const struct gmt_stack_def *gmt_defs_stack(const struct gmt_defs *d,
+                                           uint32_t id)
+{
+    struct gmt_stack_def *st;
+    HASH_FIND(hh, d->stacks, &id, sizeof id, st);
+    return st;
+}
+
+const struct gmt_thread_def *gmt_defs_thread(const struct gmt_defs *d,
+                                             uint32_t index)
+{
+    struct gmt_thread_def *t;
+    HASH_FIND(hh, d->threads, &index, sizeof index, t);
+    return t;
+}
+
+const struct gmt_device_def *gmt_defs_device(const struct gmt_defs *d,
+                                             uint32_t ordinal)
+{
+    for (size_t i = 0; i < d->ndevices; i++)
+        if (d->devices[i].ordinal == ordinal)
+            return &d->devices[i];
+    return NULL;
+}
+
+void gmt_defs_free(struct gmt_defs *d)
+{
+    struct gmt_stack_def *st, *tmp;
+    HASH_ITER(hh, d->stacks, st, tmp) {
+        HASH_DEL(d->stacks, st);
+        free(st->frames);
+        free(st);
+    }
+    struct gmt_thread_def *t, *ttmp;
+    HASH_ITER(hh, d->threads, t, ttmp) {
+        HASH_DEL(d->threads, t);
+        free(t);
+    }
+    for (size_t i = 0; i < d->nmodules; i++)
+        free(d->modules[i].path);
+    free(d->modules);
+    free(d->active);
+    free(d->devices);
+    free(d->process.cmdline);
+    free(d->process.host);
+    free(d->process.exe);
+    memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,87 @@
+/* defs.h - the definitions a trace carries besides its events.
+ *
+ * Extension records describe the process, its threads, devices, loaded
+ * modules and call stacks. gmt_defs_add() parses them (as untrusted
+ * payloads) into tables that the commands look things up in. A stack's
+ * frames are tied to the module loaded at that address at the time the
+ * stack was defined, so a library unloaded and replaced later does not
+ * misattribute earlier stacks.
+ */
+#ifndef GMT_DEFS_H
+#define GMT_DEFS_H
+
+#include <uthash.h>
+
+#include "reader.h"
+
+struct gmt_module_def {
+    uint32_t id;
+    uint64_t base, lo, hi;
+    uint8_t build_id[64];
+    uint32_t build_id_len;
+    char *path;
+};
+
+struct gmt_frame {
+    uint64_t ip;
+    int32_t module; /* index into gmt_defs.modules, -1 if in none */
+};
+
+struct gmt_stack_def {
+    uint32_t id;
+    uint32_t n;
+    struct gmt_frame *frames; /* innermost first */
+    UT_hash_handle hh;
+};
+
+struct gmt_thread_def {
+    uint32_t index;
+    uint64_t tid;
+    char name[17];
+    UT_hash_handle hh;
+};
+
+struct gmt_device_def {
+    uint32_t ordinal;
+    char name[257];
+    uint64_t total_mem;
+    uint8_t uuid[16];
+    uint32_t pci_domain, pci_bus, pci_device, cc_major, cc_minor;
+};
+
+struct gmt_process_def {
+    bool present;
+    uint64_t pid, ppid, session, realtime_ns;
+    char *cmdline; /* arguments joined by spaces */
+    char *host;
+    char *exe;
+};
+
+struct gmt_defs {
+    struct gmt_process_def process;
+    struct gmt_module_def *modules;
+    size_t nmodules, cap_modules;
+    size_t *active; /* indices of the modules mapped now, sorted by lo */
+    size_t nactive;
+    struct gmt_stack_def *stacks; /* uthash by id */
+    size_t nstacks;
+    struct gmt_thread_def *threads; /* uthash by index */
+    size_t nthreads;
+    struct gmt_device_def *devices;
+    size_t ndevices;
+    size_t nstrings, nnotes, nunknown;
+};
+
+/* Take in one extension record. 0: fine (unknown kinds are counted and
+ * skipped); -1: malformed payload, reason in err. */
+int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
+                 size_t errlen);
+const struct gmt_stack_def *gmt_defs_stack(const struct gmt_defs *d,
+                                           uint32_t id);
+const struct gmt_thread_def *gmt_defs_thread(const struct gmt_defs *d,
+                                             uint32_t index);
+const struct gmt_device_def *gmt_defs_device(const struct gmt_defs *d,
+                                             uint32_t ordinal);
+void gmt_defs_free(struct gmt_defs *d);
+
+#endif /* GMT_DEFS_H */

@@ -1,0 +1,70 @@
+/* main.c - gpumemreport: command table and dispatch.
+ *
+ * `gpumemreport <command> [options] TRACE...`; `gpumemreport help` lists
+ * the commands from the table below, `gpumemreport <command> --help`
+ * prints that command's usage. With no command name, the first argument
+ * is taken as a trace and the default command runs on it.
+ */
+#include <string.h>
+
+#include "report.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    {"info", cmd_info, "header, process, devices, threads and event counts"},
+    {"dump", cmd_dump, "every record in order, readable (stacks as module+offset)"},
+};
+#define NCOMMANDS (sizeof commands / sizeof *commands)
+#define DEFAULT_COMMAND "info"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s <command> [options] TRACE...\n\n"
+               "Reads gpumemtrace traces (.gmt files) and reports on them.\n\n"
+               "commands:\n", gmt_prog);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'%s <command> --help' describes one command.\n"
+               "Exit status: 0 fine, 1 a check failed, 2 error.\n", gmt_prog);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_ERROR;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
+        if (argc > 2) {
+            for (size_t i = 0; i < NCOMMANDS; i++) {
+                if (!strcmp(argv[2], commands[i].name)) {
+                    char *args[] = {argv[2], "--help", NULL};
+                    return commands[i].run(2, args);
+                }
+            }
+            gmt_errorf("no command '%s'; try '%s help'", argv[2], gmt_prog);
+            return EXIT_ERROR;
+        }
+        usage(stdout);
+        return gmt_finish_output(EXIT_OK);
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(name, commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    if (name[0] != '-' && strchr(name, '.')) { /* looks like a trace */
+        for (size_t i = 0; i < NCOMMANDS; i++) {
+            if (!strcmp(commands[i].name, DEFAULT_COMMAND)) {
+                argv[0] = (char *)DEFAULT_COMMAND;
+                return commands[i].run(argc, argv);
+            }
+        }
+    }
+    gmt_errorf("no command '%s'; try '%s help'", name, gmt_prog);
+    return EXIT_ERROR;
+}

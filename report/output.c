@@ -1,0 +1,100 @@
+/* output.c - messages, numbers and strings for people and for JSON.
+ *
+ * A report that could not be written is a failure (exit 2): CI must not
+ * mistake a truncated report for a good one.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "report.h"
+
+const char *gmt_prog = "gpumemreport";
+
+void gmt_errorf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", gmt_prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void gmt_warnf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: warning: ", gmt_prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int gmt_finish_output(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        gmt_errorf("cannot write the output: %s", strerror(errno));
+        return EXIT_ERROR;
+    }
+    return rc;
+}
+
+
+const char *gmt_fmt_bytes(char *buf, uint64_t bytes, bool exact)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (exact || bytes < 1024) {
+        snprintf(buf, 32, "%llu%s", (unsigned long long)bytes,
+                 exact ? "" : " B");
+        return buf;
+    }
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, 32, "%.2f %s", v, unit[u]);
+    return buf;
+}
+
+/* Length of the valid UTF-8 sequence at p, or 0. */
+int gmt_utf8_len(const unsigned char *p)
+{
+    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+            : p[0] >= 0xe0              ? 3
+            : p[0] >= 0xc2 && p[0] < 0xe0 ? 2
+                                          : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* Trace strings are untrusted bytes: control characters are escaped and
+ * invalid UTF-8 becomes U+FFFD, so the JSON is always valid. */
+void gmt_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        if (*p == '"' || *p == '\\') {
+            fprintf(f, "\\%c", *p++);
+        } else if (*p < 0x20 || *p == 0x7f) {
+            fprintf(f, "\\u%04x", *p++);
+        } else if (*p < 0x80) {
+            fputc(*p++, f);
+        } else {
+            int n = gmt_utf8_len(p);
+            if (n == 0) {
+                fputs("\\ufffd", f);
+                p++;
+            } else {
+                fwrite(p, 1, (size_t)n, f);
+                p += n;
+            }
+        }
+    }
+    fputc('"', f);
+}

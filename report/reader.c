@@ -1,0 +1,585 @@
+/* reader.c - streaming, validating reader of .gmt traces.
+ *
+ * Opening a trace reads the header and the 32-byte header of every chunk
+ * (one pread each; a 1 GiB trace has 16k chunks), groups chunks by thread
+ * and orders each thread's chunks by ordinal. Reading then merges the
+ * threads: a min-heap of per-thread cursors keyed by the sequence number
+ * of each cursor's next record. A cursor whose next chunk is not loaded
+ * yet is keyed by that chunk's first_seq, so only chunks whose records are
+ * due are in memory.
+ *
+ * Everything read from the file is checked before it is used: lengths
+ * against the chunk, varints against their bounds, kinds against the
+ * version. A bad byte ends reading with a message naming the chunk and the
+ * offset; it can never make the reader loop, over-read or over-allocate.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "reader.h"
+
+#define MAX_DEVICE 0xffffu
+
+struct chunk_ref {
+    uint64_t index;
+    uint64_t first_seq, first_time;
+    uint32_t thread, ordinal, used;
+};
+
+struct cursor {
+    struct chunk_ref *chunks; /* this thread's chunks, in ordinal order */
+    size_t nchunks, next;     /* next: the chunk to load next */
+    uint8_t *buf;
+    size_t pos, end;
+    uint64_t chunk_index;     /* for messages */
+    uint64_t seq, time, addr, addr2, stream;
+    uint32_t device;
+    struct gmt_rec pending;
+    bool has_pending;         /* else: keyed by chunks[next].first_seq */
+    uint64_t key;
+    uint32_t thread;
+};
+
+struct gmt_reader {
+    int fd;
+    char *path;
+    struct gmt_file_header hdr;
+    uint64_t size;
+    uint32_t cs;
+    struct chunk_ref *refs;
+    size_t nrefs;
+    struct cursor *cur;
+    size_t ncur;
+    struct cursor **heap;
+    size_t nheap;
+    uint8_t *scratch;
+    char err[512];
+    bool failed;
+};
+
+static void fail(struct gmt_reader *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void fail(struct gmt_reader *r, const char *fmt, ...)
+{
+    if (r->failed)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    r->failed = true;
+}
+
+static bool pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return true;
+}
+
+static int cmp_ref(const void *a, const void *b)
+{
+    const struct chunk_ref *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    if (x->ordinal != y->ordinal)
+        return x->ordinal < y->ordinal ? -1 : 1;
+    return 0;
+}
+
+/* ---- heap of cursors ------------------------------------------------ */
+
+static bool before(const struct cursor *a, const struct cursor *b)
+{
+    if (a->key != b->key)
+        return a->key < b->key;
+    return a->thread < b->thread; /* only in corrupt files: stay stable */
+}
+
+static void sift_down(struct gmt_reader *r, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < r->nheap && before(r->heap[l], r->heap[m]))
+            m = l;
+        if (l + 1 < r->nheap && before(r->heap[l + 1], r->heap[m]))
+            m = l + 1;
+        if (m == i)
+            return;
+        struct cursor *t = r->heap[i];
+        r->heap[i] = r->heap[m];
+        r->heap[m] = t;
+        i = m;
+    }
+}
+
+static void heap_pop_top(struct gmt_reader *r)
+{
+    r->heap[0] = r->heap[--r->nheap];
+    if (r->nheap)
+        sift_down(r, 0);
+}
+
+/* ---- opening -------------------------------------------------------- */
+
+static bool check_header(struct gmt_reader *r)
+{
+    const struct gmt_file_header *h = &r->hdr;
+    if (memcmp(h->magic, GMT_MAGIC, 8) != 0) {
+        fail(r, "not a gpumemtrace trace (bad magic)");
+        return false;
+    }
+    if (h->endian != GMT_ENDIAN_MARK) {
+        fail(r, "trace written with a different byte order; not supported");
+        return false;
+    }
+    if (h->min_reader_major > GMT_VERSION_MAJOR ||
+        (h->min_reader_major == GMT_VERSION_MAJOR &&
+         h->min_reader_minor > GMT_VERSION_MINOR) ||
+        h->version_major < 1) {
+        fail(r, "trace format %u.%u needs a reader of version %u.%u or newer;"
+             " this gpumemreport reads %u.%u",
+             h->version_major, h->version_minor, h->min_reader_major,
+             h->min_reader_minor, GMT_VERSION_MAJOR, GMT_VERSION_MINOR);
+        return false;
+    }
+    if (h->header_size < sizeof *h || h->header_size > (1u << 20)) {
+        fail(r, "corrupt header (header size %u)", h->header_size);
+        return false;
+    }
+    if (h->chunk_size < GMT_CHUNK_SIZE_MIN || h->chunk_size > GMT_CHUNK_SIZE_MAX ||
+        h->chunk_size % 4096) {
+        fail(r, "corrupt header (chunk size %u)", h->chunk_size);
+        return false;
+    }
+    return true;
+}
+
+static bool index_chunks(struct gmt_reader *r)
+{
+    uint64_t data = r->size - r->hdr.header_size;
+    if (data % r->cs) {
+        fail(r, "trace is truncated: %llu bytes after the header is not a "
+             "whole number of %u-byte chunks (file cut while copying?)",
+             (unsigned long long)data, r->cs);
+        return false;
+    }
+    uint64_t n = data / r->cs;
+    r->refs = calloc(n ? n : 1, sizeof *r->refs);
+    if (r->refs == NULL) {
+        fail(r, "out of memory indexing %llu chunks", (unsigned long long)n);
+        return false;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        struct gmt_chunk_header c;
+        uint64_t off = r->hdr.header_size + i * r->cs;
+        if (!pread_all(r->fd, &c, sizeof c, off)) {
+            fail(r, "cannot read chunk %llu: %s", (unsigned long long)i,
+                 errno ? strerror(errno) : "short read");
+            return false;
+        }
+        if (c.magic == 0 && c.used == 0)
+            continue; /* reserved, never used */
+        if (c.magic != GMT_CHUNK_MAGIC) {
+            fail(r, "corrupt trace: chunk %llu at offset %llu has a bad magic",
+                 (unsigned long long)i, (unsigned long long)off);
+            return false;
+        }
+        if (c.used < GMT_CHUNK_HEADER_SIZE || c.used > r->cs || c.thread == 0 ||
+            (c.used > GMT_CHUNK_HEADER_SIZE && c.first_seq == 0)) {
+            fail(r, "corrupt trace: chunk %llu at offset %llu has an invalid "
+                 "header", (unsigned long long)i, (unsigned long long)off);
+            return false;
+        }
+        if (c.used == GMT_CHUNK_HEADER_SIZE)
+            continue; /* acquired, nothing committed */
+        r->refs[r->nrefs++] = (struct chunk_ref){
+            i, c.first_seq, c.first_time, c.thread, c.ordinal, c.used};
+    }
+    qsort(r->refs, r->nrefs, sizeof *r->refs, cmp_ref);
+    size_t threads = 0;
+    for (size_t i = 0; i < r->nrefs; i++) {
+        if (i > 0 && r->refs[i].thread == r->refs[i - 1].thread &&
+            r->refs[i].ordinal == r->refs[i - 1].ordinal) {
+            fail(r, "corrupt trace: thread %u has two chunks numbered %u",
+                 r->refs[i].thread, r->refs[i].ordinal);
+            return false;
+        }
+        if (i == 0 || r->refs[i].thread != r->refs[i - 1].thread)
+            threads++;
+    }
+    r->cur = calloc(threads ? threads : 1, sizeof *r->cur);
+    r->heap = calloc(threads ? threads : 1, sizeof *r->heap);
+    r->scratch = malloc(r->cs);
+    if (!r->cur || !r->heap || !r->scratch) {
+        fail(r, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < r->nrefs;) {
+        size_t j = i;
+        while (j < r->nrefs && r->refs[j].thread == r->refs[i].thread)
+            j++;
+        struct cursor *c = &r->cur[r->ncur++];
+        c->chunks = &r->refs[i];
+        c->nchunks = j - i;
+        c->thread = r->refs[i].thread;
+        c->key = c->chunks[0].first_seq;
+        r->heap[r->nheap++] = c;
+        i = j;
+    }
+    for (size_t i = r->nheap / 2 + 1; i-- > 0;)
+        if (i < r->nheap)
+            sift_down(r, i);
+    return true;
+}
+
+struct gmt_reader *gmt_reader_open(const char *path, char *err, size_t errlen)
+{
+    struct gmt_reader *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->fd = -1;
+    r->path = strdup(path);
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (r->fd < 0) {
+        fail(r, "cannot open: %s", strerror(errno));
+    } else if (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fail(r, "not a regular file");
+    } else if ((r->size = (uint64_t)st.st_size) < sizeof r->hdr) {
+        fail(r, r->size == 0 ? "empty file" : "file too short for a trace "
+                                              "header (truncated?)");
+    } else if (!pread_all(r->fd, &r->hdr, sizeof r->hdr, 0)) {
+        fail(r, "cannot read the header");
+    } else if (check_header(r)) {
+        r->cs = r->hdr.chunk_size;
+        if (r->size < r->hdr.header_size)
+            fail(r, "trace is truncated inside its header");
+        else
+            index_chunks(r);
+    }
+    if (r->failed) {
+        snprintf(err, errlen, "%s", r->err);
+        gmt_reader_close(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* ---- decoding -------------------------------------------------------- */
+
+#define GET(var)                                                              \
+    do {                                                                      \
+        if ((p = gmt_get_varint(p, end, &(var))) == NULL)                     \
+            goto bad;                                                         \
+    } while (0)
+#define GET_ADDR(reg, out)                                                    \
+    do {                                                                      \
+        int64_t d_;                                                           \
+        if ((p = gmt_get_svarint(p, end, &d_)) == NULL)                       \
+            goto bad;                                                         \
+        (reg) += (uint64_t)d_;                                                \
+        (out) = (reg);                                                        \
+    } while (0)
+#define GET_BYTE(var)                                                         \
+    do {                                                                      \
+        if (p >= end)                                                         \
+            goto bad;                                                         \
+        (var) = *p++;                                                         \
+    } while (0)
+
+static bool load(struct gmt_reader *r, struct cursor *c)
+{
+    const struct chunk_ref *ref = &c->chunks[c->next++];
+    if (c->buf == NULL && (c->buf = malloc(r->cs)) == NULL) {
+        fail(r, "out of memory");
+        return false;
+    }
+    uint64_t off = r->hdr.header_size + ref->index * r->cs;
+    if (!pread_all(r->fd, c->buf, ref->used, off)) {
+        fail(r, "cannot read chunk %llu", (unsigned long long)ref->index);
+        return false;
+    }
+    c->chunk_index = ref->index;
+    c->pos = GMT_CHUNK_HEADER_SIZE;
+    c->end = ref->used;
+    c->seq = ref->first_seq;
+    c->time = ref->first_time;
+    c->addr = c->addr2 = c->stream = 0;
+    c->device = 0;
+    return true;
+}
+
+/* Decode the record at the cursor into c->pending. */
+static bool decode(struct gmt_reader *r, struct cursor *c)
+{
+    const uint8_t *start = c->buf + c->pos, *p = start;
+    const uint8_t *end = c->buf + c->end;
+    struct gmt_rec *rec = &c->pending;
+    uint64_t v, dseq, dtime;
+    memset(rec, 0, sizeof *rec);
+    uint8_t tag = *p++;
+    unsigned kind = tag & GMT_TAG_KIND_MASK;
+    if (kind == GMT_K_INVALID || (kind > GMT_K_CORE_MAX && kind != GMT_K_EXT)) {
+        fail(r, "corrupt trace: chunk %llu, byte %zu: unknown record kind %u",
+             (unsigned long long)c->chunk_index, c->pos, kind);
+        return false;
+    }
+    GET(dseq);
+    GET(dtime);
+    c->seq += dseq;
+    c->time += dtime;
+    if (tag & GMT_TAG_DEVICE) {
+        GET(v);
+        if (v > MAX_DEVICE)
+            goto bad;
+        c->device = (uint32_t)v;
+    }
+    if (tag & GMT_TAG_STREAM)
+        GET(c->stream);
+    if (tag & GMT_TAG_ERR) {
+        GET(v);
+        if (v > UINT32_MAX)
+            goto bad;
+        rec->result = (uint32_t)v;
+    }
+    rec->kind = (uint8_t)kind;
+    rec->seq = c->seq;
+    rec->time = c->time;
+    rec->thread = c->thread;
+    rec->device = c->device;
+    rec->stream = c->stream;
+    switch (kind) {
+    case GMT_K_ALLOC:
+        GET_BYTE(rec->api);
+        GET_ADDR(c->addr, rec->addr);
+        GET(rec->size);
+        GET(rec->size2);
+        GET(rec->flags);
+        GET(v);
+        rec->stack = (uint32_t)v;
+        if (v > UINT32_MAX)
+            goto bad;
+        break;
+    case GMT_K_FREE:
+        GET_BYTE(rec->api);
+        GET_ADDR(c->addr, rec->addr);
+        GET(v);
+        rec->stack = (uint32_t)v;
+        if (v > UINT32_MAX)
+            goto bad;
+        break;
+    case GMT_K_FREE_COMPLETED:
+    case GMT_K_SEGMENT_FREE:
+        GET_ADDR(c->addr, rec->addr);
+        GET(rec->size);
+        break;
+    case GMT_K_SEGMENT_ALLOC:
+        GET_ADDR(c->addr, rec->addr);
+        GET(rec->size);
+        GET(v);
+        rec->stack = (uint32_t)v;
+        if (v > UINT32_MAX)
+            goto bad;
+        break;
+    case GMT_K_MEMCPY:
+        GET_BYTE(rec->api);
+        GET_BYTE(rec->dir);
+        GET_ADDR(c->addr, rec->addr);
+        GET_ADDR(c->addr2, rec->addr2);
+        GET(rec->size);
+        GET(v);
+        rec->stack = (uint32_t)v;
+        if (v > UINT32_MAX)
+            goto bad;
+        break;
+    case GMT_K_MEMSET:
+        GET_BYTE(rec->api);
+        GET_ADDR(c->addr, rec->addr);
+        GET(rec->size);
+        GET(rec->value);
+        GET(v);
+        rec->stack = (uint32_t)v;
+        if (v > UINT32_MAX)
+            goto bad;
+        break;
+    case GMT_K_SYNC:
+        GET_BYTE(rec->api);
+        GET(v);
+        rec->stack = (uint32_t)v;
+        if (v > UINT32_MAX)
+            goto bad;
+        break;
+    case GMT_K_STREAM_CREATE: {
+        int64_t prio;
+        GET_BYTE(rec->api);
+        GET(rec->addr);
+        GET(rec->flags);
+        if ((p = gmt_get_svarint(p, end, &prio)) == NULL)
+            goto bad;
+        rec->priority = prio;
+        GET(v);
+        rec->stack = (uint32_t)v;
+        if (v > UINT32_MAX)
+            goto bad;
+        break;
+    }
+    case GMT_K_STREAM_DESTROY:
+        GET(rec->addr);
+        GET(v);
+        rec->stack = (uint32_t)v;
+        if (v > UINT32_MAX)
+            goto bad;
+        break;
+    case GMT_K_SET_DEVICE:
+        GET(rec->value);
+        break;
+    case GMT_K_MEMGETINFO:
+        GET(rec->size);
+        GET(rec->size2);
+        break;
+    case GMT_K_SAMPLE:
+        for (int i = 0; i < 6; i++)
+            GET(rec->v[i]);
+        break;
+    case GMT_K_OOM:
+        GET(rec->size);
+        for (int i = 0; i < 5; i++)
+            GET(rec->v[i]);
+        GET(v);
+        rec->stack = (uint32_t)v;
+        if (v > UINT32_MAX)
+            goto bad;
+        break;
+    case GMT_K_MARKER:
+        GET_BYTE(rec->api);
+        GET(rec->value);
+        break;
+    case GMT_K_EXT:
+        GET(v);
+        if (v > UINT32_MAX)
+            goto bad;
+        rec->ext = (uint32_t)v;
+        GET(v);
+        if (v > (uint64_t)(end - p))
+            goto bad;
+        rec->payload = p;
+        rec->len = (size_t)v;
+        p += v;
+        break;
+    }
+    c->pos += (size_t)(p - start);
+    c->has_pending = true;
+    c->key = c->seq;
+    return true;
+bad:
+    fail(r, "corrupt trace: chunk %llu, byte %zu: malformed %s record",
+         (unsigned long long)c->chunk_index, c->pos,
+         kind == GMT_K_EXT ? "extension" : "event");
+    return false;
+}
+
+/* Move the cursor on: decode its next record, or key it by its next
+ * chunk, or take it off the heap. */
+static bool advance(struct gmt_reader *r, struct cursor *c)
+{
+    c->has_pending = false;
+    if (c->pos < c->end)
+        return decode(r, c);
+    if (c->next < c->nchunks) {
+        c->key = c->chunks[c->next].first_seq;
+        sift_down(r, 0);
+        return true;
+    }
+    free(c->buf);
+    c->buf = NULL;
+    heap_pop_top(r);
+    return true;
+}
+
+int gmt_reader_next(struct gmt_reader *r, struct gmt_rec *rec)
+{
+    while (!r->failed && r->nheap > 0) {
+        struct cursor *c = r->heap[0];
+        if (!c->has_pending) {
+            if (!load(r, c) || !decode(r, c))
+                return -1;
+            sift_down(r, 0);
+            continue;
+        }
+        *rec = c->pending;
+        if (rec->payload) {
+            memcpy(r->scratch, rec->payload, rec->len);
+            rec->payload = r->scratch;
+        }
+        if (!advance(r, c))
+            return -1;
+        if (c->has_pending)
+            sift_down(r, 0);
+        return 1;
+    }
+    return r->failed ? -1 : 0;
+}
+
+const char *gmt_reader_error(const struct gmt_reader *r)
+{
+    return r->err;
+}
+
+const struct gmt_file_header *gmt_reader_header(const struct gmt_reader *r)
+{
+    return &r->hdr;
+}
+
+bool gmt_reader_cut(const struct gmt_reader *r)
+{
+    return !(r->hdr.flags & GMT_FLAG_CLOSED);
+}
+
+uint64_t gmt_reader_file_size(const struct gmt_reader *r)
+{
+    return r->size;
+}
+
+uint64_t gmt_reader_chunks(const struct gmt_reader *r)
+{
+    return r->nrefs;
+}
+
+const char *gmt_reader_path(const struct gmt_reader *r)
+{
+    return r->path;
+}
+
+void gmt_reader_close(struct gmt_reader *r)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < r->ncur; i++)
+        free(r->cur[i].buf);
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r->cur);
+    free(r->heap);
+    free(r->refs);
+    free(r->scratch);
+    free(r->path);
+    free(r);
+}

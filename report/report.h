@@ -1,0 +1,49 @@
+/* report.h - what the gpumemreport commands share.
+ *
+ * Each command lives in its own cmd_<name>.c and exports exactly one entry
+ * point, listed in the command table in main.c. Exit codes are the same
+ * for all: 0 fine, 1 a check failed, 2 an error (bad input, bad usage,
+ * output that could not be written).
+ */
+#ifndef GMT_REPORT_H
+#define GMT_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "defs.h"
+#include "reader.h"
+
+enum { EXIT_OK = 0, EXIT_CHECK_FAILED = 1, EXIT_ERROR = 2 };
+
+/* ---- cmd_*.c: one entry point each ---------------------------------- */
+int cmd_info(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+
+/* ---- output.c: messages ---------------------------------------------------------- */
+extern const char *gmt_prog;
+/* Print "gpumemreport: <msg>" on stderr. */
+void gmt_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gmt_warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Flush stdout and turn a write failure into EXIT_ERROR. */
+int gmt_finish_output(int rc);
+
+/* ---- names.c: readable names for the trace's codes ------------------- */
+const char *gmt_kind_name(unsigned kind);  /* "alloc", "free", ... */
+const char *gmt_api_name(unsigned api);    /* "cudaMalloc", ... (no _ptds) */
+const char *gmt_dir_name(unsigned dir);    /* "H2D", ... */
+const char *gmt_hostmem_name(unsigned dir);/* "pinned", "pageable", "" */
+const char *gmt_cuda_error_name(uint32_t code);
+/* Event class for counting: the kind's name, or "oom" for an allocation
+ * that failed for lack of memory, "alloc_failed" for other failures. */
+const char *gmt_event_class(const struct gmt_rec *rec);
+
+/* ---- output.c: numbers for people ------------------------------------ */
+/* "1.50 MiB" (or exact bytes when exact); buf of at least 32 bytes. */
+const char *gmt_fmt_bytes(char *buf, uint64_t bytes, bool exact);
+void gmt_json_str(FILE *f, const char *s); /* a JSON string literal */
+/* Length of the valid UTF-8 sequence starting at p (NUL-terminated), or 0. */
+int gmt_utf8_len(const unsigned char *p);
+
+#endif /* GMT_REPORT_H */

@@ -1,0 +1,94 @@
+#!/bin/bash
+# scripts/gpu-validate.sh - prove the recorder on a real GPU.
+#
+# Run from the repository root on a machine with an NVIDIA GPU, nvcc and
+# PyTorch. Uses the library and report tool from a bundle made on the
+# build machine by scripts/gpu-bundle.sh (GMT_BUNDLE, default .gpubundle/),
+# since GPU hosts may lack libunwind. Writes logs and a summary under
+# $OUT (default /tmp/gmt-gpu) and exits non-zero if a check failed.
+#
+# Checks:
+#  1. calls:  tests/gpu/gpu_calls.cu built with `nvcc -cudart shared`, run
+#             under LD_PRELOAD: every entry point's count, each event
+#             kind's count and the bytes allocated match what the program
+#             says it did; the trace is closed.
+#  2. static: the same program built with nvcc's default static cudart:
+#             nothing can be intercepted, and the library says so at exit.
+#  3. torch:  a PyTorch training loop with PYTORCH_NO_CUDA_MEMORY_CACHING=1
+#             under LD_PRELOAD: the trace's cudaMalloc count and requested
+#             bytes equal PyTorch's own allocation count and requested
+#             bytes from an identical run with its caching allocator, and
+#             the losses are the same in both runs.
+set -u
+OUT=${OUT:-/tmp/gmt-gpu}
+B=$(cd "${GMT_BUNDLE:-.gpubundle}" && pwd)
+LIB=$B/libgpumemtrace.so
+export GPUMEMREPORT=$B/gpumemreport
+W=$(mktemp -d)
+mkdir -p "$OUT"
+fail=0
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+check() { # name, command...: run, log, record pass/fail
+    local name=$1
+    shift
+    if "$@" >"$OUT/$name.log" 2>&1; then
+        say "PASS $name: $(tail -n 1 "$OUT/$name.log")"
+    else
+        say "FAIL $name: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ')"
+        fail=1
+    fi
+}
+
+say "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
+say "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+say "nvcc: $(nvcc --version | tail -n 1)"
+say "torch: $(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>&1 | tail -n 1)"
+
+# ---- 1. a CUDA C++ program with a shared cudart --------------------------
+nvcc -O2 -cudart shared -o "$W/gpu_calls" tests/gpu/gpu_calls.cu 2>"$OUT/nvcc.log"
+calls() {
+    cd "$W" && LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=calls.gmt ./gpu_calls >calls.out 2>calls.err
+    cat calls.err
+    python3 "$OLDPWD/scripts/gpu_check.py" calls calls.out calls.gmt
+}
+check calls calls
+"$GPUMEMREPORT" info "$W/calls.gmt" >"$OUT/calls-info.txt" 2>&1
+
+# ---- 2. the same program with nvcc's default static cudart -------------------
+nvcc -O2 -o "$W/gpu_calls_static" tests/gpu/gpu_calls.cu 2>>"$OUT/nvcc.log"
+static() {
+    cd "$W" && LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=static.gmt ./gpu_calls_static >static.out 2>static.err
+    cat static.err
+    test ! -e static.gmt && grep -q "statically linked cudart" static.err &&
+        echo "no trace, and the library warned: $(grep -c gpumemtrace static.err) line"
+}
+check static static
+
+# ---- 3. PyTorch, uncached, traced vs its own caching allocator -------------------
+torch_run() {
+    local steps=8
+    cd "$W" || return 1
+    python3 "$OLDPWD/tests/gpu/torch_train.py" transformer $steps >cached.json 2>cached.err || return 1
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=torch.gmt \
+        python3 "$OLDPWD/tests/gpu/torch_train.py" transformer $steps >uncached.json 2>uncached.err || {
+        cat uncached.err
+        return 1
+    }
+    cat uncached.err
+    python3 - cached.json uncached.json <<'PY' || return 1
+import json, sys
+a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:])
+same = a["losses"] == b["losses"]
+print(f"losses cached {a['losses'][-1]!r} uncached+traced {b['losses'][-1]!r} identical={same}")
+sys.exit(0 if same else 1)
+PY
+    python3 "$OLDPWD/scripts/gpu_check.py" torch cached.json torch.gmt
+}
+check torch torch_run
+"$GPUMEMREPORT" info "$W/torch.gmt" >"$OUT/torch-info.txt" 2>&1
+"$GPUMEMREPORT" dump --limit 400 "$W/torch.gmt" >"$OUT/torch-dump-head.txt" 2>&1
+cp "$W"/*.json "$OUT/" 2>/dev/null
+
+say "result: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+exit $fail

@@ -1,0 +1,63 @@
+"""Helpers for the end-to-end tests: run test programs under the real
+LD_PRELOAD path against the simulated CUDA runtime, and read the traces
+back with gpumemreport."""
+import glob
+import json
+import os
+import subprocess
+
+BUILD = os.environ.get("GMT_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+LIB = os.path.join(BUILD, "libgpumemtrace.so")
+REPORT = os.path.join(BUILD, "gpumemreport")
+
+
+def prog(name):
+    return os.path.join(BUILD, "tests", name)
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMTRACE_")}
+    env.pop("LD_PRELOAD", None)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run(cmd, traced=True, env=None, timeout=300, check=True, **extra_env):
+    e = clean_env(**extra_env) if env is None else env
+    if traced:
+        e["LD_PRELOAD"] = LIB
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{cmd} exited {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+    return p
+
+
+def traces(directory="."):
+    return sorted(glob.glob(os.path.join(directory, "*.gmt*")))
+
+
+def one_trace(directory="."):
+    t = traces(directory)
+    assert len(t) == 1, f"expected one trace, found {t}"
+    return t[0]
+
+
+def report(*args, check_rc=0, timeout=120):
+    p = subprocess.run([REPORT, *args], capture_output=True, text=True, timeout=timeout)
+    if check_rc is not None and p.returncode != check_rc:
+        raise AssertionError(f"gpumemreport {args} exited {p.returncode}, wanted {check_rc}\n"
+                             f"stdout: {p.stdout[-2000:]}\nstderr: {p.stderr}")
+    return p
+
+
+def info(path):
+    return json.loads(report("info", "--json", path).stdout)[0]
+
+
+def dump(path, *args):
+    return report("dump", *args, path).stdout.splitlines()
+
+
+def expect(cond, msg):
+    if not cond:
+        raise AssertionError(msg)

@@ -1,0 +1,92 @@
+"""Native stacks: they resolve to the calling functions, carry no tracer
+frames, are written once, and follow GPUMEMTRACE_STACK_DEPTH."""
+import re
+import subprocess
+
+from gmt import *
+
+
+def symbols(binary):
+    """name -> (start, end) offsets of the binary's functions."""
+    out = subprocess.run(["nm", "-S", "--defined-only", binary], capture_output=True,
+                         text=True, check=True).stdout
+    syms = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "tT":
+            start, size = int(parts[0], 16), int(parts[1], 16)
+            syms[parts[3]] = (start, start + size)
+    return syms
+
+
+def parse_dump(lines):
+    """(events, stacks): events as (kind, fields), stacks as id -> frames
+    [(module, offset)]."""
+    events, stacks, cur = [], {}, None
+    for line in lines[1:]:
+        m = re.match(r"\s+#\d+\s+(\S+)\+0x([0-9a-f]+)$", line)
+        if m and cur is not None:
+            stacks[cur].append((m.group(1), int(m.group(2), 16)))
+            continue
+        cur = None
+        parts = line.split()
+        if len(parts) >= 5 and parts[4] == "stack":
+            cur = int(parts[5].split("=")[1])
+            stacks[cur] = []
+        elif len(parts) >= 5:
+            fields = dict(p.split("=", 1) for p in parts[5:] if "=" in p)
+            events.append((parts[4], fields))
+    return events, stacks
+
+
+def test_frames_resolve_to_callers():
+    run([prog("stacks")])
+    events, stacks = parse_dump(dump(one_trace()))
+    syms = symbols(prog("stacks"))
+    allocs = [f for k, f in events if k == "alloc"]
+    expect(len(allocs) == 20, f"{len(allocs)} allocs")
+    by_size = {}
+    for f in allocs:
+        by_size.setdefault(f["size"], set()).add(int(f["stack"]))
+    expect(len(by_size["4096"]) == 1 and len(by_size["8192"]) == 1,
+           f"a repeated call site must reuse its stack: {by_size}")
+
+    def in_func(frame, func):
+        mod, off = frame
+        lo, hi = syms[func]
+        return mod == "stacks" and lo < off <= hi
+
+    leaf = stacks[next(iter(by_size["4096"]))]
+    expect(in_func(leaf[0], "leaf_alloc") and in_func(leaf[1], "middle")
+           and in_func(leaf[2], "main"), f"leaf stack: {leaf[:4]}")
+    other = stacks[next(iter(by_size["8192"]))]
+    expect(in_func(other[0], "other_alloc") and in_func(other[1], "main"),
+           f"other stack: {other[:3]}")
+    expect(not any("gpumemtrace" in m for m, _ in leaf + other), "tracer frames in stack")
+    # two alloc sites, two cudaFree sites in main: four stacks in all
+    expect(len(stacks) == 4, f"stacks defined: {len(stacks)}")
+
+
+def test_depth_zero_records_no_stacks():
+    run([prog("stacks")], GPUMEMTRACE_STACK_DEPTH="0")
+    got = info(one_trace())
+    expect(got["stacks"] == 0 and got["features"] == 0, f"{got['stacks']} stacks")
+    events, _ = parse_dump(dump(one_trace()))
+    expect(all("stack" not in f for _, f in events), "events carry stack ids")
+
+
+def test_depth_limit():
+    run([prog("stacks")], GPUMEMTRACE_STACK_DEPTH="2")
+    _, stacks = parse_dump(dump(one_trace()))
+    expect(stacks and all(1 <= len(f) <= 2 for f in stacks.values()),
+           f"frames per stack: {[len(f) for f in stacks.values()]}")
+
+
+def test_module_map_has_build_ids():
+    run([prog("stacks")])
+    mods = [l for l in dump(one_trace()) if " module " in l]
+    main = [l for l in mods if l.split()[-2].endswith("/stacks")]
+    expect(len(main) == 1, f"main executable missing from module map: {mods}")
+    bid = main[0].split("build-id=")[1]
+    expect(len(bid) == 40, f"build-id: {bid!r}")
+    expect(any("libcudart.so.13" in l for l in mods), "runtime missing from module map")

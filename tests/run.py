@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Run the CPU test suite: unit test binaries, the simulated runtime's self
+test, and the end-to-end tests in tests/e2e (functions named test_* in
+test_*.py files). Each case runs with a time limit in its own scratch
+directory. Prints one line per case and, last, "N passed, N failed".
+
+usage: tests/run.py [BUILD_DIR] [-k SUBSTRING]
+"""
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def binary_cases(build):
+    cases = []
+    unit_dir = os.path.join(build, "tests", "unit")
+    if os.path.isdir(unit_dir):
+        for name in sorted(os.listdir(unit_dir)):
+            path = os.path.join(unit_dir, name)
+            if name.startswith("test_") and os.access(path, os.X_OK) and "." not in name:
+                cases.append(("unit/" + name, path))
+    selftest = os.path.join(build, "tests", "sim-selftest")
+    if os.path.exists(selftest):
+        cases.append(("sim/selftest", selftest))
+    return cases
+
+
+def run_binary(path):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.path.join(os.path.dirname(path), "..", "..", "sim")
+    p = subprocess.run([path], capture_output=True, text=True, timeout=300, env=env)
+    if p.returncode != 0:
+        raise AssertionError(f"exit {p.returncode}\n{p.stdout}{p.stderr}")
+
+
+def e2e_cases():
+    cases = []
+    e2e = os.path.join(HERE, "e2e")
+    sys.path.insert(0, e2e)
+    for name in sorted(os.listdir(e2e)):
+        if not (name.startswith("test_") and name.endswith(".py")):
+            continue
+        spec = importlib.util.spec_from_file_location(name[:-3], os.path.join(e2e, name))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for attr in sorted(vars(mod)):
+            fn = getattr(mod, attr)
+            if attr.startswith("test_") and callable(fn):
+                cases.append((f"e2e/{name[5:-3]}/{attr[5:]}", fn))
+    return cases
+
+
+def main():
+    args = sys.argv[1:]
+    pattern = None
+    if "-k" in args:
+        i = args.index("-k")
+        pattern = args[i + 1]
+        del args[i:i + 2]
+    build = os.path.abspath(args[0] if args else os.path.join(ROOT, "build"))
+    os.environ["GMT_BUILD"] = build
+    cases = [(n, lambda p=p: run_binary(p)) for n, p in binary_cases(build)]
+    cases += e2e_cases()
+    if pattern:
+        cases = [c for c in cases if pattern in c[0]]
+    passed = failed = 0
+    start_dir = os.getcwd()
+    for name, fn in cases:
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="gmt-test-") as tmp:
+            os.chdir(tmp)
+            try:
+                fn()
+                ok, detail = True, ""
+            except Exception:
+                ok, detail = False, traceback.format_exc()
+            finally:
+                os.chdir(start_dir)
+        dt = time.monotonic() - t0
+        if ok:
+            passed += 1
+            print(f"ok    {name} ({dt:.1f}s)", flush=True)
+        else:
+            failed += 1
+            print(f"FAIL  {name} ({dt:.1f}s)", flush=True)
+            for line in detail.rstrip().splitlines()[-40:]:
+                print("      " + line, flush=True)
+    print(f"{passed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,964 @@
+/*
+ * sim_mem.c - memory management of the simulated CUDA runtime (tests/sim,
+ * see README.md): device / managed / pitched / 3D / pinned / registered /
+ * stream-ordered allocations, memory pools, CUDA arrays, pointer
+ * attributes, IPC handles, cudaMemGetInfo and cudaDeviceReset.
+ *
+ * "Device" memory is ordinary host memory from posix_memalign, so tests can
+ * look at it directly.  Device, managed and array allocations are charged
+ * against the device's capacity (SIM_CUDA_MEM); pinned host memory is not.
+ * Before memory goes back to libc it is filled with 0xDB, so a test that
+ * keeps using a stale pointer sees garbage rather than its old data.
+ */
+#include "sim_internal.h"
+#include "simcudart.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Allocation records                                                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Creates and registers an allocation (lock held).  Capacity is checked and
+ * charged atomically with the registration, so concurrent allocations can
+ * never overshoot SIM_CUDA_MEM.
+ */
+static cudaError_t sim_alloc_new(enum sim_mem_type type, size_t size, int dev, unsigned flags,
+                                 struct CUmemPoolHandle_st *pool, struct sim_alloc **out)
+{
+    bool charged = type == SIM_MEM_DEVICE || type == SIM_MEM_MANAGED || type == SIM_MEM_ARRAY;
+    size_t align = type == SIM_MEM_PINNED ? SIM_HOST_ALIGN : SIM_DEV_ALIGN;
+    size_t rounded = sim_round_up(size, align);
+    struct sim_device *d = &sim_g.dev[dev];
+    void *mem = NULL;
+
+    if (size == 0 || rounded < size)
+        return cudaErrorMemoryAllocation;
+    if (charged && size > d->capacity - d->used)
+        return cudaErrorMemoryAllocation;
+    if (pool && pool->max_size && size > pool->max_size - pool->used)
+        return cudaErrorMemoryAllocation;
+
+    struct sim_alloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return cudaErrorMemoryAllocation;
+    if (posix_memalign(&mem, align, rounded) != 0) {
+        free(a);
+        return cudaErrorMemoryAllocation;
+    }
+    /* A registration the user forgot to undo before free()ing its memory
+     * may cover the block libc just handed us; the registration is stale,
+     * drop it so the registry stays a set of disjoint ranges. */
+    for (struct sim_alloc *o; (o = sim_reg_overlap(mem, size)) != NULL;) {
+        if (o->type != SIM_MEM_REGISTERED) {
+            /* Our own blocks leave the registry before libc gets them back. */
+            fprintf(stderr, "simcudart: internal error: libc returned tracked memory %p\n", mem);
+            abort();
+        }
+        sim_reg_remove(o);
+        free(o);
+    }
+
+    a->base = (uintptr_t)mem;
+    a->size = size;
+    a->id = ++sim_g.next_alloc_id;
+    a->type = type;
+    a->device = dev;
+    a->flags = flags;
+    a->charged = charged;
+    a->pool = pool;
+    sim_reg_insert(a);
+
+    if (charged) {
+        d->used += size;
+        if (d->used > d->peak)
+            d->peak = d->used;
+    }
+    if (pool) {
+        pool->used += size;
+        if (pool->used > pool->used_high)
+            pool->used_high = pool->used;
+    }
+    sim_g.mallocs++;
+    *out = a;
+    return cudaSuccess;
+}
+
+void sim_alloc_unlink(struct sim_alloc *a)
+{
+    sim_reg_remove(a);
+    if (a->charged)
+        sim_g.dev[a->device].used -= a->size;
+    if (a->pool) {
+        struct CUmemPoolHandle_st *p = a->pool;
+        p->used -= a->size;
+        if (p->destroyed && p->used == 0) {
+            p->magic = 0;
+            free(p); /* destroyed by the user while allocations were live */
+        }
+        a->pool = NULL;
+    }
+    if (a->type != SIM_MEM_REGISTERED)
+        sim_g.frees++;
+}
+
+void sim_alloc_destroy(struct sim_alloc *a)
+{
+    if (a->type != SIM_MEM_REGISTERED) {
+        /* Poison before libc gets it back: stale users see 0xDB bytes. */
+        memset((void *)a->base, SIM_FREED_FILL, a->size);
+        free((void *)a->base);
+    }
+    free(a);
+}
+
+/* Allocation front end shared by the cudaMalloc family. */
+static cudaError_t sim_malloc_common(void **out, size_t size, enum sim_mem_type type, unsigned flags,
+                                     struct CUmemPoolHandle_st *pool, int dev, bool capture_unsafe)
+{
+    struct sim_alloc *a = NULL;
+    cudaError_t err = cudaSuccess;
+
+    *out = NULL;
+    sim_lock();
+    if (capture_unsafe)
+        err = sim_capture_check_unsafe();
+    if (err == cudaSuccess && size > 0)
+        err = sim_alloc_new(type, size, dev, flags, pool, &a);
+    if (a)
+        *out = (void *)a->base;
+    sim_unlock();
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* cudaMalloc family                                                   */
+/* ------------------------------------------------------------------ */
+
+cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    if (!devPtr)
+        return sim_ret(cudaErrorInvalidValue);
+    *devPtr = NULL;
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    return sim_ret(sim_malloc_common(devPtr, size, SIM_MEM_DEVICE, 0, NULL, sim_current_device(), true));
+}
+
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    if (!devPtr)
+        return sim_ret(cudaErrorInvalidValue);
+    *devPtr = NULL;
+    if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    return sim_ret(sim_malloc_common(devPtr, size, SIM_MEM_MANAGED, flags, NULL, sim_current_device(), true));
+}
+
+cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+    if (!devPtr || !pitch)
+        return sim_ret(cudaErrorInvalidValue);
+    *devPtr = NULL;
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    size_t p = sim_round_up(width, SIM_DEV_ALIGN);
+    if (p < width || (height && p > SIZE_MAX / height))
+        return sim_ret(cudaErrorMemoryAllocation);
+    err = sim_malloc_common(devPtr, p * height, SIM_MEM_DEVICE, 0, NULL, sim_current_device(), true);
+    if (err == cudaSuccess)
+        *pitch = p;
+    return sim_ret(err);
+}
+
+cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+{
+    if (!pitchedDevPtr)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    size_t p = sim_round_up(extent.width, SIM_DEV_ALIGN), rows;
+    if (p < extent.width || __builtin_mul_overflow(extent.height, extent.depth, &rows) ||
+        (rows && p > SIZE_MAX / rows))
+        return sim_ret(cudaErrorMemoryAllocation);
+    void *ptr = NULL;
+    err = sim_malloc_common(&ptr, p * rows, SIM_MEM_DEVICE, 0, NULL, sim_current_device(), true);
+    if (err == cudaSuccess) {
+        pitchedDevPtr->ptr = ptr;
+        pitchedDevPtr->pitch = p;
+        pitchedDevPtr->xsize = extent.width;
+        pitchedDevPtr->ysize = extent.height;
+    }
+    return sim_ret(err);
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    if (!ptr)
+        return sim_ret(cudaErrorInvalidValue);
+    *ptr = NULL;
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    return sim_ret(sim_malloc_common(ptr, size, SIM_MEM_PINNED, cudaHostAllocDefault, NULL,
+                                     sim_current_device(), true));
+}
+
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    if (!pHost)
+        return sim_ret(cudaErrorInvalidValue);
+    *pHost = NULL;
+    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    return sim_ret(sim_malloc_common(pHost, size, SIM_MEM_PINNED, flags, NULL, sim_current_device(), true));
+}
+
+cudaError_t cudaFree(void *devPtr)
+{
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess || !devPtr)
+        return sim_ret(err); /* cudaFree(NULL): only the implicit init */
+
+    sim_lock();
+    err = sim_capture_check_unsafe();
+    struct sim_alloc *a = err == cudaSuccess ? sim_reg_find(devPtr) : NULL;
+    if (err == cudaSuccess &&
+        (!a || a->base != (uintptr_t)devPtr || a->freeing ||
+         (a->type != SIM_MEM_DEVICE && a->type != SIM_MEM_MANAGED)))
+        err = cudaErrorInvalidValue;
+    if (err != cudaSuccess) {
+        sim_unlock();
+        return sim_ret(err);
+    }
+    /* Like the real cudaFree: wait for all work on the device first, so
+     * that memory still used by queued operations is not released. */
+    a->freeing = true;
+    sim_g.device_syncs++;
+    sim_drain_device(a->device);
+    sim_alloc_unlink(a);
+    sim_unlock();
+    sim_alloc_destroy(a);
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess || !ptr)
+        return sim_ret(err);
+
+    sim_lock();
+    err = sim_capture_check_unsafe();
+    struct sim_alloc *a = err == cudaSuccess ? sim_reg_find(ptr) : NULL;
+    if (err == cudaSuccess &&
+        (!a || a->base != (uintptr_t)ptr || a->freeing || a->type != SIM_MEM_PINNED))
+        err = cudaErrorInvalidValue;
+    if (err != cudaSuccess) {
+        sim_unlock();
+        return sim_ret(err);
+    }
+    /* Pinned memory may be the source / target of async copies on any
+     * device: let them finish (the real cudaFreeHost synchronises too). */
+    a->freeing = true;
+    sim_drain_device(-1);
+    sim_alloc_unlink(a);
+    sim_unlock();
+    sim_alloc_destroy(a);
+    return cudaSuccess;
+}
+
+/* ------------------------------------------------------------------ */
+/* Stream-ordered allocation and pools                                 */
+/* ------------------------------------------------------------------ */
+
+static bool sim_pool_is_live(const struct CUmemPoolHandle_st *h)
+{
+    for (const struct CUmemPoolHandle_st *p = sim_g.pools; p; p = p->next)
+        if (p == h)
+            return true; /* destroyed pools are unlinked at once */
+    return false;
+}
+
+/* Allocates immediately (capacity checked now); only the free is stream
+ * ordered.  pool == NULL: the current pool of the stream's device. */
+static cudaError_t sim_malloc_async(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t h)
+{
+    struct CUstream_st *s;
+    struct sim_alloc *a = NULL;
+
+    if (!ptr)
+        return sim_ret(cudaErrorInvalidValue);
+    *ptr = NULL;
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    err = sim_stream_resolve(h, &s);
+    if (err == cudaSuccess && pool && !sim_pool_is_live(pool))
+        err = cudaErrorInvalidValue;
+    if (err == cudaSuccess) {
+        if (!pool)
+            pool = sim_g.dev[s->device].current_pool;
+        if (size > 0)
+            err = sim_alloc_new(SIM_MEM_DEVICE, size, pool->device, 0, pool, &a);
+        if (a)
+            *ptr = (void *)a->base;
+    }
+    sim_unlock();
+    return sim_ret(err);
+}
+
+__typeof__(cudaMallocAsync) cudaMallocAsync_ptsz;
+__typeof__(cudaMallocFromPoolAsync) cudaMallocFromPoolAsync_ptsz;
+__typeof__(cudaFreeAsync) cudaFreeAsync_ptsz;
+
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    return sim_malloc_async(devPtr, size, NULL, hStream);
+}
+
+cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    return sim_malloc_async(devPtr, size, NULL, SIM_PTSZ(hStream));
+}
+
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+    if (!memPool)
+        return sim_ret(cudaErrorInvalidValue);
+    return sim_malloc_async(ptr, size, memPool, stream);
+}
+
+cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+    if (!memPool)
+        return sim_ret(cudaErrorInvalidValue);
+    return sim_malloc_async(ptr, size, memPool, SIM_PTSZ(stream));
+}
+
+static cudaError_t sim_free_async(void *ptr, cudaStream_t h)
+{
+    struct CUstream_st *s;
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess || !ptr)
+        return sim_ret(err);
+    struct sim_op *op = sim_op_new(SIM_OP_FREE);
+    if (!op)
+        return sim_ret(cudaErrorMemoryAllocation);
+    sim_lock();
+    err = sim_stream_resolve(h, &s);
+    struct sim_alloc *a = err == cudaSuccess ? sim_reg_find(ptr) : NULL;
+    if (err == cudaSuccess &&
+        (!a || a->base != (uintptr_t)ptr || a->freeing || a->type != SIM_MEM_DEVICE))
+        err = cudaErrorInvalidValue;
+    if (err == cudaSuccess) {
+        /* Released when the stream reaches this point; until then the
+         * memory stays allocated and charged, as with a real pool. */
+        a->freeing = true;
+        op->u.free.a = a;
+        err = sim_enqueue(s, op);
+    } else {
+        free(op);
+    }
+    sim_unlock();
+    return sim_ret(err);
+}
+
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    return sim_free_async(devPtr, hStream);
+}
+
+cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    return sim_free_async(devPtr, SIM_PTSZ(hStream));
+}
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+    if (!memPool)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    if (!sim_valid_device(device))
+        return sim_ret(cudaErrorInvalidDevice);
+    *memPool = sim_g.dev[device].default_pool;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
+{
+    if (!memPool)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    if (!sim_valid_device(device))
+        return sim_ret(cudaErrorInvalidDevice);
+    sim_lock();
+    *memPool = sim_g.dev[device].current_pool;
+    sim_unlock();
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
+{
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    if (!sim_valid_device(device))
+        return sim_ret(cudaErrorInvalidDevice);
+    sim_lock();
+    if (!sim_pool_is_live(memPool) || memPool->device != device)
+        err = cudaErrorInvalidValue;
+    else
+        sim_g.dev[device].current_pool = memPool;
+    sim_unlock();
+    return sim_ret(err);
+}
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)
+{
+    if (!memPool || !poolProps)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    if (poolProps->allocType != cudaMemAllocationTypePinned ||
+        poolProps->location.type != cudaMemLocationTypeDevice)
+        return sim_ret(cudaErrorInvalidValue);
+    if (!sim_valid_device(poolProps->location.id))
+        return sim_ret(cudaErrorInvalidDevice);
+    struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+    if (!p)
+        return sim_ret(cudaErrorMemoryAllocation);
+    p->magic = SIM_MAGIC_POOL;
+    p->device = poolProps->location.id;
+    p->max_size = poolProps->maxSize;
+    p->reuse_follow_event = p->reuse_opportunistic = p->reuse_internal = 1;
+    sim_lock();
+    p->next = sim_g.pools;
+    sim_g.pools = p;
+    sim_unlock();
+    *memPool = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
+{
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    err = cudaErrorInvalidValue;
+    for (struct CUmemPoolHandle_st **pp = &sim_g.pools; *pp; pp = &(*pp)->next) {
+        struct CUmemPoolHandle_st *p = *pp;
+        if (p != memPool)
+            continue;
+        if (p->is_default)
+            break; /* a device's default pool cannot be destroyed */
+        *pp = p->next;
+        if (sim_g.dev[p->device].current_pool == p)
+            sim_g.dev[p->device].current_pool = sim_g.dev[p->device].default_pool;
+        /* Like the real runtime, outstanding allocations keep the pool
+         * alive; the last free releases it (sim_alloc_unlink). */
+        p->destroyed = true;
+        if (p->used == 0) {
+            p->magic = 0;
+            free(p);
+        }
+        err = cudaSuccess;
+        break;
+    }
+    sim_unlock();
+    return sim_ret(err);
+}
+
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+    (void)minBytesToKeep; /* the simulated pool caches nothing */
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    if (!sim_pool_is_live(memPool))
+        err = cudaErrorInvalidValue;
+    sim_unlock();
+    return sim_ret(err);
+}
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+    if (!value)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    if (!sim_pool_is_live(memPool)) {
+        err = cudaErrorInvalidValue;
+    } else {
+        struct CUmemPoolHandle_st *p = memPool;
+        /* Nothing is cached, so reserved == used. */
+        switch (attr) {
+        case cudaMemPoolReuseFollowEventDependencies: *(int *)value = p->reuse_follow_event; break;
+        case cudaMemPoolReuseAllowOpportunistic: *(int *)value = p->reuse_opportunistic; break;
+        case cudaMemPoolReuseAllowInternalDependencies: *(int *)value = p->reuse_internal; break;
+        case cudaMemPoolAttrReleaseThreshold: *(unsigned long long *)value = p->release_threshold; break;
+        case cudaMemPoolAttrReservedMemCurrent:
+        case cudaMemPoolAttrUsedMemCurrent: *(unsigned long long *)value = p->used; break;
+        case cudaMemPoolAttrReservedMemHigh:
+        case cudaMemPoolAttrUsedMemHigh: *(unsigned long long *)value = p->used_high; break;
+        default: err = cudaErrorInvalidValue; break;
+        }
+    }
+    sim_unlock();
+    return sim_ret(err);
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+    if (!value)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    if (!sim_pool_is_live(memPool)) {
+        err = cudaErrorInvalidValue;
+    } else {
+        struct CUmemPoolHandle_st *p = memPool;
+        switch (attr) {
+        case cudaMemPoolReuseFollowEventDependencies: p->reuse_follow_event = *(int *)value != 0; break;
+        case cudaMemPoolReuseAllowOpportunistic: p->reuse_opportunistic = *(int *)value != 0; break;
+        case cudaMemPoolReuseAllowInternalDependencies: p->reuse_internal = *(int *)value != 0; break;
+        case cudaMemPoolAttrReleaseThreshold: p->release_threshold = *(unsigned long long *)value; break;
+        case cudaMemPoolAttrReservedMemHigh:
+        case cudaMemPoolAttrUsedMemHigh:
+            /* Only resetting the high watermark (to the current value) is allowed. */
+            if (*(unsigned long long *)value != 0)
+                err = cudaErrorInvalidValue;
+            else
+                p->used_high = p->used;
+            break;
+        default: err = cudaErrorInvalidValue; break; /* current values are read-only */
+        }
+    }
+    sim_unlock();
+    return sim_ret(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* CUDA arrays                                                         */
+/* ------------------------------------------------------------------ */
+
+bool sim_array_is_live(const struct cudaArray *arr)
+{
+    for (const struct cudaArray *a = sim_g.arrays; a; a = a->next)
+        if (a == arr)
+            return true;
+    return false;
+}
+
+static cudaError_t sim_array_new(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+                                 size_t width, size_t height, size_t depth, unsigned flags)
+{
+    if (!array || !desc || width == 0)
+        return cudaErrorInvalidValue;
+    *array = NULL;
+    if (desc->x < 0 || desc->y < 0 || desc->z < 0 || desc->w < 0 ||
+        desc->x % 8 || desc->y % 8 || desc->z % 8 || desc->w % 8)
+        return cudaErrorInvalidChannelDescriptor;
+    size_t elem = (size_t)(desc->x + desc->y + desc->z + desc->w) / 8, bytes;
+    if (elem == 0)
+        return cudaErrorInvalidChannelDescriptor;
+    struct cudaExtent requested = { width, height, depth };
+    if (height == 0)
+        height = 1; /* 1D array */
+    if (depth == 0)
+        depth = 1;
+    if (__builtin_mul_overflow(width, elem, &bytes) || __builtin_mul_overflow(bytes, height, &bytes) ||
+        __builtin_mul_overflow(bytes, depth, &bytes))
+        return cudaErrorMemoryAllocation;
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return err;
+
+    struct cudaArray *arr = calloc(1, sizeof *arr);
+    if (!arr)
+        return cudaErrorMemoryAllocation;
+    struct sim_alloc *a = NULL;
+    int dev = sim_current_device();
+    sim_lock();
+    err = sim_capture_check_unsafe();
+    if (err == cudaSuccess)
+        err = sim_alloc_new(SIM_MEM_ARRAY, bytes, dev, flags, NULL, &a);
+    if (err == cudaSuccess) {
+        arr->magic = SIM_MAGIC_ARRAY;
+        arr->device = dev;
+        arr->desc = *desc;
+        arr->elem = elem;
+        arr->width = width;
+        arr->height = height;
+        arr->depth = depth;
+        arr->extent = requested;
+        arr->flags = flags;
+        arr->data = (char *)a->base;
+        arr->alloc = a;
+        a->array = arr;
+        arr->next = sim_g.arrays;
+        sim_g.arrays = arr;
+        *array = arr;
+    }
+    sim_unlock();
+    if (err != cudaSuccess)
+        free(arr);
+    return err;
+}
+
+struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f)
+{
+    struct cudaChannelFormatDesc d = { x, y, z, w, f };
+    return d;
+}
+
+cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+                            size_t width, size_t height, unsigned int flags)
+{
+    return sim_ret(sim_array_new(array, desc, width, height, 0, flags));
+}
+
+cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+                              struct cudaExtent extent, unsigned int flags)
+{
+    return sim_ret(sim_array_new(array, desc, extent.width, extent.height, extent.depth, flags));
+}
+
+cudaError_t cudaArrayGetInfo(struct cudaChannelFormatDesc *desc, struct cudaExtent *extent, unsigned int *flags,
+                             cudaArray_t array)
+{
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    if (!array || !sim_array_is_live(array)) {
+        err = cudaErrorInvalidValue;
+    } else {
+        if (desc)
+            *desc = array->desc;
+        if (extent)
+            *extent = array->extent;
+        if (flags)
+            *flags = array->flags;
+    }
+    sim_unlock();
+    return sim_ret(err);
+}
+
+cudaError_t cudaFreeArray(cudaArray_t array)
+{
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess || !array)
+        return sim_ret(err);
+    sim_lock();
+    err = sim_capture_check_unsafe();
+    if (err == cudaSuccess && !sim_array_is_live(array))
+        err = cudaErrorInvalidValue;
+    if (err != cudaSuccess) {
+        sim_unlock();
+        return sim_ret(err);
+    }
+    for (struct cudaArray **pp = &sim_g.arrays; *pp; pp = &(*pp)->next) {
+        if (*pp == array) {
+            *pp = array->next;
+            break;
+        }
+    }
+    struct sim_alloc *a = array->alloc;
+    a->freeing = true;
+    sim_drain_device(array->device); /* queued copies may still use it */
+    sim_alloc_unlink(a);
+    sim_unlock();
+    sim_alloc_destroy(a);
+    array->magic = 0;
+    free(array);
+    return cudaSuccess;
+}
+
+/* ------------------------------------------------------------------ */
+/* Registered host memory                                              */
+/* ------------------------------------------------------------------ */
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+    const unsigned valid = cudaHostRegisterPortable | cudaHostRegisterMapped |
+                           cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
+    if (!ptr || size == 0 || (flags & ~valid))
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    struct sim_alloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return sim_ret(cudaErrorMemoryAllocation);
+    sim_lock();
+    err = sim_capture_check_unsafe();
+    if (err == cudaSuccess) {
+        struct sim_alloc *o = sim_reg_overlap(ptr, size);
+        if (o)
+            err = (o->type == SIM_MEM_PINNED || o->type == SIM_MEM_REGISTERED)
+                      ? cudaErrorHostMemoryAlreadyRegistered
+                      : cudaErrorInvalidValue;
+    }
+    if (err == cudaSuccess) {
+        a->base = (uintptr_t)ptr;
+        a->size = size;
+        a->id = ++sim_g.next_alloc_id;
+        a->type = SIM_MEM_REGISTERED;
+        a->device = sim_current_device();
+        a->flags = flags;
+        sim_reg_insert(a);
+        a = NULL;
+    }
+    sim_unlock();
+    free(a);
+    return sim_ret(err);
+}
+
+cudaError_t cudaHostUnregister(void *ptr)
+{
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    err = sim_capture_check_unsafe();
+    struct sim_alloc *a = err == cudaSuccess ? sim_reg_find(ptr) : NULL;
+    if (err == cudaSuccess &&
+        (!a || a->type != SIM_MEM_REGISTERED || a->base != (uintptr_t)ptr || a->freeing))
+        err = cudaErrorHostMemoryNotRegistered;
+    if (err != cudaSuccess) {
+        sim_unlock();
+        return sim_ret(err);
+    }
+    /* After this the user may free() the memory: queued copies from / to
+     * it must be done (they would be unchecked pageable accesses now). */
+    a->freeing = true;
+    sim_drain_device(-1);
+    sim_alloc_unlink(a);
+    sim_unlock();
+    sim_alloc_destroy(a); /* frees the record only */
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
+{
+    if (!pDevice || !pHost || flags != 0)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    struct sim_alloc *a = sim_reg_find(pHost);
+    if (!a || (a->type != SIM_MEM_PINNED && a->type != SIM_MEM_REGISTERED))
+        err = cudaErrorInvalidValue;
+    else
+        *pDevice = pHost; /* unified addressing: same address on both sides */
+    sim_unlock();
+    return sim_ret(err);
+}
+
+cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
+{
+    if (!pFlags || !pHost)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    struct sim_alloc *a = sim_reg_find(pHost);
+    if (!a || (a->type != SIM_MEM_PINNED && a->type != SIM_MEM_REGISTERED))
+        err = cudaErrorInvalidValue;
+    else
+        *pFlags = a->flags;
+    sim_unlock();
+    return sim_ret(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Queries                                                             */
+/* ------------------------------------------------------------------ */
+
+cudaError_t cudaMemGetInfo(size_t *freeBytes, size_t *totalBytes)
+{
+    if (!freeBytes || !totalBytes)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    struct sim_device *d = &sim_g.dev[sim_current_device()];
+    *freeBytes = d->capacity - d->used;
+    *totalBytes = d->capacity;
+    sim_unlock();
+    return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)
+{
+    if (!attributes)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    memset(attributes, 0, sizeof *attributes);
+    sim_lock();
+    struct sim_alloc *a = ptr ? sim_reg_find(ptr) : NULL;
+    if (!a || a->type == SIM_MEM_ARRAY) {
+        /* Unknown memory is not an error since CUDA 11. -2 is the driver's
+         * "invalid device" ordinal (CU_DEVICE_INVALID). */
+        attributes->type = cudaMemoryTypeUnregistered;
+        attributes->device = -2;
+        attributes->hostPointer = (void *)ptr;
+    } else {
+        attributes->device = a->device;
+        switch (a->type) {
+        case SIM_MEM_DEVICE:
+            attributes->type = cudaMemoryTypeDevice;
+            attributes->devicePointer = (void *)ptr;
+            break;
+        case SIM_MEM_MANAGED:
+            attributes->type = cudaMemoryTypeManaged;
+            attributes->devicePointer = (void *)ptr;
+            attributes->hostPointer = (void *)ptr;
+            break;
+        default: /* pinned or registered host memory, mapped at the same address */
+            attributes->type = cudaMemoryTypeHost;
+            attributes->devicePointer = (void *)ptr;
+            attributes->hostPointer = (void *)ptr;
+            break;
+        }
+    }
+    sim_unlock();
+    return cudaSuccess;
+}
+
+_Static_assert(sizeof(struct simIpcHandleLayout) <= CUDA_IPC_HANDLE_SIZE,
+               "simIpcHandleLayout must fit in cudaIpcMemHandle_t");
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+    if (!handle)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    sim_lock();
+    struct sim_alloc *a = devPtr ? sim_reg_find(devPtr) : NULL;
+    /* Only cudaMalloc-style device memory can be exported (pool memory
+     * needs the pool IPC API, managed / host memory cannot be). */
+    if (!a || a->type != SIM_MEM_DEVICE || a->pool) {
+        err = cudaErrorInvalidValue;
+    } else {
+        /* Like the real handle, it names the whole allocation containing
+         * devPtr: the layout is struct simIpcHandleLayout (simcudart.h). */
+        struct simIpcHandleLayout h;
+        memset(&h, 0, sizeof h);
+        h.magic = SIM_IPC_MAGIC;
+        h.base = (unsigned long long)a->base;
+        h.size = (unsigned long long)a->size;
+        h.alloc_id = a->id;
+        h.device = a->device;
+        memset(handle, 0, sizeof *handle);
+        memcpy(handle->reserved, &h, sizeof h);
+    }
+    sim_unlock();
+    return sim_ret(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Device reset                                                        */
+/* ------------------------------------------------------------------ */
+
+cudaError_t cudaDeviceReset(void)
+{
+    cudaError_t err = sim_enter();
+    if (err != cudaSuccess)
+        return sim_ret(err);
+    int dev = sim_current_device();
+    struct sim_alloc **v = NULL, **dead = NULL;
+    size_t n, ndead = 0;
+    struct cudaArray *dead_arrays = NULL;
+
+    sim_lock();
+    err = sim_capture_check_unsafe();
+    if (err != cudaSuccess) {
+        sim_unlock();
+        return sim_ret(err);
+    }
+    sim_drain_device(dev);
+
+    /* Every allocation made on this device (device, managed, pinned, array)
+     * is released, registrations are dropped. */
+    n = sim_reg_collect(&v);
+    dead = v; /* compacted in place */
+    for (size_t i = 0; i < n; i++) {
+        struct sim_alloc *a = v[i];
+        if (a->device != dev || a->freeing)
+            continue; /* another thread is freeing it right now */
+        sim_alloc_unlink(a);
+        dead[ndead++] = a;
+    }
+    for (struct cudaArray **pp = &sim_g.arrays; *pp;) {
+        struct cudaArray *arr = *pp;
+        if (arr->device == dev) {
+            *pp = arr->next;
+            arr->next = dead_arrays;
+            dead_arrays = arr;
+        } else {
+            pp = &arr->next;
+        }
+    }
+    for (struct CUmemPoolHandle_st **pp = &sim_g.pools; *pp;) {
+        struct CUmemPoolHandle_st *p = *pp;
+        if (p->device == dev && !p->is_default) {
+            *pp = p->next;
+            p->destroyed = true;
+            if (p->used == 0) {
+                p->magic = 0;
+                free(p);
+            }
+        } else {
+            pp = &p->next;
+        }
+    }
+    sim_g.dev[dev].current_pool = sim_g.dev[dev].default_pool;
+    sim_g.dev[dev].default_pool->used_high = sim_g.dev[dev].default_pool->used;
+    memset(sim_g.dev[dev].peer_enabled, 0, sizeof sim_g.dev[dev].peer_enabled);
+    sim_device_reset_streams(dev);
+    sim_unlock();
+
+    for (size_t i = 0; i < ndead; i++)
+        sim_alloc_destroy(dead[i]);
+    free(v);
+    while (dead_arrays) {
+        struct cudaArray *next = dead_arrays->next;
+        dead_arrays->magic = 0;
+        free(dead_arrays);
+        dead_arrays = next;
+    }
+    return cudaSuccess;
+}
