@@ -44,6 +44,8 @@ SIM_SRC     := $(filter-out tests/sim/selftest.c,$(wildcard tests/sim/*.c))
 SIM_OBJ     := $(SIM_SRC:%.c=$(O)/%.o)
 PROG_SRC    := $(wildcard tests/progs/*.c)
 PROGS       := $(PROG_SRC:tests/progs/%.c=$(O)/tests/%)
+TESTLIB_SRC := $(wildcard tests/progs/libs/*.c)
+TESTLIBS    := $(TESTLIB_SRC:tests/progs/libs/%.c=$(O)/tests/lib%.so)
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNITS       := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/unit/%)
 
@@ -93,6 +95,12 @@ $(O)/tests/%: tests/progs/%.c $(SIMLIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -O1 -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls $(CUDA_INC) \
 	    -Wno-deprecated-declarations -Itests/sim -Ipreload -o $@ $< \
+	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart -ldl
+
+$(O)/tests/lib%.so: tests/progs/libs/%.c $(SIMLIB)
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -O1 -fno-inline $(CUDA_INC) -fPIC -shared -o $@ $< \
 	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
 $(O)/tests/unit/%: tests/unit/%.c $(filter-out $(O)/report/main.o,$(REPORT_OBJ))
@@ -107,7 +115,7 @@ $(O)/tests/sim-selftest: tests/sim/selftest.c $(SIMLIB)
 	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -Wno-deprecated-declarations -Itests/sim \
 	    -o $@ $< -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
-tests: all $(SIMLIB) $(PROGS) $(UNITS) $(O)/tests/sim-selftest
+tests: all $(SIMLIB) $(PROGS) $(TESTLIBS) $(UNITS) $(O)/tests/sim-selftest
 
 test: tests
 	$(Q)tests/run.sh $(O)

@@ -229,6 +229,37 @@ enum gmt_hostmem {
     GMT_HOSTMEM_PINNED = 2,
 };
 
+/* Address registers. Addresses are delta-coded against one of two
+ * per-chunk registers: A for device-side addresses, B for host-side ones,
+ * so that a copy's host buffer and device buffer don't spoil each other's
+ * deltas. Which register a field uses follows from the record itself;
+ * writer and reader both call this. which: 0 the record's first address
+ * (ptr, or a copy's dst), 1 a copy's src. Returns 0 for A, 1 for B. */
+static inline unsigned gmt_addr_reg(unsigned kind, unsigned api, unsigned dir,
+                                    unsigned which)
+{
+    api &= 0x7fu; /* without the per-thread-stream bit */
+    if (kind == 1 /* ALLOC */)
+        return api == 5 /* MALLOC_HOST */ || api == 6 /* HOST_ALLOC */;
+    if (kind == 2 /* FREE */)
+        return api == 17 /* FREE_HOST */;
+    if (kind == 6 /* MEMCPY */) {
+        switch (dir & 7u) {
+        case 1: /* H2H */
+            return 1;
+        case 2: /* H2D: dst device, src host */
+            return which;
+        case 3: /* D2H: dst host, src device */
+            return !which;
+        case 4: /* D2D */
+            return 0;
+        default: /* unknown: dst A, src B */
+            return which;
+        }
+    }
+    return 0;
+}
+
 /* GMT_K_MARKER types */
 enum gmt_marker { GMT_MARK = 0, GMT_MARK_PUSH = 1, GMT_MARK_POP = 2 };
 

@@ -419,8 +419,12 @@ static inline uint8_t *put_prefix(struct gmt_thread *t, uint8_t *p,
     return p;
 }
 
-static inline uint8_t *put_addr(uint8_t *p, uint64_t *reg, uint64_t a)
+static inline uint8_t *put_addr(uint8_t *p, struct gmt_thread *t,
+                                const struct gmt_event *ev, unsigned which,
+                                uint64_t a)
 {
+    uint64_t *reg = gmt_addr_reg(ev->kind, ev->api, ev->dir, which)
+                        ? &t->r_addr2 : &t->r_addr;
     p = gmt_put_svarint(p, (int64_t)(a - *reg));
     *reg = a;
     return p;
@@ -453,7 +457,7 @@ bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev)
     switch (ev->kind) {
     case GMT_K_ALLOC:
         *p++ = ev->api;
-        p = put_addr(p, &t->r_addr, ev->addr);
+        p = put_addr(p, t, ev, 0, ev->addr);
         p = gmt_put_varint(p, ev->size);
         p = gmt_put_varint(p, ev->size2);
         p = gmt_put_varint(p, ev->flags);
@@ -461,30 +465,30 @@ bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev)
         break;
     case GMT_K_FREE:
         *p++ = ev->api;
-        p = put_addr(p, &t->r_addr, ev->addr);
+        p = put_addr(p, t, ev, 0, ev->addr);
         p = gmt_put_varint(p, ev->stack);
         break;
     case GMT_K_FREE_COMPLETED:
     case GMT_K_SEGMENT_FREE:
-        p = put_addr(p, &t->r_addr, ev->addr);
+        p = put_addr(p, t, ev, 0, ev->addr);
         p = gmt_put_varint(p, ev->size);
         break;
     case GMT_K_SEGMENT_ALLOC:
-        p = put_addr(p, &t->r_addr, ev->addr);
+        p = put_addr(p, t, ev, 0, ev->addr);
         p = gmt_put_varint(p, ev->size);
         p = gmt_put_varint(p, ev->stack);
         break;
     case GMT_K_MEMCPY:
         *p++ = ev->api;
         *p++ = ev->dir;
-        p = put_addr(p, &t->r_addr, ev->addr);
-        p = put_addr(p, &t->r_addr2, ev->addr2);
+        p = put_addr(p, t, ev, 0, ev->addr);
+        p = put_addr(p, t, ev, 1, ev->addr2);
         p = gmt_put_varint(p, ev->size);
         p = gmt_put_varint(p, ev->stack);
         break;
     case GMT_K_MEMSET:
         *p++ = ev->api;
-        p = put_addr(p, &t->r_addr, ev->addr);
+        p = put_addr(p, t, ev, 0, ev->addr);
         p = gmt_put_varint(p, ev->size);
         p = gmt_put_varint(p, ev->value);
         p = gmt_put_varint(p, ev->stack);

@@ -290,13 +290,17 @@ struct gmt_reader *gmt_reader_open(const char *path, char *err, size_t errlen)
         if ((p = gmt_get_varint(p, end, &(var))) == NULL)                     \
             goto bad;                                                         \
     } while (0)
-#define GET_ADDR(reg, out)                                                    \
+/* An address field: a delta against register A or B, as gmt_addr_reg
+ * says for this record (rec->kind, api and dir are decoded before). */
+#define GET_ADDR(which, out)                                                  \
     do {                                                                      \
         int64_t d_;                                                           \
+        uint64_t *reg_ = gmt_addr_reg(kind, rec->api, rec->dir, which)        \
+                             ? &c->addr2 : &c->addr;                          \
         if ((p = gmt_get_svarint(p, end, &d_)) == NULL)                       \
             goto bad;                                                         \
-        (reg) += (uint64_t)d_;                                                \
-        (out) = (reg);                                                        \
+        *reg_ += (uint64_t)d_;                                                \
+        (out) = *reg_;                                                        \
     } while (0)
 #define GET_BYTE(var)                                                         \
     do {                                                                      \
@@ -369,7 +373,7 @@ static bool decode(struct gmt_reader *r, struct cursor *c)
     switch (kind) {
     case GMT_K_ALLOC:
         GET_BYTE(rec->api);
-        GET_ADDR(c->addr, rec->addr);
+        GET_ADDR(0, rec->addr);
         GET(rec->size);
         GET(rec->size2);
         GET(rec->flags);
@@ -380,7 +384,7 @@ static bool decode(struct gmt_reader *r, struct cursor *c)
         break;
     case GMT_K_FREE:
         GET_BYTE(rec->api);
-        GET_ADDR(c->addr, rec->addr);
+        GET_ADDR(0, rec->addr);
         GET(v);
         rec->stack = (uint32_t)v;
         if (v > UINT32_MAX)
@@ -388,11 +392,11 @@ static bool decode(struct gmt_reader *r, struct cursor *c)
         break;
     case GMT_K_FREE_COMPLETED:
     case GMT_K_SEGMENT_FREE:
-        GET_ADDR(c->addr, rec->addr);
+        GET_ADDR(0, rec->addr);
         GET(rec->size);
         break;
     case GMT_K_SEGMENT_ALLOC:
-        GET_ADDR(c->addr, rec->addr);
+        GET_ADDR(0, rec->addr);
         GET(rec->size);
         GET(v);
         rec->stack = (uint32_t)v;
@@ -402,8 +406,8 @@ static bool decode(struct gmt_reader *r, struct cursor *c)
     case GMT_K_MEMCPY:
         GET_BYTE(rec->api);
         GET_BYTE(rec->dir);
-        GET_ADDR(c->addr, rec->addr);
-        GET_ADDR(c->addr2, rec->addr2);
+        GET_ADDR(0, rec->addr);
+        GET_ADDR(1, rec->addr2);
         GET(rec->size);
         GET(v);
         rec->stack = (uint32_t)v;
@@ -412,7 +416,7 @@ static bool decode(struct gmt_reader *r, struct cursor *c)
         break;
     case GMT_K_MEMSET:
         GET_BYTE(rec->api);
-        GET_ADDR(c->addr, rec->addr);
+        GET_ADDR(0, rec->addr);
         GET(rec->size);
         GET(rec->value);
         GET(v);

@@ -21,6 +21,7 @@
 #             the losses are the same in both runs.
 set -u
 OUT=${OUT:-/tmp/gmt-gpu}
+ROOT=$(pwd)
 B=$(cd "${GMT_BUNDLE:-.gpubundle}" && pwd)
 LIB=$B/libgpumemtrace.so
 export GPUMEMREPORT=$B/gpumemreport
@@ -31,32 +32,34 @@ say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 check() { # name, command...: run, log, record pass/fail
     local name=$1
     shift
-    if "$@" >"$OUT/$name.log" 2>&1; then
-        say "PASS $name: $(tail -n 1 "$OUT/$name.log")"
+    local log=$W/$name.log
+    if ("$@") >"$log" 2>&1; then # a subshell: checks cd freely
+        say "PASS $name: $(tail -n 1 "$log")"
     else
-        say "FAIL $name: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ')"
+        say "FAIL $name: $(tail -n 3 "$log" | tr '\n' ' ')"
         fail=1
     fi
+    { echo "==== $name"; cat "$log"; } >>"$OUT/checks.log"
 }
 
 say "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
-say "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+say "commit: ${GMT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 say "nvcc: $(nvcc --version | tail -n 1)"
 say "torch: $(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>&1 | tail -n 1)"
 
 # ---- 1. a CUDA C++ program with a shared cudart --------------------------
-nvcc -O2 -cudart shared -o "$W/gpu_calls" tests/gpu/gpu_calls.cu 2>"$OUT/nvcc.log"
+nvcc -O2 -cudart shared -o "$W/gpu_calls" "$ROOT/tests/gpu/gpu_calls.cu" 2>"$W/nvcc.log" || cat "$W/nvcc.log" >>"$OUT/checks.log"
 calls() {
     cd "$W" && LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=calls.gmt ./gpu_calls >calls.out 2>calls.err
     cat calls.err
-    python3 "$OLDPWD/scripts/gpu_check.py" calls calls.out calls.gmt
+    python3 "$ROOT/scripts/gpu_check.py" calls calls.out calls.gmt
 }
 check calls calls
 "$GPUMEMREPORT" info "$W/calls.gmt" >"$OUT/calls-info.txt" 2>&1
 
 # ---- 2. the same program with nvcc's default static cudart -------------------
-nvcc -O2 -o "$W/gpu_calls_static" tests/gpu/gpu_calls.cu 2>>"$OUT/nvcc.log"
+nvcc -O2 -o "$W/gpu_calls_static" "$ROOT/tests/gpu/gpu_calls.cu" 2>>"$W/nvcc.log" || cat "$W/nvcc.log" >>"$OUT/checks.log"
 static() {
     cd "$W" && LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=static.gmt ./gpu_calls_static >static.out 2>static.err
     cat static.err
@@ -69,9 +72,9 @@ check static static
 torch_run() {
     local steps=8
     cd "$W" || return 1
-    python3 "$OLDPWD/tests/gpu/torch_train.py" transformer $steps >cached.json 2>cached.err || return 1
+    python3 "$ROOT/tests/gpu/torch_train.py" transformer $steps >cached.json 2>cached.err || return 1
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=torch.gmt \
-        python3 "$OLDPWD/tests/gpu/torch_train.py" transformer $steps >uncached.json 2>uncached.err || {
+        python3 "$ROOT/tests/gpu/torch_train.py" transformer $steps >uncached.json 2>uncached.err || {
         cat uncached.err
         return 1
     }
@@ -83,12 +86,12 @@ same = a["losses"] == b["losses"]
 print(f"losses cached {a['losses'][-1]!r} uncached+traced {b['losses'][-1]!r} identical={same}")
 sys.exit(0 if same else 1)
 PY
-    python3 "$OLDPWD/scripts/gpu_check.py" torch cached.json torch.gmt
+    python3 "$ROOT/scripts/gpu_check.py" torch cached.json torch.gmt
 }
 check torch torch_run
 "$GPUMEMREPORT" info "$W/torch.gmt" >"$OUT/torch-info.txt" 2>&1
 "$GPUMEMREPORT" dump --limit 400 "$W/torch.gmt" >"$OUT/torch-dump-head.txt" 2>&1
-cp "$W"/*.json "$OUT/" 2>/dev/null
+cat "$W"/cached.json "$W"/uncached.json >"$OUT/torch-runs.json" 2>/dev/null
 
 say "result: $([ $fail = 0 ] && echo PASS || echo FAIL)"
 exit $fail

@@ -70,3 +70,10 @@ def test_output_pattern():
     expect(name.startswith(f"run-{host}-") and name.endswith("-%.gmt"), name)
     pid = int(name[len(f"run-{host}-"):-len("-%.gmt")])
     expect(info(t[0])["pid"] == pid, "pid in name and header differ")
+
+
+def test_calls_before_main_and_during_exit():
+    p = run([prog("lifecycle")])
+    expect(p.stdout == "ok\n" and p.stderr == "", p.stdout + p.stderr)
+    got = info(one_trace())
+    expect(got["by_api"] == {"cudaMalloc": 2, "cudaFree": 2}, f"{got['by_api']}")

@@ -90,3 +90,16 @@ def test_module_map_has_build_ids():
     bid = main[0].split("build-id=")[1]
     expect(len(bid) == 40, f"build-id: {bid!r}")
     expect(any("libcudart.so.13" in l for l in mods), "runtime missing from module map")
+
+
+def test_module_map_follows_dlopen():
+    lib = prog("libdlalloc.so")
+    run([prog("dlopen"), lib])
+    events, stacks = parse_dump(dump(one_trace()))
+    alloc = [f for k, f in events if k == "alloc" and f["size"] == "3333"]
+    expect(len(alloc) == 1, f"{events}")
+    frames = stacks[int(alloc[0]["stack"])]
+    lo, hi = symbols(lib)["dlalloc_pair"]
+    expect(frames[0][0] == "libdlalloc.so" and lo < frames[0][1] <= hi,
+           f"innermost frame {frames[0]} not in dlalloc_pair {lo:#x}-{hi:#x}")
+    expect(frames[1][0] == "dlopen", f"caller frame {frames[1]}")

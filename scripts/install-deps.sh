@@ -1,0 +1,28 @@
+#!/bin/sh
+# scripts/install-deps.sh - install the Debian/Ubuntu packages gpumemtrace
+# needs to build and test. Installs only what is missing; uses sudo when
+# not root. The CUDA toolkit is not installed here (it is large and comes
+# from NVIDIA): the build needs its headers, found through CUDA_HOME
+# (default /usr/local/cuda).
+set -eu
+pkgs="make gcc clang libunwind-dev uthash-dev libdw-dev libelf-dev python3 binutils"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "installing:$missing"
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -q </dev/null
+    # shellcheck disable=SC2086
+    $sudo apt-get install -y -q --no-install-recommends $missing </dev/null
+fi
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -f "$cuda/include/cuda_runtime_api.h" ]; then
+    echo "install-deps: no CUDA toolkit headers in $cuda; install the CUDA toolkit" \
+         "(https://developer.nvidia.com/cuda-downloads) or set CUDA_HOME" >&2
+    exit 1
+fi
+echo "dependencies ok (CUDA headers in $cuda)"
