@@ -103,11 +103,12 @@ $(O)/tests/lib%.so: tests/progs/libs/%.c $(SIMLIB)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -O1 -fno-inline $(CUDA_INC) -fPIC -shared -o $@ $< \
 	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
-$(O)/tests/unit/%: tests/unit/%.c $(filter-out $(O)/report/main.o,$(REPORT_OBJ))
+# Unit tests link the report tool's objects and the library's pure cores.
+UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(O)/preload/pool.o
+$(O)/tests/unit/%: tests/unit/%.c $(UNIT_OBJ)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< \
-	    $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) -lm
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(UNIT_OBJ) -lm
 
 $(O)/tests/sim-selftest: tests/sim/selftest.c $(SIMLIB)
 	$(call say,CC,$@)

@@ -5,6 +5,8 @@
  * recorded too, with their error (a failed allocation is how an
  * out-of-memory shows up in the trace).
  */
+#include <string.h>
+
 #include "real.h"
 
 uint64_t gmt_stream_of(const void *stream, bool ptsz)
@@ -281,7 +283,8 @@ void gmt_ev_copy_batch(struct gmt_call *c, int r, unsigned api,
                        void *const *dsts, const void *const *srcs,
                        const size_t *sizes, size_t count, uint64_t stream)
 {
-    if (dsts == NULL || srcs == NULL || sizes == NULL || count == 0) {
+    /* a failed call's arguments may be garbage: one event, nothing read */
+    if (r != 0 || dsts == NULL || srcs == NULL || sizes == NULL || count == 0) {
         gmt_ev_copy(c, r, api, NULL, NULL, 0, cudaMemcpyDefault, stream);
         return;
     }
@@ -300,7 +303,7 @@ void gmt_ev_copy3d_batch(struct gmt_call *c, int r, unsigned api,
                          size_t count, const struct cudaMemcpy3DBatchOp *ops,
                          uint64_t stream)
 {
-    if (ops == NULL || count == 0) {
+    if (r != 0 || ops == NULL || count == 0) {
         gmt_ev_copy(c, r, api, NULL, NULL, 0, cudaMemcpyDefault, stream);
         return;
     }
@@ -317,4 +320,54 @@ void gmt_ev_copy3d_batch(struct gmt_call *c, int r, unsigned api,
         gmt_ev_copy(c, r, api, operand(&o->dst), operand(&o->src), n, kind,
                     stream);
     }
+}
+
+static void emit_now(struct gmt_thread *t, struct gmt_event *ev)
+{
+    gmt_stamp(&ev->seq, &ev->time);
+    gmt_trace_emit(t, ev);
+}
+
+void gmt_ev_pool(struct gmt_thread *t, unsigned kind, int dev, uint64_t addr,
+                 uint64_t size, uint32_t stack)
+{
+    struct gmt_event ev = {
+        .kind = (uint8_t)kind,
+        .device = dev,
+        .addr = addr,
+        .size = size,
+        .stack = stack,
+    };
+    emit_now(t, &ev);
+}
+
+void gmt_ev_pool_sync(struct gmt_thread *t, int dev, int result)
+{
+    struct gmt_event ev = {
+        .kind = GMT_K_SYNC,
+        .api = GMT_API_POOL_SYNCHRONIZE,
+        .device = dev,
+        .result = result,
+        .stack = t->call_stack,
+    };
+    emit_now(t, &ev);
+}
+
+void gmt_ev_sample(struct gmt_thread *t, int dev, const uint64_t v[6])
+{
+    struct gmt_event ev = {.kind = GMT_K_SAMPLE, .device = dev};
+    memcpy(ev.v, v, sizeof ev.v);
+    emit_now(t, &ev);
+}
+
+void gmt_ev_oom(struct gmt_call *c, int dev, uint64_t size, const uint64_t v[5])
+{
+    struct gmt_event ev = {
+        .kind = GMT_K_OOM,
+        .device = dev,
+        .size = size,
+        .stack = c->stack,
+    };
+    memcpy(ev.v, v, 5 * sizeof *v);
+    emit_now(c->t, &ev);
 }

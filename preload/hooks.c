@@ -9,6 +9,13 @@
  */
 #include "real.h"
 
+cudaError_t gmt_mem_malloc(void **devPtr, size_t size);
+cudaError_t gmt_mem_free(void *devPtr);
+cudaError_t gmt_mem_device_synchronize(void);
+cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
+cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);
+cudaError_t gmt_mem_device_reset(void);
+
 #define GMT_EXPORT __attribute__((visibility("default")))
 
 /* Run the real call; when the tracer is on, record it with `record`,
@@ -21,6 +28,7 @@
         if (!gmt_call_begin(&c_, before))                                     \
             return real_call;                                                 \
         cudaError_t r_ = real_call;                                           \
+        gmt_call_errno(&c_);                                                  \
         record;                                                               \
         gmt_call_finish(&c_);                                                 \
         return r_;                                                            \
@@ -34,18 +42,6 @@
 #define ARRAY_SRC(k) ((k) == cudaMemcpyDefault ? cudaMemcpyDeviceToHost : (k))
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-
-GMT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
-{
-    TRACED(false, GMT_REAL(cudaMalloc)(devPtr, size),
-           gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC), devPtr ? *devPtr : NULL, size, size, 0, GMT_NO_STREAM));
-}
-
-GMT_EXPORT cudaError_t cudaFree(void *devPtr)
-{
-    TRACED(true, GMT_REAL(cudaFree)(devPtr),
-           gmt_ev_free(&c_, r_, (GMT_API_FREE), devPtr, GMT_NO_STREAM));
-}
 
 GMT_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
@@ -395,30 +391,6 @@ GMT_EXPORT cudaError_t cudaMemcpy2DFromArrayAsync_ptsz(void *dst, size_t dpitch,
            gmt_ev_copy(&c_, r_, (GMT_API_MEMCPY_2D_FROM_ARRAY_ASYNC | GMT_API_PTDS), dst, src, (uint64_t)width * height, ARRAY_SRC(kind), SZ(stream)));
 }
 
-GMT_EXPORT cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream)
-{
-    TRACED(false, GMT_REAL(cudaMemcpyBatchAsync)(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream),
-           gmt_ev_copy_batch(&c_, r_, (GMT_API_MEMCPY_BATCH_ASYNC), dsts, srcs, sizes, count, S(stream)));
-}
-
-GMT_EXPORT cudaError_t cudaMemcpyBatchAsync_ptsz(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream)
-{
-    TRACED(false, GMT_REAL(cudaMemcpyBatchAsync_ptsz)(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream),
-           gmt_ev_copy_batch(&c_, r_, (GMT_API_MEMCPY_BATCH_ASYNC | GMT_API_PTDS), dsts, srcs, sizes, count, SZ(stream)));
-}
-
-GMT_EXPORT cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream)
-{
-    TRACED(false, GMT_REAL(cudaMemcpy3DBatchAsync)(numOps, opList, flags, stream),
-           gmt_ev_copy3d_batch(&c_, r_, (GMT_API_MEMCPY_3D_BATCH_ASYNC), numOps, opList, S(stream)));
-}
-
-GMT_EXPORT cudaError_t cudaMemcpy3DBatchAsync_ptsz(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream)
-{
-    TRACED(false, GMT_REAL(cudaMemcpy3DBatchAsync_ptsz)(numOps, opList, flags, stream),
-           gmt_ev_copy3d_batch(&c_, r_, (GMT_API_MEMCPY_3D_BATCH_ASYNC | GMT_API_PTDS), numOps, opList, SZ(stream)));
-}
-
 GMT_EXPORT cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
     TRACED(false, GMT_REAL(cudaMemset)(devPtr, value, count),
@@ -491,18 +463,6 @@ GMT_EXPORT cudaError_t cudaMemset3DAsync_ptsz(struct cudaPitchedPtr pitchedDevPt
            gmt_ev_set(&c_, r_, (GMT_API_MEMSET_3D_ASYNC | GMT_API_PTDS), pitchedDevPtr.ptr, (uint64_t)extent.width * extent.height * extent.depth, value, SZ(stream)));
 }
 
-GMT_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
-{
-    TRACED(false, GMT_REAL(cudaMemGetInfo)(free, total),
-           gmt_ev_mem_get_info(&c_, r_, free ? *free : 0, total ? *total : 0));
-}
-
-GMT_EXPORT cudaError_t cudaDeviceSynchronize(void)
-{
-    TRACED(false, GMT_REAL(cudaDeviceSynchronize)(),
-           gmt_ev_sync(&c_, r_, (GMT_API_DEVICE_SYNCHRONIZE), GMT_NO_STREAM));
-}
-
 GMT_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     TRACED(false, GMT_REAL(cudaStreamSynchronize)(stream),
@@ -543,4 +503,84 @@ GMT_EXPORT cudaError_t cudaSetDevice(int device)
 {
     TRACED(false, GMT_REAL(cudaSetDevice)(device),
            gmt_ev_set_device(&c_, r_, device));
+}
+
+GMT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    return gmt_mem_malloc(devPtr, size);
+}
+
+GMT_EXPORT cudaError_t cudaFree(void *devPtr)
+{
+    return gmt_mem_free(devPtr);
+}
+
+GMT_EXPORT cudaError_t cudaDeviceSynchronize(void)
+{
+    return gmt_mem_device_synchronize();
+}
+
+GMT_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
+{
+    return gmt_mem_get_info(free, total);
+}
+
+GMT_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+    return gmt_mem_ipc_get_handle(handle, devPtr);
+}
+
+GMT_EXPORT cudaError_t cudaDeviceReset(void)
+{
+    return gmt_mem_device_reset();
+}
+
+GMT_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    gmt_capture_begin(gmt_stream_of(stream, false));
+    cudaError_t r = GMT_REAL(cudaStreamBeginCapture)(stream, mode);
+    if (r != cudaSuccess)
+        gmt_capture_end(gmt_stream_of(stream, false), stream);
+    return r;
+}
+
+GMT_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    gmt_capture_begin(gmt_stream_of(stream, true));
+    cudaError_t r = GMT_REAL(cudaStreamBeginCapture_ptsz)(stream, mode);
+    if (r != cudaSuccess)
+        gmt_capture_end(gmt_stream_of(stream, true), stream);
+    return r;
+}
+
+GMT_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)
+{
+    gmt_capture_begin(gmt_stream_of(stream, false));
+    cudaError_t r = GMT_REAL(cudaStreamBeginCaptureToGraph)(stream, graph, dependencies, dependencyData, numDependencies, mode);
+    if (r != cudaSuccess)
+        gmt_capture_end(gmt_stream_of(stream, false), stream);
+    return r;
+}
+
+GMT_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)
+{
+    gmt_capture_begin(gmt_stream_of(stream, true));
+    cudaError_t r = GMT_REAL(cudaStreamBeginCaptureToGraph_ptsz)(stream, graph, dependencies, dependencyData, numDependencies, mode);
+    if (r != cudaSuccess)
+        gmt_capture_end(gmt_stream_of(stream, true), stream);
+    return r;
+}
+
+GMT_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    cudaError_t r = GMT_REAL(cudaStreamEndCapture)(stream, pGraph);
+    gmt_capture_end(gmt_stream_of(stream, false), stream);
+    return r;
+}
+
+GMT_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    cudaError_t r = GMT_REAL(cudaStreamEndCapture_ptsz)(stream, pGraph);
+    gmt_capture_end(gmt_stream_of(stream, true), stream);
+    return r;
 }

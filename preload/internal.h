@@ -9,6 +9,7 @@
 #ifndef GMT_INTERNAL_H
 #define GMT_INTERNAL_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -44,6 +45,11 @@ static inline uint64_t gmt_now_ns(void)
     X(HOSTMEM, hostmem, bool, 1, 0, 1,                                        \
       "classify the host side of copies as pinned or pageable (one pointer "  \
       "query per copy)")                                                      \
+    X(POOL, pool, bool, 1, 0, 1,                                              \
+      "serve cudaMalloc/cudaFree from gpumemtrace's caching pool; 0: pass "   \
+      "every call through to the runtime")                                    \
+    X(SAMPLE_MS, sample_ms, int, 50, 0, 60000,                                \
+      "milliseconds between samples of pool and device memory; 0: none")      \
     X(VERBOSE, verbose, bool, 0, 0, 1,                                        \
       "1: print the trace file's name and event count at exit")               \
     X(CHUNK_KB, chunk_kb, int, 64, 4, 16384,                                  \
@@ -74,7 +80,8 @@ void gmt_error_once(unsigned key, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 enum {
     GMT_ERR_OPEN, GMT_ERR_GROW, GMT_ERR_NOSYM, GMT_ERR_OOM_STATE,
-    GMT_ERR_STACKTAB, GMT_ERR_MODULES, GMT_ERR_RECORD, GMT_ERR_MAX
+    GMT_ERR_STACKTAB, GMT_ERR_MODULES, GMT_ERR_RECORD, GMT_ERR_IPC,
+    GMT_ERR_MAX
 };
 void gmt_log_reset_after_fork(void);
 
@@ -107,6 +114,7 @@ struct gmt_event {
     uint64_t seq, time;  /* from gmt_stamp() */
     uint64_t addr, addr2;
     uint64_t size, size2, value, flags;
+    uint64_t v[6];       /* SAMPLE and OOM values */
     uint32_t stack;
 };
 
@@ -117,6 +125,7 @@ bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev);
 /* Write an extension record (ext kind, payload) on this thread. */
 bool gmt_trace_emit_ext(struct gmt_thread *t, unsigned ext, const uint8_t *p,
                         size_t len);
+size_t gmt_trace_ext_max(void); /* largest payload that fits a chunk */
 struct gmt_thread *gmt_thread_peek(void); /* this thread's state or NULL */
 void gmt_trace_lock(void);      /* the file lock, held across fork() */
 void gmt_trace_unlock(void);
@@ -137,6 +146,8 @@ struct gmt_thread {
     uint64_t r_seq, r_time, r_addr, r_addr2, r_stream;
     uint32_t r_device;
     pid_t tid;
+    uint32_t call_stack;        /* stack id of the hooked call in flight */
+    bool upstream_failed;       /* the pool's real cudaMalloc failed */
     void *frames[GMT_MAX_STACK_DEPTH + 32]; /* stack capture scratch */
 };
 
@@ -156,6 +167,8 @@ void gmt_modules_init(void);
 void gmt_modules_scan(struct gmt_thread *t);
 bool gmt_modules_covers(uintptr_t ip);
 bool gmt_modules_self(uintptr_t ip); /* inside libgpumemtrace.so? */
+void gmt_modules_lock(void);  /* held across fork() */
+void gmt_modules_unlock(void);
 void gmt_modules_reset_after_fork(void);
 
 /* ---- tracer.c: lifecycle and the per-call recording helpers ---------- */
@@ -164,6 +177,7 @@ void gmt_modules_reset_after_fork(void);
 struct gmt_call {
     struct gmt_thread *t;
     uint32_t stack;
+    int saved_errno;    /* restored by gmt_call_finish */
     uint64_t seq, time; /* stamped before the real call when asked */
 };
 /* Begin a hooked call: false means "just pass through" (tracing off, or a
@@ -176,8 +190,22 @@ bool gmt_call_begin(struct gmt_call *c, bool stamp_before);
 #define GMT_DEVICE_CURRENT (-2)
 void gmt_call_emit(struct gmt_call *c, struct gmt_event *ev);
 void gmt_call_finish(struct gmt_call *c); /* leave the hook */
+/* After the real call: keep the errno it left for gmt_call_finish. */
+#define gmt_call_errno(c) ((c)->saved_errno = errno)
 void gmt_device_seen(struct gmt_thread *t, int device);
 bool gmt_tracer_active(void);
+
+/* ---- mem.c: the caching pool in the process (pool.c is the core) ----- */
+
+void gmt_mem_init(void);             /* at tracer start, if the pool is on */
+void gmt_mem_reset_after_fork(void);
+/* Emit a SAMPLE for dev if the sampling interval has passed. */
+void gmt_mem_maybe_sample(struct gmt_thread *t, int dev);
+bool gmt_capture_active(void);
+void gmt_capture_begin(uint64_t stream_key);
+/* cudaStream_t is declared by the runtime headers (real.h users). */
+struct CUstream_st;
+void gmt_capture_end(uint64_t stream_key, struct CUstream_st *handle);
 
 /* ---- events.c: building the events of each family of calls ---------- */
 
@@ -218,5 +246,12 @@ void gmt_ev_stream_destroy(struct gmt_call *c, int r, const void *handle);
 void gmt_ev_set_device(struct gmt_call *c, int r, int device);
 void gmt_ev_mem_get_info(struct gmt_call *c, int r, uint64_t free_b,
                          uint64_t total_b);
+/* Events the pool emits on its own (no hooked call of their own): they
+ * take the current thread's stack id of the call in flight, if any. */
+void gmt_ev_pool(struct gmt_thread *t, unsigned kind, int dev, uint64_t addr,
+                 uint64_t size, uint32_t stack);
+void gmt_ev_pool_sync(struct gmt_thread *t, int dev, int result);
+void gmt_ev_sample(struct gmt_thread *t, int dev, const uint64_t v[6]);
+void gmt_ev_oom(struct gmt_call *c, int dev, uint64_t size, const uint64_t v[5]);
 
 #endif /* GMT_INTERNAL_H */

@@ -174,8 +174,11 @@ static void emit_module(struct gmt_thread *t, const struct module *m,
 {
     uint8_t buf[4 * GMT_VARINT_MAX + 2 * GMT_VARINT_MAX + 64 + 4096];
     size_t plen = strlen(f->path);
+    size_t room = gmt_trace_ext_max() - 6 * GMT_VARINT_MAX - f->build_id_len;
     if (plen > 4096)
         plen = 4096;
+    if (plen > room)
+        plen = room;
     uint8_t *p = gmt_put_varint(buf, m->id);
     p = gmt_put_varint(p, f->base);
     p = gmt_put_varint(p, f->lo);
@@ -280,6 +283,16 @@ void gmt_modules_init(void)
 {
     if (g_self_hi == 0)
         dl_iterate_phdr(self_cb, (void *)(uintptr_t)&gmt_modules_init);
+}
+
+void gmt_modules_lock(void)
+{
+    pthread_mutex_lock(&g_lock);
+}
+
+void gmt_modules_unlock(void)
+{
+    pthread_mutex_unlock(&g_lock);
 }
 
 void gmt_modules_reset_after_fork(void)

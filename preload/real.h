@@ -33,7 +33,8 @@
     X(cudaMemset2DAsync, _ptsz) X(cudaMemset3D, _ptds)                        \
     X(cudaMemset3DAsync, _ptsz) X(cudaMallocAsync, _ptsz)                     \
     X(cudaFreeAsync, _ptsz) X(cudaMallocFromPoolAsync, _ptsz)                 \
-    X(cudaStreamSynchronize, _ptsz)
+    X(cudaStreamSynchronize, _ptsz) X(cudaStreamBeginCapture, _ptsz)         \
+    X(cudaStreamBeginCaptureToGraph, _ptsz) X(cudaStreamEndCapture, _ptsz)
 
 /* Some of these are deprecated for callers; we are the definition. */
 #pragma GCC diagnostic push
@@ -66,10 +67,13 @@ GMT_PTDS_FUNCS(GMT_DECLARE_PTDS)
     X(cudaMemGetInfo) X(cudaDeviceSynchronize) X(cudaStreamSynchronize)       \
     X(cudaStreamCreate) X(cudaStreamCreateWithFlags)                          \
     X(cudaStreamCreateWithPriority) X(cudaStreamDestroy) X(cudaSetDevice)     \
+    X(cudaDeviceReset) X(cudaIpcGetMemHandle) X(cudaStreamBeginCapture)       \
+    X(cudaStreamBeginCaptureToGraph) X(cudaStreamEndCapture)                  \
     /* called by the tracer itself, not intercepted */                        \
     X(cudaGetDevice) X(cudaGetLastError) X(cudaPeekAtLastError)               \
     X(cudaPointerGetAttributes) X(cudaGetDeviceProperties)                    \
-    X(cudaDeviceGetAttribute) X(cudaArrayGetInfo)
+    X(cudaDeviceGetAttribute) X(cudaArrayGetInfo) X(cudaStreamIsCapturing)     \
+    X(cudaRuntimeGetVersion)
 
 enum gmt_real_idx {
 #define GMT_ENUM_BASE(n) GMT_R_##n,

@@ -127,8 +127,11 @@ static int create_file(const char *want, uint32_t *index)
  * Called with the lock held. */
 static bool grow(uint64_t count)
 {
-    if (g_file.nwin == MAX_WINDOWS)
+    if (g_file.nwin == MAX_WINDOWS) {
+        gmt_error_once(GMT_ERR_GROW, "%s reached its size limit; events from "
+                       "here on are not recorded", g_file.path);
         return false;
+    }
     uint64_t cs = g_file.chunk_size;
     off_t off = (off_t)(GMT_HEADER_SIZE + g_file.usable_chunks * cs);
     off_t len = (off_t)(count * cs);
@@ -198,7 +201,8 @@ bool gmt_trace_open(void)
     hdr->min_reader_minor = 0;
     hdr->header_size = GMT_HEADER_SIZE;
     hdr->endian = GMT_ENDIAN_MARK;
-    hdr->features = gmt_opt.stack_depth > 0 ? GMT_FEAT_NATIVE_STACKS : 0;
+    hdr->features = (gmt_opt.stack_depth > 0 ? GMT_FEAT_NATIVE_STACKS : 0) |
+                    (gmt_opt.pool ? GMT_FEAT_POOL : 0);
     hdr->chunk_size = g_file.chunk_size;
     hdr->session_id = gmt_opt.session;
     hdr->pid = (uint32_t)getpid();
@@ -269,6 +273,7 @@ void gmt_trace_reset_after_fork(void)
     g_file.nwin = 0;
     g_file.next_chunk = g_file.usable_chunks = 0;
     g_seq = 0;
+    g_thread_count = 0; /* the child numbers its threads from 1 */
     g_gen++;
 }
 
@@ -436,6 +441,11 @@ bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev)
                      (size_t)(t->end - t->pos) < EVENT_MAX) &&
         !chunk_new(t, ev->seq, ev->time))
         return false;
+    if (ev->kind == GMT_K_INVALID || ev->kind > GMT_K_CORE_MAX) {
+        gmt_error_once(GMT_ERR_RECORD, "internal: unknown record kind %u",
+                       ev->kind);
+        return false;
+    }
     uint8_t *p = t->pos;
     uint8_t *tag = p++;
     *tag = ev->kind;
@@ -515,13 +525,26 @@ bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev)
         p = gmt_put_varint(p, ev->size);
         p = gmt_put_varint(p, ev->size2);
         break;
-    default:
-        gmt_error_once(GMT_ERR_RECORD, "internal: unknown record kind %u",
-                       ev->kind);
-        return false;
+    case GMT_K_SAMPLE:
+        for (int i = 0; i < 6; i++)
+            p = gmt_put_varint(p, ev->v[i]);
+        break;
+    case GMT_K_OOM:
+        p = gmt_put_varint(p, ev->size);
+        for (int i = 0; i < 5; i++)
+            p = gmt_put_varint(p, ev->v[i]);
+        p = gmt_put_varint(p, ev->stack);
+        break;
     }
     commit(t, p);
     return true;
+}
+
+size_t gmt_trace_ext_max(void)
+{
+    /* tag, seq, time, kind and length, plus a thread record that may have
+     * to open the chunk first */
+    return g_file.chunk_size - GMT_CHUNK_HEADER_SIZE - 5 * GMT_VARINT_MAX - 64;
 }
 
 bool gmt_trace_emit_ext(struct gmt_thread *t, unsigned ext, const uint8_t *src,

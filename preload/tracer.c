@@ -8,6 +8,7 @@
  * the header is marked closed; a process that dies without exiting leaves
  * a file that reads cleanly up to its last event and says it was cut.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -109,6 +110,13 @@ static void emit_process(struct gmt_thread *t)
     ssize_t nexe = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (nexe < 0)
         nexe = 0;
+    /* small chunks: shorten the command line rather than lose the record */
+    size_t room = gmt_trace_ext_max();
+    size_t fixed = 8 * GMT_VARINT_MAX + strlen(host) + (size_t)nexe;
+    if (fixed >= room)
+        nexe = 0, fixed = 8 * GMT_VARINT_MAX + strlen(host);
+    if (ncmd > room - fixed)
+        ncmd = room > fixed ? room - fixed : 0;
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     uint8_t *p = gmt_put_varint(buf, (uint64_t)getpid());
@@ -126,12 +134,14 @@ static void emit_process(struct gmt_thread *t)
 static void before_fork(void)
 {
     pthread_mutex_lock(&g_init_lock);
+    gmt_modules_lock();
     gmt_trace_lock();
 }
 
 static void after_fork_parent(void)
 {
     gmt_trace_unlock();
+    gmt_modules_unlock();
     pthread_mutex_unlock(&g_init_lock);
 }
 
@@ -143,6 +153,7 @@ static void after_fork_child(void)
     gmt_stack_reset_after_fork();
     gmt_modules_reset_after_fork();
     gmt_log_reset_after_fork();
+    gmt_mem_reset_after_fork();
     memset(g_device_written, 0, sizeof g_device_written);
     if (g_state == ST_ACTIVE) {
         export_session();
@@ -186,22 +197,32 @@ static bool start(void)
     gmt_modules_init();
     emit_process(t);
     gmt_modules_scan(t);
+    gmt_mem_init();
     __atomic_store_n(&g_state, ST_ACTIVE, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_init_lock);
     return true;
 }
 
+/* errno: the tracer's own work (libunwind probes memory through a pipe,
+ * files are opened) must not show in the program's errno. It is saved on
+ * entry and restored before the real call; gmt_call_finish restores the
+ * value the real call left (see gmt_call_errno). */
 bool gmt_call_begin(struct gmt_call *c, bool stamp_before)
 {
+    int saved = errno;
     int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
     if (GMT_UNLIKELY(st != ST_ACTIVE)) {
         __atomic_store_n(&g_intercepted, 1, __ATOMIC_RELAXED);
-        if (st == ST_OFF || !start())
+        if (st == ST_OFF || !start()) {
+            errno = saved;
             return false;
+        }
     }
     struct gmt_thread *t = gmt_thread_get();
-    if (GMT_UNLIKELY(t == NULL || t->guard))
+    if (GMT_UNLIKELY(t == NULL || t->guard)) {
+        errno = saved;
         return false;
+    }
     t->guard = 1;
     c->t = t;
     c->stack = gmt_stack_capture(t);
@@ -209,6 +230,8 @@ bool gmt_call_begin(struct gmt_call *c, bool stamp_before)
         gmt_stamp(&c->seq, &c->time);
     else
         c->seq = 0;
+    c->saved_errno = saved;
+    errno = saved;
     return true;
 }
 
@@ -237,45 +260,50 @@ void gmt_call_emit(struct gmt_call *c, struct gmt_event *ev)
 void gmt_call_finish(struct gmt_call *c)
 {
     c->t->guard = 0;
+    errno = c->saved_errno;
 }
 
-/* Describe a device the first time an event happens on it. */
+/* Describe a device the first time an event happens on it. Only a
+ * description actually read counts: with an error pending (the call being
+ * recorded failed, say) nothing is asked and the next event tries again. */
 void gmt_device_seen(struct gmt_thread *t, int dev)
 {
-    if (__atomic_exchange_n(&g_device_written[dev], 1, __ATOMIC_RELAXED))
+    if (GMT_REAL(cudaPeekAtLastError)() != cudaSuccess ||
+        __atomic_exchange_n(&g_device_written[dev], 1, __ATOMIC_RELAXED))
         return;
     /* cudaDeviceProp grows between CUDA versions; only its stable prefix
-     * (name, uuid, ...) is read, from a buffer larger than any version. */
-    static _Alignas(16) uint8_t props[16384];
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&lock);
-    memset(props, 0, sizeof props);
-    bool ok = GMT_REAL(cudaPeekAtLastError)() == cudaSuccess;
-    if (ok && GMT_REAL(cudaGetDeviceProperties)((struct cudaDeviceProp *)props,
-                                                dev) != cudaSuccess) {
-        GMT_REAL(cudaGetLastError)();
-        ok = false;
+     * (name, uuid, ...) is read, from a buffer larger than any version.
+     * No lock and no static buffer: a fork must not find them held. */
+    uint8_t *props = calloc(1, 16384);
+    if (props == NULL ||
+        GMT_REAL(cudaGetDeviceProperties)((struct cudaDeviceProp *)props,
+                                          dev) != cudaSuccess) {
+        if (props)
+            GMT_REAL(cudaGetLastError)();
+        free(props);
+        __atomic_store_n(&g_device_written[dev], 0, __ATOMIC_RELAXED);
+        return;
     }
     static const enum cudaDeviceAttr attrs[] = {
         cudaDevAttrPciDomainId, cudaDevAttrPciBusId, cudaDevAttrPciDeviceId,
         cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor};
     int val[5] = {0};
-    for (int i = 0; ok && i < 5; i++) {
+    for (int i = 0; i < 5; i++) {
         if (GMT_REAL(cudaDeviceGetAttribute)(&val[i], attrs[i], dev) !=
             cudaSuccess) {
             GMT_REAL(cudaGetLastError)();
-            val[i] = -1;
+            val[i] = 0;
         }
     }
     const struct cudaDeviceProp *pr = (const struct cudaDeviceProp *)props;
     uint8_t buf[512];
     uint8_t *p = gmt_put_varint(buf, (uint64_t)dev);
     p = put_str(p, pr->name, strnlen(pr->name, sizeof pr->name));
-    p = gmt_put_varint(p, ok ? pr->totalGlobalMem : 0);
+    p = gmt_put_varint(p, pr->totalGlobalMem);
     p = put_str(p, &pr->uuid, 16);
     for (int i = 0; i < 5; i++)
         p = gmt_put_varint(p, (uint64_t)(val[i] < 0 ? 0 : val[i]));
-    pthread_mutex_unlock(&lock);
+    free(props);
     gmt_trace_emit_ext(t, GMT_X_DEVICE, buf, (size_t)(p - buf));
 }
 

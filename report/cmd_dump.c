@@ -79,13 +79,15 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
         }
         break;
     }
-    case GMT_X_DEVICE:
-        if (d->ndevices) {
-            const struct gmt_device_def *dv = &d->devices[d->ndevices - 1];
+    case GMT_X_DEVICE: {
+        uint64_t ord = 0;
+        gmt_get_varint(rec->payload, rec->payload + rec->len, &ord);
+        const struct gmt_device_def *dv = gmt_defs_device(d, (uint32_t)ord);
+        if (dv)
             printf("device         ordinal=%u name=\"%s\" total=%" PRIu64,
                    dv->ordinal, dv->name, dv->total_mem);
-        }
         break;
+    }
     default:
         printf("definition     ext-kind=%u bytes=%zu", rec->ext, rec->len);
         break;

@@ -20,6 +20,7 @@ struct info {
     uint64_t records, events, defs;
     uint64_t by_kind[NCLASS], oom, alloc_failed, failed_calls;
     uint64_t by_api[NAPI], bytes_by_api[NAPI];
+    uint64_t pool_syncs, pool_sync_failed;
     uint64_t first_time, last_time;
     struct gmt_defs defs_tab;
 };
@@ -62,6 +63,11 @@ static int scan(const char *path, struct gmt_reader **out, struct info *in)
             (*(rec.result == 2 ? &in->oom : &in->alloc_failed))++;
         else
             in->by_kind[rec.kind]++;
+        if (rec.kind == GMT_K_SYNC && rec.api == GMT_API_POOL_SYNCHRONIZE) {
+            in->pool_syncs++;
+            in->pool_sync_failed += rec.result != 0;
+            continue; /* the pool's, not a call of the program */
+        }
         if (rec.kind == GMT_K_ALLOC || rec.kind == GMT_K_FREE ||
             rec.kind == GMT_K_MEMCPY || rec.kind == GMT_K_MEMSET ||
             rec.kind == GMT_K_SYNC || rec.kind == GMT_K_STREAM_CREATE) {
@@ -159,6 +165,12 @@ static void text(const char *path, const struct gmt_reader *r,
     if (in->alloc_failed)
         printf("  %-24s %12" PRIu64 "  (failed allocations: other errors)\n",
                "alloc_failed", in->alloc_failed);
+    if (h->features & GMT_FEAT_POOL)
+        printf("\npool: %" PRIu64 " segments taken, %" PRIu64 " given back, %" PRIu64
+               " blocks made reusable, %" PRIu64 " synchronizations issued%s\n",
+               in->by_kind[GMT_K_SEGMENT_ALLOC], in->by_kind[GMT_K_SEGMENT_FREE],
+               in->by_kind[GMT_K_FREE_COMPLETED], in->pool_syncs,
+               in->pool_sync_failed ? " (some refused: stream capture)" : "");
     printf("\ncalls by entry point:\n");
     for (unsigned a = 1; a < NAPI; a++) {
         if (!in->by_api[a])
@@ -236,7 +248,13 @@ static void json(const char *path, const struct gmt_reader *r,
                (a & GMT_API_PTDS) ? "_ptds" : "", in->bytes_by_api[a]);
         first = false;
     }
-    printf("},\"failed_calls\":%" PRIu64 "}", in->failed_calls);
+    printf("},\"pool\":{\"segments_allocated\":%" PRIu64 ",\"segments_freed\":%" PRIu64
+           ",\"free_completed\":%" PRIu64 ",\"syncs\":%" PRIu64 ",\"samples\":%" PRIu64
+           ",\"oom_states\":%" PRIu64 "}",
+           in->by_kind[GMT_K_SEGMENT_ALLOC], in->by_kind[GMT_K_SEGMENT_FREE],
+           in->by_kind[GMT_K_FREE_COMPLETED], in->pool_syncs,
+           in->by_kind[GMT_K_SAMPLE], in->by_kind[GMT_K_OOM]);
+    printf(",\"failed_calls\":%" PRIu64 "}", in->failed_calls);
 }
 
 int cmd_info(int argc, char **argv)

@@ -103,13 +103,7 @@ static int process(struct gmt_defs *d, struct cur *c)
     return 0;
 }
 
-static int cmp_active(const void *a, const void *b, void *arg)
-{
-    const struct gmt_defs *d = arg;
-    uint64_t x = d->modules[*(const size_t *)a].lo;
-    uint64_t y = d->modules[*(const size_t *)b].lo;
-    return x < y ? -1 : x > y;
-}
+#define MAX_MODULES (1u << 20)
 
 static int module(struct gmt_defs *d, struct cur *c)
 {
@@ -121,7 +115,7 @@ static int module(struct gmt_defs *d, struct cur *c)
     m.hi = u(c);
     const uint8_t *bid = str(c, &nbid, sizeof m.build_id);
     const uint8_t *path = str(c, &npath, 65536);
-    if (c->bad || m.lo >= m.hi)
+    if (c->bad || m.lo >= m.hi || d->nmodules >= MAX_MODULES)
         return -1;
     memcpy(m.build_id, bid, nbid);
     m.build_id_len = (uint32_t)nbid;
@@ -131,28 +125,36 @@ static int module(struct gmt_defs *d, struct cur *c)
     if (d->nmodules == d->cap_modules) {
         size_t cap = d->cap_modules ? 2 * d->cap_modules : 64;
         struct gmt_module_def *mm = realloc(d->modules, cap * sizeof *mm);
-        size_t *aa = realloc(d->active, cap * sizeof *aa);
-        if (aa)
-            d->active = aa;
         if (mm)
             d->modules = mm;
+        size_t *aa = mm ? realloc(d->active, cap * sizeof *aa) : NULL;
+        if (aa)
+            d->active = aa;
         if (!mm || !aa) {
             free(m.path);
             return -1;
         }
         d->cap_modules = cap;
     }
-    /* A new mapping replaces whatever it overlaps (unloaded since). */
-    size_t keep = 0;
-    for (size_t i = 0; i < d->nactive; i++) {
-        const struct gmt_module_def *o = &d->modules[d->active[i]];
-        if (o->hi <= m.lo || o->lo >= m.hi)
-            d->active[keep++] = d->active[i];
+    /* The active set is sorted and non-overlapping, so what the new
+     * mapping replaces (objects unloaded since) is one run of entries:
+     * from the first that ends after m.lo, while they start before m.hi. */
+    size_t lo = 0, hi = d->nactive;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->modules[d->active[mid]].hi <= m.lo)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    d->nactive = keep;
+    size_t end = lo;
+    while (end < d->nactive && d->modules[d->active[end]].lo < m.hi)
+        end++;
+    memmove(&d->active[lo + 1], &d->active[end],
+            (d->nactive - end) * sizeof *d->active);
+    d->nactive = d->nactive - (end - lo) + 1;
     d->modules[d->nmodules] = m;
-    d->active[d->nactive++] = d->nmodules++;
-    qsort_r(d->active, d->nactive, sizeof *d->active, cmp_active, d);
+    d->active[lo] = d->nmodules++;
     return 0;
 }
 

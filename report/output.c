@@ -60,14 +60,31 @@ const char *gmt_fmt_bytes(char *buf, uint64_t bytes, bool exact)
     return buf;
 }
 
-/* Length of the valid UTF-8 sequence at p, or 0. */
+/* Length of the valid UTF-8 sequence at p, or 0: no overlong forms, no
+ * surrogates, nothing above U+10FFFF (RFC 3629). */
 int gmt_utf8_len(const unsigned char *p)
 {
-    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
-            : p[0] >= 0xe0              ? 3
-            : p[0] >= 0xc2 && p[0] < 0xe0 ? 2
-                                          : 0;
-    for (int i = 1; i < n; i++)
+    unsigned char c = p[0], lo = 0x80, hi = 0xbf;
+    int n;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (c == 0xe0)
+        lo = 0xa0;
+    else if (c == 0xed)
+        hi = 0x9f;
+    else if (c == 0xf0)
+        lo = 0x90;
+    else if (c == 0xf4)
+        hi = 0x8f;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
         if ((p[i] & 0xc0) != 0x80)
             return 0;
     return n;

@@ -180,21 +180,28 @@ static bool index_chunks(struct gmt_reader *r)
         return false;
     }
     uint64_t n = data / r->cs;
-    r->refs = calloc(n ? n : 1, sizeof *r->refs);
-    if (r->refs == NULL) {
-        fail(r, "out of memory indexing %llu chunks", (unsigned long long)n);
-        return false;
-    }
+    size_t cap = 0;
     for (uint64_t i = 0; i < n; i++) {
         struct gmt_chunk_header c;
         uint64_t off = r->hdr.header_size + i * r->cs;
+        /* A sparse file (only a crafted one is: traces are fallocated)
+         * reads as zeros in its holes: jump over them. */
+        off_t data_at = lseek(r->fd, (off_t)off, SEEK_DATA);
+        if (data_at < 0)
+            break; /* no data after off: every further chunk is unused */
+        if ((uint64_t)data_at >= off + r->cs) {
+            i = ((uint64_t)data_at - r->hdr.header_size) / r->cs - 1;
+            continue;
+        }
         if (!pread_all(r->fd, &c, sizeof c, off)) {
             fail(r, "cannot read chunk %llu: %s", (unsigned long long)i,
                  errno ? strerror(errno) : "short read");
             return false;
         }
-        if (c.magic == 0 && c.used == 0)
-            continue; /* reserved, never used */
+        /* magic is stored last when a chunk is taken: without it the chunk
+         * holds nothing (a process killed while taking it leaves this) */
+        if (c.magic == 0)
+            continue;
         if (c.magic != GMT_CHUNK_MAGIC) {
             fail(r, "corrupt trace: chunk %llu at offset %llu has a bad magic",
                  (unsigned long long)i, (unsigned long long)off);
@@ -208,10 +215,20 @@ static bool index_chunks(struct gmt_reader *r)
         }
         if (c.used == GMT_CHUNK_HEADER_SIZE)
             continue; /* acquired, nothing committed */
+        if (r->nrefs == cap) {
+            cap = cap ? 2 * cap : 256;
+            struct chunk_ref *nr = realloc(r->refs, cap * sizeof *nr);
+            if (nr == NULL) {
+                fail(r, "out of memory indexing chunks");
+                return false;
+            }
+            r->refs = nr;
+        }
         r->refs[r->nrefs++] = (struct chunk_ref){
             i, c.first_seq, c.first_time, c.thread, c.ordinal, c.used};
     }
-    qsort(r->refs, r->nrefs, sizeof *r->refs, cmp_ref);
+    if (r->nrefs)
+        qsort(r->refs, r->nrefs, sizeof *r->refs, cmp_ref);
     size_t threads = 0;
     for (size_t i = 0; i < r->nrefs; i++) {
         if (i > 0 && r->refs[i].thread == r->refs[i - 1].thread &&

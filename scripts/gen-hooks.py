@@ -81,10 +81,8 @@ H("cudaMemcpy2DToArrayAsync", "cudaArray_t dst, size_t wOffset, size_t hOffset, 
   C % ("dst", "src", "(uint64_t)width * height", "ARRAY_DST(kind)"), "GMT_API_MEMCPY_2D_TO_ARRAY_ASYNC", "S(stream)", "_ptsz", "SZ(stream)")
 H("cudaMemcpy2DFromArrayAsync", "void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream", "dst, dpitch, src, wOffset, hOffset, width, height, kind, stream", False,
   C % ("dst", "src", "(uint64_t)width * height", "ARRAY_SRC(kind)"), "GMT_API_MEMCPY_2D_FROM_ARRAY_ASYNC", "S(stream)", "_ptsz", "SZ(stream)")
-H("cudaMemcpyBatchAsync", "void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream", "dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream", False,
-  "gmt_ev_copy_batch(&c_, r_, API, dsts, srcs, sizes, count, STREAM)", "GMT_API_MEMCPY_BATCH_ASYNC", "S(stream)", "_ptsz", "SZ(stream)")
-H("cudaMemcpy3DBatchAsync", "size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream", "numOps, opList, flags, stream", False,
-  "gmt_ev_copy3d_batch(&c_, r_, API, numOps, opList, STREAM)", "GMT_API_MEMCPY_3D_BATCH_ASYNC", "S(stream)", "_ptsz", "SZ(stream)")
+# cudaMemcpyBatchAsync and cudaMemcpy3DBatchAsync: preload/hooks_compat.c
+# (their signature differs between CUDA 12.8/12.9 and 13).
 
 # sets
 H("cudaMemset", "void *devPtr, int value, size_t count", "devPtr, value, count", False,
@@ -118,6 +116,31 @@ H("cudaStreamDestroy", "cudaStream_t stream", "stream", True,
 H("cudaSetDevice", "int device", "device", False,
   "gmt_ev_set_device(&c_, r_, device)", "0", "GMT_NO_STREAM")
 
+# Entry points whose behaviour the caching pool changes: their bodies live
+# in preload/mem.c. (name, params, forwarded call)
+CUSTOM = [
+    ("cudaMalloc", "void **devPtr, size_t size", "gmt_mem_malloc(devPtr, size)"),
+    ("cudaFree", "void *devPtr", "gmt_mem_free(devPtr)"),
+    ("cudaDeviceSynchronize", "void", "gmt_mem_device_synchronize()"),
+    ("cudaMemGetInfo", "size_t *free, size_t *total", "gmt_mem_get_info(free, total)"),
+    ("cudaIpcGetMemHandle", "cudaIpcMemHandle_t *handle, void *devPtr",
+     "gmt_mem_ipc_get_handle(handle, devPtr)"),
+    ("cudaDeviceReset", "void", "gmt_mem_device_reset()"),
+]
+rows = [r for r in rows if r[0] not in {c[0] for c in CUSTOM}]
+
+# Stream capture: counted so the pool never synchronizes inside one.
+CAPTURE = [
+    ("cudaStreamBeginCapture", "cudaStream_t stream, enum cudaStreamCaptureMode mode",
+     "stream, mode", True),
+    ("cudaStreamBeginCaptureToGraph",
+     "cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, "
+     "const cudaGraphEdgeData *dependencyData, size_t numDependencies, "
+     "enum cudaStreamCaptureMode mode",
+     "stream, graph, dependencies, dependencyData, numDependencies, mode", True),
+    ("cudaStreamEndCapture", "cudaStream_t stream, cudaGraph_t *pGraph", "stream, pGraph", False),
+]
+
 out = []
 out.append('''/* hooks.c - the CUDA runtime entry points libgpumemtrace.so exports.
  *
@@ -129,6 +152,13 @@ out.append('''/* hooks.c - the CUDA runtime entry points libgpumemtrace.so expor
  * what code built with --default-stream per-thread calls.
  */
 #include "real.h"
+
+cudaError_t gmt_mem_malloc(void **devPtr, size_t size);
+cudaError_t gmt_mem_free(void *devPtr);
+cudaError_t gmt_mem_device_synchronize(void);
+cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
+cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);
+cudaError_t gmt_mem_device_reset(void);
 
 #define GMT_EXPORT __attribute__((visibility("default")))
 
@@ -142,6 +172,7 @@ out.append('''/* hooks.c - the CUDA runtime entry points libgpumemtrace.so expor
         if (!gmt_call_begin(&c_, before))                                     \\
             return real_call;                                                 \\
         cudaError_t r_ = real_call;                                           \\
+        gmt_call_errno(&c_);                                                  \\
         record;                                                               \\
         gmt_call_finish(&c_);                                                 \\
         return r_;                                                            \\
@@ -165,5 +196,20 @@ for (name, params, args, before, record, api, bs, sfx, ps) in rows:
         rec = record.replace("STREAM", st).replace("API", "(" + a + ")")
         b = "true" if before else "false"
         out.append(f"GMT_EXPORT cudaError_t {fn}({params})\n{{\n    TRACED({b}, GMT_REAL({fn})({args}),\n           {rec});\n}}\n")
+for (name, params, call) in CUSTOM:
+    out.append(f"GMT_EXPORT cudaError_t {name}({params})\n{{\n    return {call};\n}}\n")
+for (name, params, args, begin) in CAPTURE:
+    for (fn, ptsz) in ((name, "false"), (name + "_ptsz", "true")):
+        if begin:
+            body = (f"    gmt_capture_begin(gmt_stream_of(stream, {ptsz}));\n"
+                    f"    cudaError_t r = GMT_REAL({fn})({args});\n"
+                    f"    if (r != cudaSuccess)\n"
+                    f"        gmt_capture_end(gmt_stream_of(stream, {ptsz}), stream);\n"
+                    f"    return r;\n")
+        else:
+            body = (f"    cudaError_t r = GMT_REAL({fn})({args});\n"
+                    f"    gmt_capture_end(gmt_stream_of(stream, {ptsz}), stream);\n"
+                    f"    return r;\n")
+        out.append(f"GMT_EXPORT cudaError_t {fn}({params})\n{{\n{body}}}\n")
 open(__import__('os').path.join(__import__('os').path.dirname(__file__), '..', 'preload', 'hooks.c'), 'w').write("\n".join(out))
 print(len(rows), "rows")

@@ -61,3 +61,11 @@ def dump(path, *args):
 def expect(cond, msg):
     if not cond:
         raise AssertionError(msg)
+
+
+POOL_KINDS = {"segment_alloc", "segment_free", "free_completed", "sample", "oom_state"}
+
+
+def program_kinds(got):
+    """by_kind of an info --json object without what the pool adds."""
+    return {k: v for k, v in got["by_kind"].items() if v and k not in POOL_KINDS}

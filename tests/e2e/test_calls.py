@@ -16,7 +16,7 @@ def test_every_call_counted():
         elif len(parts) == 3 and parts[0] == "kind":
             want_kind[parts[1]] = int(parts[2])
     got = info(one_trace())
-    by_kind = {k: v for k, v in got["by_kind"].items() if v}
+    by_kind = program_kinds(got)
     expect(by_kind == want_kind, f"kinds: trace {by_kind}\n        program {want_kind}")
     expect(got["by_api"] == want_api, f"apis: trace {got['by_api']}\n       program {want_api}")
     expect(got["closed"], "trace not closed at exit")

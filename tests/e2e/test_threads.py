@@ -9,7 +9,8 @@ def test_16_threads_100k_events_each():
     got = info(one_trace())
     events = got["by_kind"].get("alloc", 0) + got["by_kind"].get("free_requested", 0)
     expect(events == calls, f"trace has {events} events for {calls} calls")
-    expect(got["threads"] == 16, f"threads: {got['threads']}")
+    # the 16 workers, and main: at exit it gives the pool's segments back
+    expect(got["threads"] == 17, f"threads: {got['threads']}")
 
 
 def test_threads_without_stacks():

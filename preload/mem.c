@@ -1,0 +1,437 @@
+/* mem.c - the caching pool inside a traced process.
+ *
+ * pool.c is the allocator core; this file connects it to the process:
+ * its upstream is the real CUDA runtime, its observer writes the trace,
+ * and the hooks for the calls the pool changes (cudaMalloc, cudaFree,
+ * cudaDeviceSynchronize, cudaMemGetInfo, cudaIpcGetMemHandle,
+ * cudaDeviceReset, stream capture) land here.
+ *
+ * What the program sees stays what the runtime would give it: the same
+ * return codes, no error left behind by a failure the pool recovered from
+ * (cudaGetLastError() is success after a recovered out-of-memory), free
+ * memory in cudaMemGetInfo that counts the pool's idle cache as free,
+ * pointer attributes unchanged (pool blocks lie inside cudaMalloc'd
+ * segments), and IPC handles that name the right memory or a loud error.
+ * Differences a program could notice are documented in the README: a
+ * pooled cudaFree no longer waits for the device, and a free of an
+ * address the pool never handed out inside a pool segment returns
+ * cudaErrorInvalidValue without setting the runtime's last error.
+ *
+ * Stream capture: while any stream is capturing (as seen through the
+ * hooked Begin/EndCapture), the pool neither synchronizes nor serves
+ * cudaMalloc: such calls go to the runtime, which fails them exactly as it
+ * would without us.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pool.h"
+#include "real.h"
+
+static struct pool *g_pool;
+static bool g_atexit_done;
+static uint64_t g_last_sample[POOL_MAX_DEVICES];
+
+/* ---- stream capture ---------------------------------------------------- */
+
+#define MAX_CAPTURES 256
+static pthread_mutex_t g_capture_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_capturing[MAX_CAPTURES]; /* streams capturing now */
+static int g_ncapturing;  /* entries in g_capturing */
+static int g_overflow;    /* captures beyond the table: never forgotten */
+
+bool gmt_capture_active(void)
+{
+    return __atomic_load_n(&g_ncapturing, __ATOMIC_ACQUIRE) +
+               __atomic_load_n(&g_overflow, __ATOMIC_RELAXED) != 0;
+}
+
+/* Count a capture before it starts, so that no synchronization of ours
+ * can run inside it (the pool's synchronizations hold the same lock).
+ * key: the stream as the trace names it (gmt_stream_of). */
+void gmt_capture_begin(uint64_t key)
+{
+    pthread_mutex_lock(&g_capture_lock);
+    if (g_ncapturing < MAX_CAPTURES)
+        g_capturing[g_ncapturing] = key;
+    else
+        g_overflow++; /* stays "capturing" for good: safe, only slower */
+    if (g_ncapturing < MAX_CAPTURES)
+        __atomic_store_n(&g_ncapturing, g_ncapturing + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_capture_lock);
+}
+
+/* After a Begin that failed or an End: forget the stream unless the
+ * runtime says it is still capturing. */
+void gmt_capture_end(uint64_t key, cudaStream_t handle)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (GMT_REAL(cudaStreamIsCapturing)(handle, &st) != cudaSuccess) {
+        GMT_REAL(cudaGetLastError)();
+        st = cudaStreamCaptureStatusNone;
+    }
+    if (st == cudaStreamCaptureStatusActive)
+        return;
+    pthread_mutex_lock(&g_capture_lock);
+    for (int i = 0; i < g_ncapturing; i++) {
+        if (g_capturing[i] == key) {
+            g_capturing[i] = g_capturing[g_ncapturing - 1];
+            __atomic_store_n(&g_ncapturing, g_ncapturing - 1, __ATOMIC_RELEASE);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_capture_lock);
+}
+
+/* ---- the pool's upstream: the real runtime ----------------------------- */
+
+static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
+{
+    (void)ctx;
+    (void)dev; /* the calling thread's current device is dev */
+    void *p = NULL;
+    cudaError_t r = GMT_REAL(cudaMalloc)(&p, size);
+    if (r != cudaSuccess) {
+        struct gmt_thread *t = gmt_thread_peek();
+        if (t)
+            t->upstream_failed = true;
+        return r;
+    }
+    *out = (uintptr_t)p;
+    return 0;
+}
+
+/* Run f on device dev, restoring the thread's current device. */
+static int on_device(int dev, cudaError_t (*f)(void *), void *arg)
+{
+    int cur = -1;
+    if (GMT_REAL(cudaGetDevice)(&cur) != cudaSuccess)
+        return GMT_REAL(cudaGetLastError)();
+    if (cur != dev && GMT_REAL(cudaSetDevice)(dev) != cudaSuccess)
+        return GMT_REAL(cudaGetLastError)();
+    cudaError_t r = f(arg);
+    if (cur != dev)
+        GMT_REAL(cudaSetDevice)(cur);
+    return r;
+}
+
+static cudaError_t do_free(void *p)
+{
+    return GMT_REAL(cudaFree)(p);
+}
+
+static cudaError_t do_sync(void *p)
+{
+    (void)p;
+    return GMT_REAL(cudaDeviceSynchronize)();
+}
+
+static int up_release(void *ctx, int dev, uintptr_t ptr, size_t size)
+{
+    (void)ctx;
+    (void)size;
+    /* The real cudaFree waits for the whole device: every free before
+     * now becomes safe. */
+    uint64_t snap = pool_sync_snapshot(g_pool, dev);
+    int r = on_device(dev, do_free, (void *)ptr);
+    if (r == cudaSuccess)
+        pool_synced(g_pool, dev, snap);
+    return r;
+}
+
+static int up_sync(void *ctx, int dev)
+{
+    (void)ctx;
+    pthread_mutex_lock(&g_capture_lock);
+    int r = g_ncapturing || g_overflow ? cudaErrorStreamCaptureUnsupported
+                         : on_device(dev, do_sync, NULL);
+    pthread_mutex_unlock(&g_capture_lock);
+    return r;
+}
+
+/* ---- the pool's observer: the trace ---------------------------------------- */
+
+static void obs_segment_alloc(void *ctx, int dev, uintptr_t a, size_t s)
+{
+    (void)ctx;
+    struct gmt_thread *t = gmt_thread_get();
+    if (t)
+        gmt_ev_pool(t, GMT_K_SEGMENT_ALLOC, dev, a, s, t->call_stack);
+}
+
+static void obs_segment_free(void *ctx, int dev, uintptr_t a, size_t s)
+{
+    (void)ctx;
+    struct gmt_thread *t = gmt_thread_get();
+    if (t)
+        gmt_ev_pool(t, GMT_K_SEGMENT_FREE, dev, a, s, 0);
+}
+
+static void obs_free_completed(void *ctx, int dev, uintptr_t a, size_t s)
+{
+    (void)ctx;
+    struct gmt_thread *t = gmt_thread_get();
+    if (t)
+        gmt_ev_pool(t, GMT_K_FREE_COMPLETED, dev, a, s, 0);
+}
+
+static void obs_synced(void *ctx, int dev, int r)
+{
+    (void)ctx;
+    struct gmt_thread *t = gmt_thread_get();
+    if (t)
+        gmt_ev_pool_sync(t, dev, r);
+}
+
+static const struct pool_upstream g_upstream = {up_alloc, up_release, up_sync,
+                                                NULL};
+static const struct pool_observer g_observer = {
+    obs_segment_alloc, obs_segment_free, obs_free_completed, obs_synced, NULL};
+
+/* ---- life cycle ------------------------------------------------------------ */
+
+static void release_at_exit(void)
+{
+    struct pool *p = __atomic_load_n(&g_pool, __ATOMIC_ACQUIRE);
+    if (p && gmt_tracer_active())
+        pool_release_all(p);
+}
+
+void gmt_mem_init(void)
+{
+    if (!gmt_opt.pool || g_pool)
+        return;
+    struct pool *p = pool_create(&g_upstream, &g_observer);
+    if (p == NULL) {
+        gmt_error_once(GMT_ERR_RECORD, "no memory for the caching pool; "
+                       "cudaMalloc passes through");
+        return;
+    }
+    /* Registered now, after the runtime initialized, so it runs before the
+     * runtime's own exit-time teardown. */
+    if (!g_atexit_done && atexit(release_at_exit) == 0)
+        g_atexit_done = true;
+    __atomic_store_n(&g_pool, p, __ATOMIC_RELEASE);
+}
+
+void gmt_mem_reset_after_fork(void)
+{
+    /* The parent's segments mean nothing in the child (CUDA cannot be used
+     * after fork anyway); drop the pool without touching it. */
+    g_pool = NULL;
+    pthread_mutex_init(&g_capture_lock, NULL);
+    g_ncapturing = g_overflow = 0;
+    memset(g_last_sample, 0, sizeof g_last_sample);
+}
+
+static uint64_t host_rss(void)
+{
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    unsigned long long size = 0, rss = 0;
+    if (sscanf(buf, "%llu %llu", &size, &rss) != 2)
+        return 0;
+    return rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The driver's view of dev (the thread's current device): used bytes. */
+static bool driver_info(size_t *free_b, size_t *total_b)
+{
+    if (GMT_REAL(cudaPeekAtLastError)() != cudaSuccess)
+        return false;
+    if (GMT_REAL(cudaMemGetInfo)(free_b, total_b) != cudaSuccess) {
+        GMT_REAL(cudaGetLastError)();
+        return false;
+    }
+    return true;
+}
+
+void gmt_mem_maybe_sample(struct gmt_thread *t, int dev)
+{
+    struct pool *p = g_pool;
+    if (gmt_opt.sample_ms <= 0 || dev < 0 || dev >= POOL_MAX_DEVICES)
+        return;
+    uint64_t now = gmt_now_ns(), last = g_last_sample[dev];
+    if (now - last < (uint64_t)gmt_opt.sample_ms * 1000000u ||
+        !__atomic_compare_exchange_n(&g_last_sample[dev], &last, now, false,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    struct pool_stats st = {0};
+    if (p)
+        pool_stats(p, dev, &st);
+    size_t free_b = 0, total_b = 0;
+    bool drv = driver_info(&free_b, &total_b);
+    uint64_t v[6] = {st.reserved, st.allocated, st.largest_free,
+                     st.free_blocks, drv ? total_b - free_b : 0, host_rss()};
+    gmt_ev_sample(t, dev, v);
+}
+
+/* ---- the hooks the pool changes ------------------------------------------ */
+
+static int current_device(struct gmt_thread *t)
+{
+    int dev;
+    if (GMT_REAL(cudaGetDevice)(&dev) != cudaSuccess)
+        return -1; /* the runtime could not start: let it fail the call */
+    t->last_device = dev;
+    return dev;
+}
+
+/* A real cudaFree of a valid pointer waits for the whole device. */
+static cudaError_t real_free(struct gmt_thread *t, void *ptr)
+{
+    int dev = ptr && g_pool ? current_device(t) : -1;
+    uint64_t snap = dev >= 0 ? pool_sync_snapshot(g_pool, dev) : 0;
+    cudaError_t r = GMT_REAL(cudaFree)(ptr);
+    if (r == cudaSuccess && dev >= 0)
+        pool_synced(g_pool, dev, snap);
+    return r;
+}
+
+cudaError_t gmt_mem_malloc(void **devPtr, size_t size)
+{
+    struct gmt_call c;
+    if (!gmt_call_begin(&c, false))
+        return GMT_REAL(cudaMalloc)(devPtr, size);
+    struct gmt_thread *t = c.t;
+    struct pool *p = g_pool;
+    cudaError_t r;
+    uint64_t block = size;
+    int dev = -1;
+    if (p && devPtr && size > 0 && !gmt_capture_active() &&
+        (dev = current_device(t)) >= 0) {
+        uintptr_t a = 0;
+        t->call_stack = c.stack;
+        t->upstream_failed = false;
+        r = (cudaError_t)pool_alloc(p, dev, t->index, size, &a);
+        t->call_stack = 0;
+        if (r == cudaSuccess) {
+            *devPtr = (void *)a;
+            block = (size + POOL_ROUND - 1) & ~(uint64_t)(POOL_ROUND - 1);
+            /* an upstream failure the pool recovered from must not linger */
+            if (t->upstream_failed)
+                GMT_REAL(cudaGetLastError)();
+        } else {
+            struct pool_stats st;
+            size_t free_b = 0, total_b = 0;
+            pool_stats(p, dev, &st);
+            driver_info(&free_b, &total_b);
+            uint64_t v[5] = {free_b, total_b, st.reserved, st.allocated,
+                             st.largest_free};
+            gmt_ev_oom(&c, dev, size, v);
+        }
+    } else {
+        r = GMT_REAL(cudaMalloc)(devPtr, size);
+        gmt_call_errno(&c);
+    }
+    gmt_ev_alloc(&c, r, GMT_API_MALLOC, devPtr && r == cudaSuccess ? *devPtr : NULL,
+                 size, block, 0, GMT_NO_STREAM);
+    if (p && dev >= 0)
+        gmt_mem_maybe_sample(t, dev);
+    gmt_call_finish(&c);
+    return r;
+}
+
+cudaError_t gmt_mem_free(void *ptr)
+{
+    struct gmt_call c;
+    if (!gmt_call_begin(&c, true)) /* stamped before the memory is reusable */
+        return GMT_REAL(cudaFree)(ptr);
+    struct pool *p = g_pool;
+    cudaError_t r;
+    int dev = -1;
+    int e = p && ptr ? pool_free(p, (uintptr_t)ptr, &dev) : POOL_NOT_MINE;
+    if (e == 0) {
+        r = cudaSuccess;
+    } else if (e == POOL_INVALID) {
+        r = cudaErrorInvalidValue; /* freed twice, or not a block start */
+        dev = -1;
+    } else {
+        r = real_free(c.t, ptr);
+        gmt_call_errno(&c);
+        dev = -1;
+    }
+    gmt_ev_free(&c, r, GMT_API_FREE, ptr, GMT_NO_STREAM);
+    if (dev >= 0 && dev == c.t->last_device)
+        gmt_mem_maybe_sample(c.t, dev);
+    gmt_call_finish(&c);
+    return r;
+}
+
+cudaError_t gmt_mem_device_synchronize(void)
+{
+    struct gmt_call c;
+    if (!gmt_call_begin(&c, false))
+        return GMT_REAL(cudaDeviceSynchronize)();
+    struct pool *p = g_pool;
+    int dev = p ? current_device(c.t) : -1;
+    uint64_t snap = dev >= 0 ? pool_sync_snapshot(p, dev) : 0;
+    cudaError_t r = GMT_REAL(cudaDeviceSynchronize)();
+    gmt_call_errno(&c);
+    if (r == cudaSuccess && dev >= 0)
+        pool_synced(p, dev, snap); /* the program's sync frees pending blocks */
+    gmt_ev_sync(&c, r, GMT_API_DEVICE_SYNCHRONIZE, GMT_NO_STREAM);
+    gmt_call_finish(&c);
+    return r;
+}
+
+cudaError_t gmt_mem_get_info(size_t *free_b, size_t *total_b)
+{
+    struct gmt_call c;
+    if (!gmt_call_begin(&c, false))
+        return GMT_REAL(cudaMemGetInfo)(free_b, total_b);
+    cudaError_t r = GMT_REAL(cudaMemGetInfo)(free_b, total_b);
+    gmt_call_errno(&c);
+    struct pool *p = g_pool;
+    if (r == cudaSuccess && p && free_b) {
+        /* what the pool holds idle is free to this program */
+        int dev = current_device(c.t);
+        uint64_t idle = dev >= 0 ? pool_idle(p, dev) : 0;
+        uint64_t f = (uint64_t)*free_b + idle;
+        if (total_b && f > *total_b)
+            f = *total_b;
+        *free_b = (size_t)f;
+    }
+    gmt_ev_mem_get_info(&c, r, free_b && r == cudaSuccess ? *free_b : 0,
+                        total_b && r == cudaSuccess ? *total_b : 0);
+    gmt_call_finish(&c);
+    return r;
+}
+
+cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *ptr)
+{
+    struct pool *p = g_pool;
+    struct pool_block_info bi;
+    if (p && pool_lookup(p, (uintptr_t)ptr, &bi) &&
+        !(bi.addr == (uintptr_t)ptr && bi.addr == bi.seg_base)) {
+        /* The handle would name the whole segment: another process would
+         * map its start, not this block. */
+        gmt_error_once(GMT_ERR_IPC, "cudaIpcGetMemHandle on %p, a pool block "
+                       "that does not start its segment: refused with "
+                       "cudaErrorInvalidValue (blocks above 10 MiB always "
+                       "can; run with GPUMEMTRACE_POOL=0 to share small "
+                       "blocks)", ptr);
+        return cudaErrorInvalidValue;
+    }
+    return GMT_REAL(cudaIpcGetMemHandle)(handle, ptr);
+}
+
+cudaError_t gmt_mem_device_reset(void)
+{
+    struct pool *p = g_pool;
+    int dev = -1;
+    if (p && GMT_REAL(cudaGetDevice)(&dev) == cudaSuccess)
+        pool_forget_device(p, dev); /* the reset frees it all */
+    return GMT_REAL(cudaDeviceReset)();
+}

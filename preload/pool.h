@@ -1,0 +1,116 @@
+/* pool.h - gpumemtrace's caching pool for device memory.
+ *
+ * The pool serves cudaMalloc/cudaFree from segments it takes from the
+ * driver ("upstream") and keeps. It knows nothing of CUDA or of the trace:
+ * the upstream interface gives it memory and device synchronization (the
+ * real runtime in the library, host memory in unit tests), and an observer
+ * interface tells the caller what it did (segments taken and given back,
+ * blocks becoming reusable, synchronizations it issued).
+ *
+ * Safety rule: a block freed by the program may only be handed out again
+ * once every piece of GPU work issued before the free - on any stream -
+ * has finished. Freed blocks are therefore "pending", tagged with a
+ * per-device free counter. A device-wide synchronization that started
+ * after a block was freed makes it reusable. Synchronizations the program
+ * makes itself count (pool_synced), and the pool makes one of its own only
+ * when a request cannot be served otherwise and pending memory could
+ * serve it: one synchronization then releases every pending block at once.
+ *
+ * Concurrency: each device's pool is split into arenas, each with its own
+ * lock; a thread uses one arena (by thread index) and visits the others
+ * only when its own cannot serve it. Live blocks are found by address in
+ * a sharded hash map. No lock is shared by all threads in the common case.
+ */
+#ifndef GMT_POOL_H
+#define GMT_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define POOL_MAX_DEVICES 64
+#define POOL_ARENAS 8
+#define POOL_ROUND 512u                       /* request rounding */
+#define POOL_SMALL_MAX (1u << 20)             /* <= this: small pool */
+#define POOL_SMALL_SEGMENT (2u << 20)
+#define POOL_MEDIUM_MAX (10u << 20)           /* <= this: 20 MiB segments */
+#define POOL_MEDIUM_SEGMENT (20u << 20)
+#define POOL_LARGE_ROUND (2u << 20)           /* larger: own segment */
+
+/* Where memory comes from. Functions return 0 or a CUDA error code. */
+struct pool_upstream {
+    int (*alloc)(void *ctx, int dev, size_t size, uintptr_t *out);
+    int (*release)(void *ctx, int dev, uintptr_t ptr, size_t size);
+    /* A device-wide synchronization; non-zero if it could not be done
+     * (e.g. a stream capture is in progress): the pool then grows. */
+    int (*sync)(void *ctx, int dev);
+    void *ctx;
+};
+
+/* What the pool did, for the trace. May be NULL. Called with an arena
+ * lock held: must not call back into the pool. */
+struct pool_observer {
+    void (*segment_alloc)(void *ctx, int dev, uintptr_t addr, size_t size);
+    void (*segment_free)(void *ctx, int dev, uintptr_t addr, size_t size);
+    void (*free_completed)(void *ctx, int dev, uintptr_t addr, size_t size);
+    void (*synced)(void *ctx, int dev, int result);
+    void *ctx;
+};
+
+struct pool_stats {
+    uint64_t reserved;      /* bytes in segments */
+    uint64_t allocated;     /* bytes in blocks handed out (rounded) */
+    uint64_t requested;     /* bytes the program asked for, live */
+    uint64_t pending;       /* freed, not yet reusable */
+    uint64_t free_bytes;    /* reusable now */
+    uint64_t largest_free;  /* largest reusable block */
+    uint64_t free_blocks;   /* number of reusable blocks */
+    uint64_t segments;
+    uint64_t syncs;         /* synchronizations the pool issued */
+    uint64_t promotions;    /* times pending blocks became reusable */
+};
+
+struct pool_block_info {
+    uintptr_t addr, seg_base;
+    size_t size, requested, seg_size;
+    int device;
+};
+
+struct pool;
+
+struct pool *pool_create(const struct pool_upstream *up,
+                         const struct pool_observer *obs);
+/* Serve `size` bytes on `dev` from arena `arena_hint`. 0: *out is the
+ * block; otherwise the CUDA error (cudaErrorMemoryAllocation = 2). */
+int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t size,
+               uintptr_t *out);
+/* Free a block. POOL_NOT_MINE: not a pool address (pass it on);
+ * POOL_INVALID: inside a pool segment but not a live block (a double or
+ * interior free); 0: now pending. *dev gets the block's device. */
+enum { POOL_NOT_MINE = -1, POOL_INVALID = -2 };
+int pool_free(struct pool *p, uintptr_t ptr, int *dev);
+/* A device-wide synchronization is about to start / has completed: every
+ * block freed before the snapshot is reusable. */
+uint64_t pool_sync_snapshot(struct pool *p, int dev);
+void pool_synced(struct pool *p, int dev, uint64_t snapshot);
+/* Give back every segment with nothing allocated in it (after making
+ * pending blocks reusable if a synchronization is allowed). */
+void pool_trim(struct pool *p, int dev);
+void pool_stats(struct pool *p, int dev, struct pool_stats *out);
+/* Bytes the pool holds on dev that the program could get: reserved minus
+ * allocated (reusable and pending). */
+uint64_t pool_idle(struct pool *p, int dev);
+/* Describe the live block or segment containing ptr; false if none. */
+bool pool_lookup(struct pool *p, uintptr_t ptr, struct pool_block_info *out);
+/* Drop everything on dev without giving it back (the device was reset:
+ * the driver freed it all). */
+void pool_forget_device(struct pool *p, int dev);
+/* At exit: synchronize once and give back every segment nothing lives in.
+ * Segments holding blocks the program never freed stay (the driver frees
+ * them with the process); the pool keeps working for late callers. */
+void pool_release_all(struct pool *p);
+/* Check every invariant; returns a description of the first violation,
+ * or NULL. For tests. Takes all locks. */
+const char *pool_check(struct pool *p);
+
+#endif /* GMT_POOL_H */

@@ -1,0 +1,75 @@
+"""The caching pool on the simulated runtime: never reuses memory that
+queued GPU work may still touch, recovers from running out, and stays
+honest to the program (cudaMemGetInfo, IPC, stream capture)."""
+from gmt import *
+
+
+def scenario(name, mem="64M", **env):
+    p = run([prog("pool"), name], check=False, SIM_CUDA_MEM=mem, **env)
+    expect(p.returncode == 0 and p.stdout.rstrip().endswith("ok"),
+           f"pool {name}: exit {p.returncode}\n{p.stdout}{p.stderr}")
+    return p
+
+
+def test_no_reuse_under_pending_work():
+    p = scenario("reuse", mem="3M")
+    words = p.stdout.split()
+    reused = int(words[words.index("reused_addresses") + 1])
+    expect(reused > 0, "the scenario must make the pool reuse addresses")
+    got = info(one_trace())
+    pool = got["pool"]
+    # one synchronization per wave of frees, never one per free
+    expect(0 < pool["syncs"] <= 2 * 40, f"pool syncs: {pool}")
+    expect(pool["free_completed"] == got["by_api"]["cudaFree"], f"{pool} {got['by_api']}")
+
+
+def test_detector_sees_unsafe_reuse():
+    """Negative control: the hazard made on purpose is detected."""
+    scenario("control")
+
+
+def test_out_of_memory_cascade():
+    p = scenario("oom", mem="64M")
+    expect("filled 6 blocks" in p.stdout, p.stdout)
+    got = info(one_trace())
+    # two real out-of-memory failures: the end of the filling loop, and
+    # the 100 MiB request; the recovered one in between is not one
+    expect(got["by_kind"]["oom"] == 2, f"{got['by_kind']}")
+    expect(got["pool"]["oom_states"] == 2, f"{got['pool']}")
+    lines = [l for l in dump(one_trace()) if " oom_state " in l]
+    expect(len(lines) == 2 and "size=8388608" in lines[0] and "size=104857600" in lines[1]
+           and "reserved=" in lines[1], f"{lines}")
+
+
+def test_mem_get_info_counts_idle_pool_memory():
+    scenario("meminfo", mem="256M")
+
+
+def test_ipc_handles_name_the_block_or_fail_loudly():
+    p = scenario("ipc")
+    errs = [l for l in p.stderr.splitlines() if "cudaIpcGetMemHandle" in l]
+    expect(len(errs) == 1 and errs[0].startswith("gpumemtrace: error:"), p.stderr)
+
+
+def test_no_pool_activity_during_capture():
+    scenario("capture")
+    lines = dump(one_trace(), "--no-stacks")
+    begin = next(i for i, l in enumerate(lines) if "cudaErrorStreamCaptureUnsupported" in l)
+    # the refused cudaMalloc went to the runtime, not the pool: no pool sync
+    # and no segment traffic next to it
+    window = lines[max(0, begin - 3):begin + 3]
+    expect(not any("pool-synchronize" in l or "segment_alloc" in l for l in window),
+           "\n".join(window))
+
+
+def test_pool_off_passes_through():
+    scenario("reuse", mem="3M", GPUMEMTRACE_POOL="0")
+    got = info(one_trace())
+    expect(got["pool"]["segments_allocated"] == 0 and not got["features"] & 4, f"{got['pool']}")
+
+
+def test_every_segment_returned_at_exit():
+    run([prog("threads"), "8", "20000"])
+    pool = info(one_trace())["pool"]
+    expect(pool["segments_allocated"] > 0 and
+           pool["segments_allocated"] == pool["segments_freed"], f"{pool}")

@@ -1,0 +1,212 @@
+/* pool.c - scenarios for the caching pool, on the simulated runtime.
+ *
+ * usage: pool SCENARIO. Prints what it found and "ok" last, or "FAIL ..."
+ * and exits 1.
+ *   reuse    blocks freed while simulated kernels on several non-blocking
+ *            streams still write into them are reallocated at once; the
+ *            new owner's data must never be overwritten by the old work
+ *   control  the same hazard created on purpose (cudaFreeAsync on another
+ *            stream, which does not wait): proves the detector sees it
+ *   oom      fill a small device, free (pending), allocate again, run out
+ *            for real; recovered failures leave no error behind
+ *   meminfo  cudaMemGetInfo counts the pool's idle memory as free
+ *   ipc      IPC handles of pool blocks name the right memory or fail
+ *   capture  while a stream captures, the pool neither synchronizes nor
+ *            serves cudaMalloc (the runtime refuses it, as without us)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "simcudart.h"
+
+#define FAIL(...)                                                             \
+    do {                                                                      \
+        printf("FAIL " __VA_ARGS__);                                          \
+        printf("\n");                                                         \
+        exit(1);                                                              \
+    } while (0)
+
+static int check_filled(const unsigned char *p, size_t n, unsigned char v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != v)
+            return 0;
+    return 1;
+}
+
+/* Waves of 16 blocks of 96 KiB (1.5 MiB). With SIM_CUDA_MEM=3M the pool
+ * can hold one 2 MiB small segment, so the second wave only fits in the
+ * memory the first one freed - while the first wave's kernels, delayed by
+ * 2 ms on four non-blocking streams, still write into it. */
+static void reuse(void)
+{
+    enum { STREAMS = 4, ROUNDS = 40, WAVE = 16, SIZE = 96 * 1024 };
+    cudaStream_t s[STREAMS];
+    for (int i = 0; i < STREAMS; i++)
+        cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking);
+    unsigned long corrupt = 0, reused = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        unsigned char *old[WAVE], *fresh[WAVE];
+        for (int i = 0; i < WAVE; i++) {
+            if (cudaMalloc((void **)&old[i], SIZE) != cudaSuccess)
+                FAIL("malloc old");
+            simLaunchFill(old[i], 0xAA, SIZE, 2000, s[i % STREAMS]);
+        }
+        for (int i = 0; i < WAVE; i++)
+            cudaFree(old[i]); /* the program is done; the GPU is not */
+        for (int i = 0; i < WAVE; i++) {
+            if (cudaMalloc((void **)&fresh[i], SIZE) != cudaSuccess)
+                FAIL("malloc fresh");
+            memset(fresh[i], 0x11, SIZE); /* the new owner's data */
+            for (int j = 0; j < WAVE; j++)
+                reused += fresh[i] == old[j];
+        }
+        for (int i = 0; i < STREAMS; i++)
+            cudaStreamSynchronize(s[i]); /* every old kernel has run now */
+        for (int i = 0; i < WAVE; i++) {
+            corrupt += !check_filled(fresh[i], SIZE, 0x11);
+            cudaFree(fresh[i]);
+        }
+    }
+    cudaDeviceSynchronize();
+    printf("rounds %d corrupt %lu reused_addresses %lu stale_writes %llu\n",
+           ROUNDS, corrupt, reused, simStaleWrites());
+    if (corrupt || simStaleWrites())
+        FAIL("memory reused under pending GPU work");
+    if (reused == 0)
+        FAIL("no address was reused: the scenario did not test reuse");
+}
+
+static void control(void)
+{
+    cudaStream_t a, b;
+    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+    void *p;
+    cudaMallocAsync(&p, 4096, a);
+    simLaunchFill(p, 0xAA, 4096, 2000, a);
+    cudaFreeAsync(p, b); /* stream b does not wait for a: unsafe */
+    cudaStreamSynchronize(b);
+    cudaDeviceSynchronize();
+    printf("stale_writes %llu\n", simStaleWrites());
+    if (simStaleWrites() == 0)
+        FAIL("the detector missed a write into freed memory");
+}
+
+static void oom(void)
+{
+    /* SIM_CUDA_MEM=64M: the pool takes 20 MiB segments for 8 MiB blocks */
+    void *p[64];
+    int n = 0;
+    while (n < 64 && cudaMalloc(&p[n], 8u << 20) == cudaSuccess)
+        n++;
+    cudaError_t last = cudaGetLastError();
+    printf("filled %d blocks of 8 MiB, then %s\n", n, cudaGetErrorName(last));
+    if (n < 4 || last != cudaErrorMemoryAllocation)
+        FAIL("expected to run out with cudaErrorMemoryAllocation");
+    for (int i = 0; i < n; i++)
+        cudaFree(p[i]); /* pending: kernels might still use them */
+    /* only the pending memory can serve this: the pool synchronizes once,
+     * gives its 20 MiB segments back and takes a 40 MiB one */
+    void *big;
+    cudaError_t e = cudaMalloc(&big, 40u << 20);
+    cudaError_t after = cudaGetLastError();
+    printf("40 MiB after freeing: %s, then cudaGetLastError: %s\n",
+           cudaGetErrorName(e), cudaGetErrorName(after));
+    if (e != cudaSuccess || after != cudaSuccess)
+        FAIL("recovery left an error behind or failed");
+    void *huge;
+    e = cudaMalloc(&huge, 100u << 20);
+    after = cudaGetLastError();
+    printf("100 MiB: %s, then cudaGetLastError: %s\n", cudaGetErrorName(e),
+           cudaGetErrorName(after));
+    if (e != cudaErrorMemoryAllocation || after != cudaErrorMemoryAllocation)
+        FAIL("a real out-of-memory must fail like the runtime does");
+    cudaFree(big);
+}
+
+static void meminfo(void)
+{
+    size_t f0, f1, f2, t;
+    cudaMemGetInfo(&f0, &t);
+    void *p;
+    cudaMalloc(&p, 1u << 20); /* the pool takes a 2 MiB segment */
+    cudaMemGetInfo(&f1, &t);
+    cudaFree(p);
+    cudaMemGetInfo(&f2, &t);
+    printf("free before %zu, with 1 MiB allocated %zu, after free %zu\n", f0, f1,
+           f2);
+    if (f0 - f1 != (1u << 20) || f2 != f0)
+        FAIL("cudaMemGetInfo must count the pool's idle memory as free");
+}
+
+static void ipc(void)
+{
+    void *a, *b, *big;
+    cudaIpcMemHandle_t h;
+    struct simIpcHandleLayout l;
+    cudaMalloc(&a, 4096);
+    cudaMalloc(&b, 4096); /* same 2 MiB segment, not at its start */
+    cudaMalloc(&big, 32u << 20);
+    cudaError_t ea = cudaIpcGetMemHandle(&h, a);
+    int a_ok = ea == cudaSuccess && simIpcHandleDecode(&h, &l) &&
+               l.base == (uintptr_t)a;
+    cudaError_t eb = cudaIpcGetMemHandle(&h, b);
+    cudaError_t ebig = cudaIpcGetMemHandle(&h, big);
+    int big_ok = ebig == cudaSuccess && simIpcHandleDecode(&h, &l) &&
+                 l.base == (uintptr_t)big;
+    printf("segment start: %s names it %d; inside: %s; 32 MiB: %s names it %d\n",
+           cudaGetErrorName(ea), a_ok, cudaGetErrorName(eb),
+           cudaGetErrorName(ebig), big_ok);
+    if (!a_ok || eb != cudaErrorInvalidValue || !big_ok)
+        FAIL("IPC handles must name the block or be refused");
+}
+
+static void capture(void)
+{
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    void *p, *q;
+    cudaMalloc(&p, 4096);
+    cudaFree(p); /* pending */
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaSuccess)
+        FAIL("begin capture");
+    cudaError_t e = cudaMalloc(&q, 4096); /* the runtime refuses this */
+    cudaGraph_t g;
+    cudaError_t end = cudaStreamEndCapture(s, &g);
+    printf("cudaMalloc while capturing: %s; end capture: %s\n",
+           cudaGetErrorName(e), cudaGetErrorName(end));
+    if (e != cudaErrorStreamCaptureUnsupported)
+        FAIL("cudaMalloc during capture must behave as without the pool");
+    cudaGetLastError();
+    if (cudaMalloc(&q, 4096) != cudaSuccess)
+        FAIL("after capture");
+    cudaFree(q);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
+    const char *s = argv[1];
+    if (!strcmp(s, "reuse"))
+        reuse();
+    else if (!strcmp(s, "control"))
+        control();
+    else if (!strcmp(s, "oom"))
+        oom();
+    else if (!strcmp(s, "meminfo"))
+        meminfo();
+    else if (!strcmp(s, "ipc"))
+        ipc();
+    else if (!strcmp(s, "capture"))
+        capture();
+    else
+        return 2;
+    printf("ok\n");
+    return 0;
+}

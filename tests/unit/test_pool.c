@@ -1,0 +1,378 @@
+/* test_pool.c - the caching pool against a host-memory upstream.
+ *
+ * The upstream models the one GPU fact the pool must respect: memory freed
+ * by the program may still be used by GPU work issued before the free,
+ * until a device synchronization. Each freed range is registered as
+ * "in use by the GPU" before pool_free, and only a synchronization that
+ * starts after that retires it. Every allocation is checked against the
+ * ranges still in use: the pool must never hand one out.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "pool.h"
+
+#define MAXBUSY 65536
+
+static struct {
+    pthread_mutex_t lock;
+    size_t capacity, used;      /* upstream bytes */
+    unsigned long syncs, allocs, releases;
+    int refuse_sync;            /* like a stream capture in progress */
+    uintptr_t busy_lo[MAXBUSY], busy_hi[MAXBUSY];
+    size_t nbusy;
+    unsigned long violations;
+    unsigned long completed;    /* free_completed callbacks */
+} up = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
+{
+    (void)ctx;
+    (void)dev;
+    pthread_mutex_lock(&up.lock);
+    if (up.used + size > up.capacity) {
+        pthread_mutex_unlock(&up.lock);
+        return 2;
+    }
+    up.used += size;
+    up.allocs++;
+    pthread_mutex_unlock(&up.lock);
+    void *p = aligned_alloc(512, size);
+    if (p == NULL)
+        return 2;
+    *out = (uintptr_t)p;
+    return 0;
+}
+
+static int up_release(void *ctx, int dev, uintptr_t ptr, size_t size)
+{
+    (void)ctx;
+    (void)dev;
+    free((void *)ptr);
+    pthread_mutex_lock(&up.lock);
+    up.used -= size;
+    up.releases++;
+    pthread_mutex_unlock(&up.lock);
+    return 0;
+}
+
+static int up_sync(void *ctx, int dev)
+{
+    (void)ctx;
+    (void)dev;
+    pthread_mutex_lock(&up.lock);
+    if (up.refuse_sync) {
+        pthread_mutex_unlock(&up.lock);
+        return 900;
+    }
+    up.syncs++;
+    up.nbusy = 0; /* all GPU work issued so far is done */
+    pthread_mutex_unlock(&up.lock);
+    return 0;
+}
+
+static void on_completed(void *ctx, int dev, uintptr_t a, size_t s)
+{
+    (void)ctx;
+    (void)dev;
+    (void)a;
+    (void)s;
+    __atomic_add_fetch(&up.completed, 1, __ATOMIC_RELAXED);
+}
+
+static const struct pool_upstream upstream = {up_alloc, up_release, up_sync, NULL};
+static const struct pool_observer observer = {NULL, NULL, on_completed, NULL, NULL};
+
+/* The program frees: GPU work may still use the range until a sync. */
+static void gpu_free(struct pool *p, uintptr_t a, size_t size)
+{
+    pthread_mutex_lock(&up.lock);
+    if (up.nbusy < MAXBUSY) {
+        up.busy_lo[up.nbusy] = a;
+        up.busy_hi[up.nbusy++] = a + size;
+    }
+    pthread_mutex_unlock(&up.lock);
+    int dev;
+    if (pool_free(p, a, &dev) != 0)
+        __atomic_add_fetch(&up.violations, 1, __ATOMIC_RELAXED);
+}
+
+static uintptr_t gpu_alloc(struct pool *p, unsigned arena, size_t size)
+{
+    uintptr_t a = 0;
+    if (pool_alloc(p, 0, arena, size, &a) != 0)
+        return 0;
+    pthread_mutex_lock(&up.lock);
+    for (size_t i = 0; i < up.nbusy; i++)
+        if (a < up.busy_hi[i] && a + size > up.busy_lo[i])
+            up.violations++;
+    pthread_mutex_unlock(&up.lock);
+    memset((void *)a, 0x5a, size < 4096 ? size : 4096); /* it is ours */
+    return a;
+}
+
+static void reset(size_t capacity)
+{
+    up.capacity = capacity;
+    up.used = up.syncs = up.allocs = up.releases = up.nbusy = 0;
+    up.violations = up.completed = 0;
+    up.refuse_sync = 0;
+}
+
+static void no_reuse_before_sync(void)
+{
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 1000);
+    CHECK(a != 0);
+    gpu_free(p, a, 1000);
+    /* plenty of room: the pool grows the segment's free part, no sync */
+    uintptr_t b = gpu_alloc(p, 0, 1000);
+    CHECK(b != 0 && b != a);
+    CHECK(up.syncs == 0 && up.violations == 0);
+    /* the program synchronizes: the block is reusable */
+    uint64_t snap = pool_sync_snapshot(p, 0);
+    up_sync(NULL, 0);
+    pool_synced(p, 0, snap);
+    uintptr_t c = gpu_alloc(p, 0, 1000);
+    CHECK(c == a); /* best fit: the freed block */
+    CHECK(up.completed == 1);
+    CHECK(pool_check(p) == NULL);
+    gpu_free(p, b, 1000);
+    pool_release_all(p); /* c is still live: its segment stays */
+    CHECK(up.used == POOL_SMALL_SEGMENT);
+    gpu_free(p, c, 1000);
+    pool_release_all(p);
+    CHECK(up.used == 0);
+}
+
+static void one_sync_per_wave(void)
+{
+    /* Capacity for exactly one small segment: once it is full, only
+     * pending memory can serve, and one sync frees all of it. */
+    reset(POOL_SMALL_SEGMENT);
+    struct pool *p = pool_create(&upstream, &observer);
+    uintptr_t blocks[4096];
+    int n = 0;
+    uintptr_t a;
+    while (n < 4096 && (a = gpu_alloc(p, 0, 4096)) != 0)
+        blocks[n++] = a;
+    CHECK(n == POOL_SMALL_SEGMENT / 4096);
+    for (int i = 0; i < n; i++)
+        gpu_free(p, blocks[i], 4096);
+    CHECK(up.syncs == 0);
+    for (int i = 0; i < n; i++)
+        CHECK(gpu_alloc(p, 0, 4096) != 0);
+    CHECK(up.syncs == 1); /* one wave, one sync - not one per free */
+    CHECK(up.violations == 0);
+    CHECK(pool_check(p) == NULL);
+    pool_release_all(p);
+}
+
+static void oom_cascade(void)
+{
+    reset(3 * POOL_MEDIUM_SEGMENT);
+    struct pool *p = pool_create(&upstream, &observer);
+    /* fill two medium segments, free them (pending), then ask for a large
+     * block that needs their memory back: sync, trim, grow */
+    uintptr_t x[8];
+    int n = 0;
+    for (int i = 0; i < 8; i++)
+        if ((x[i] = gpu_alloc(p, 0, 8u << 20)) != 0)
+            n++;
+    CHECK(n == 6); /* 2 per 20 MiB segment, 3 segments */
+    for (int i = 0; i < 8; i++)
+        if (x[i])
+            gpu_free(p, x[i], 8u << 20);
+    uintptr_t big = gpu_alloc(p, 0, 50u << 20);
+    CHECK(big != 0); /* needed the whole capacity: segments given back */
+    CHECK(up.releases == 3 && up.syncs >= 1 && up.violations == 0);
+    struct pool_block_info bi;
+    CHECK(pool_lookup(p, big, &bi) && bi.seg_base == big);
+    /* more than exists: a clean failure */
+    uintptr_t none = 0;
+    CHECK(pool_alloc(p, 0, 0, 100u << 20, &none) == 2 && none == 0);
+    CHECK(pool_check(p) == NULL);
+    gpu_free(p, big, 50u << 20);
+    pool_trim(p, 0);
+    CHECK(up.used == 0);
+    pool_release_all(p);
+}
+
+static void coalescing(void)
+{
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 512), b = gpu_alloc(p, 0, 512),
+              c = gpu_alloc(p, 0, 512);
+    CHECK(b == a + 512 && c == b + 512);
+    gpu_free(p, b, 512);
+    gpu_free(p, a, 512);
+    gpu_free(p, c, 512);
+    pool_trim(p, 0); /* syncs, promotes, coalesces, gives the segment back */
+    CHECK(up.used == 0 && up.releases == 1);
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    CHECK(st.reserved == 0 && st.allocated == 0 && st.pending == 0);
+    /* coalescing without giving back: the free blocks merge into one */
+    a = gpu_alloc(p, 0, 512);
+    b = gpu_alloc(p, 0, 1024);
+    gpu_free(p, a, 512);
+    gpu_free(p, b, 1024);
+    uint64_t snap = pool_sync_snapshot(p, 0);
+    up_sync(NULL, 0);
+    pool_synced(p, 0, snap);
+    uintptr_t whole = gpu_alloc(p, 0, POOL_SMALL_MAX);
+    CHECK(whole == a); /* the merged block, from the segment start */
+    pool_stats(p, 0, &st);
+    CHECK(st.free_blocks == 1 && st.largest_free == POOL_SMALL_SEGMENT - POOL_SMALL_MAX);
+    CHECK(up.violations == 0);
+    CHECK(pool_check(p) == NULL);
+    pool_release_all(p);
+}
+
+static void refused_sync_grows(void)
+{
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    up.refuse_sync = 1; /* a capture is in progress */
+    uintptr_t a = gpu_alloc(p, 0, POOL_SMALL_MAX);
+    uintptr_t b = gpu_alloc(p, 0, POOL_SMALL_MAX);
+    gpu_free(p, a, POOL_SMALL_MAX);
+    gpu_free(p, b, POOL_SMALL_MAX);
+    uintptr_t c = gpu_alloc(p, 0, POOL_SMALL_MAX);
+    CHECK(c != 0 && c != a && c != b && up.violations == 0);
+    CHECK(up.syncs == 0);
+    up.refuse_sync = 0;
+    pool_release_all(p);
+}
+
+static void invalid_frees(void)
+{
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 4096);
+    int dev;
+    CHECK(pool_free(p, a + 512, &dev) == POOL_INVALID);  /* interior */
+    CHECK(pool_free(p, 0x1000, &dev) == POOL_NOT_MINE);  /* not ours */
+    CHECK(pool_free(p, a, &dev) == 0 && dev == 0);
+    CHECK(pool_free(p, a, &dev) == POOL_INVALID);        /* double free */
+    CHECK(pool_check(p) == NULL);
+    pool_release_all(p);
+}
+
+static void large_blocks_start_segments(void)
+{
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    uintptr_t big = gpu_alloc(p, 0, 64u << 20);
+    gpu_free(p, big, 64u << 20);
+    pool_trim(p, 0);
+    uintptr_t x[6];
+    for (int i = 0; i < 6; i++) {
+        x[i] = gpu_alloc(p, 0, (11u + (unsigned)i * 7u) << 20);
+        struct pool_block_info bi;
+        CHECK(x[i] && pool_lookup(p, x[i], &bi) && bi.seg_base == x[i]);
+    }
+    for (int i = 0; i < 6; i++)
+        gpu_free(p, x[i], (11u + (unsigned)i * 7u) << 20);
+    uint64_t snap = pool_sync_snapshot(p, 0);
+    up_sync(NULL, 0);
+    pool_synced(p, 0, snap);
+    for (int i = 0; i < 6; i++) {
+        uintptr_t y = gpu_alloc(p, 0, 12u << 20);
+        struct pool_block_info bi;
+        CHECK(y && pool_lookup(p, y, &bi) && bi.seg_base == y);
+    }
+    CHECK(up.violations == 0);
+    CHECK(pool_check(p) == NULL);
+    pool_release_all(p);
+}
+
+/* ---- 16 threads of random allocate/free ---------------------------------- */
+
+static struct pool *g_pool;
+static unsigned long check_fail;
+
+static void *stress(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u;
+    enum { LIVE = 64 };
+    uintptr_t live[LIVE] = {0};
+    size_t sizes[LIVE] = {0};
+    for (int i = 0; i < 20000; i++) {
+        int k = (int)(rand_r(&seed) % LIVE);
+        if (live[k]) {
+            gpu_free(g_pool, live[k], sizes[k]);
+            live[k] = 0;
+        } else {
+            unsigned r = (unsigned)rand_r(&seed);
+            size_t size = r % 8 == 0 ? (size_t)(r % (24u << 20)) + 1
+                          : r % 4 == 0 ? (size_t)(r % (4u << 20)) + 1
+                                       : (size_t)(r % 65536) + 1;
+            live[k] = gpu_alloc(g_pool, (unsigned)(uintptr_t)arg, size);
+            sizes[k] = size;
+        }
+        if (i % 5000 == 0) {
+            uint64_t snap = pool_sync_snapshot(g_pool, 0);
+            if (up_sync(NULL, 0) == 0)
+                pool_synced(g_pool, 0, snap);
+        }
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (live[k])
+            gpu_free(g_pool, live[k], sizes[k]);
+    return NULL;
+}
+
+static void *checker(void *arg)
+{
+    volatile int *stop = arg;
+    while (!*stop)
+        if (pool_check(g_pool) != NULL)
+            __atomic_add_fetch(&check_fail, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void sixteen_threads(void)
+{
+    reset(2ull << 30);
+    g_pool = pool_create(&upstream, &observer);
+    pthread_t t[16], c;
+    volatile int stop = 0;
+    pthread_create(&c, NULL, checker, (void *)&stop);
+    for (int i = 0; i < 16; i++)
+        pthread_create(&t[i], NULL, stress, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < 16; i++)
+        pthread_join(t[i], NULL);
+    stop = 1;
+    pthread_join(c, NULL);
+    const char *why = pool_check(g_pool);
+    if (why)
+        fprintf(stderr, "pool_check: %s\n", why);
+    CHECK(why == NULL && check_fail == 0);
+    CHECK(up.violations == 0);
+    struct pool_stats st;
+    pool_stats(g_pool, 0, &st);
+    CHECK(st.allocated == 0 && st.requested == 0);
+    CHECK(st.reserved == st.pending + st.free_bytes);
+    pool_trim(g_pool, 0);
+    pool_stats(g_pool, 0, &st);
+    CHECK(st.reserved == 0 && up.used == 0); /* every byte returned */
+    pool_release_all(g_pool);
+}
+
+int main(void)
+{
+    no_reuse_before_sync();
+    one_sync_per_wave();
+    oom_cascade();
+    coalescing();
+    refused_sync_grows();
+    invalid_frees();
+    large_blocks_start_segments();
+    sixteen_threads();
+    return CHECK_DONE();
+}
