@@ -116,7 +116,15 @@ $(O)/tests/sim-selftest: tests/sim/selftest.c $(SIMLIB)
 	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -Wno-deprecated-declarations -Itests/sim \
 	    -o $@ $< -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
-tests: all $(SIMLIB) $(PROGS) $(TESTLIBS) $(UNITS) $(O)/tests/sim-selftest
+# Benchmarks of the library's cores (no CUDA): tests/bench/*.c
+$(O)/tests/bench_%: tests/bench/bench_%.c $(O)/preload/pool.o
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $< $(O)/preload/pool.o
+
+BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
+
+tests: all $(SIMLIB) $(PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) $(O)/tests/sim-selftest
 
 test: tests
 	$(Q)tests/run.sh $(O)

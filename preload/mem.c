@@ -136,10 +136,11 @@ static int up_release(void *ctx, int dev, uintptr_t ptr, size_t size)
     (void)size;
     /* The real cudaFree waits for the whole device: every free before
      * now becomes safe. */
-    uint64_t snap = pool_sync_snapshot(g_pool, dev);
+    struct pool_snapshot snap;
+    pool_sync_snapshot(g_pool, dev, &snap);
     int r = on_device(dev, do_free, (void *)ptr);
     if (r == cudaSuccess)
-        pool_synced(g_pool, dev, snap);
+        pool_synced(g_pool, dev, &snap);
     return r;
 }
 
@@ -292,10 +293,12 @@ static int current_device(struct gmt_thread *t)
 static cudaError_t real_free(struct gmt_thread *t, void *ptr)
 {
     int dev = ptr && g_pool ? current_device(t) : -1;
-    uint64_t snap = dev >= 0 ? pool_sync_snapshot(g_pool, dev) : 0;
+    struct pool_snapshot snap;
+    if (dev >= 0)
+        pool_sync_snapshot(g_pool, dev, &snap);
     cudaError_t r = GMT_REAL(cudaFree)(ptr);
     if (r == cudaSuccess && dev >= 0)
-        pool_synced(g_pool, dev, snap);
+        pool_synced(g_pool, dev, &snap);
     return r;
 }
 
@@ -376,11 +379,13 @@ cudaError_t gmt_mem_device_synchronize(void)
         return GMT_REAL(cudaDeviceSynchronize)();
     struct pool *p = g_pool;
     int dev = p ? current_device(c.t) : -1;
-    uint64_t snap = dev >= 0 ? pool_sync_snapshot(p, dev) : 0;
+    struct pool_snapshot snap;
+    if (dev >= 0)
+        pool_sync_snapshot(p, dev, &snap);
     cudaError_t r = GMT_REAL(cudaDeviceSynchronize)();
     gmt_call_errno(&c);
     if (r == cudaSuccess && dev >= 0)
-        pool_synced(p, dev, snap); /* the program's sync frees pending blocks */
+        pool_synced(p, dev, &snap); /* the program's sync frees pending blocks */
     gmt_ev_sync(&c, r, GMT_API_DEVICE_SYNCHRONIZE, GMT_NO_STREAM);
     gmt_call_finish(&c);
     return r;

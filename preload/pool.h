@@ -18,8 +18,10 @@
  *
  * Concurrency: each device's pool is split into arenas, each with its own
  * lock; a thread uses one arena (by thread index) and visits the others
- * only when its own cannot serve it. Live blocks are found by address in
- * a sharded hash map. No lock is shared by all threads in the common case.
+ * only when its own cannot serve it. A free finds its segment in a
+ * lock-free index and its block in the owning arena's map. Free counters,
+ * safe marks and statistics are per arena: threads on different arenas
+ * write no common cache line.
  */
 #ifndef GMT_POOL_H
 #define GMT_POOL_H
@@ -90,9 +92,13 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t size,
 enum { POOL_NOT_MINE = -1, POOL_INVALID = -2 };
 int pool_free(struct pool *p, uintptr_t ptr, int *dev);
 /* A device-wide synchronization is about to start / has completed: every
- * block freed before the snapshot is reusable. */
-uint64_t pool_sync_snapshot(struct pool *p, int dev);
-void pool_synced(struct pool *p, int dev, uint64_t snapshot);
+ * block freed before the snapshot is reusable. (The free counters are per
+ * arena, so a snapshot holds one per arena.) */
+struct pool_snapshot {
+    uint64_t seq[POOL_ARENAS];
+};
+void pool_sync_snapshot(struct pool *p, int dev, struct pool_snapshot *s);
+void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s);
 /* Give back every segment with nothing allocated in it (after making
  * pending blocks reusable if a synchronization is allowed). */
 void pool_trim(struct pool *p, int dev);

@@ -133,9 +133,10 @@ static void no_reuse_before_sync(void)
     CHECK(b != 0 && b != a);
     CHECK(up.syncs == 0 && up.violations == 0);
     /* the program synchronizes: the block is reusable */
-    uint64_t snap = pool_sync_snapshot(p, 0);
+    struct pool_snapshot snap;
+    pool_sync_snapshot(p, 0, &snap);
     up_sync(NULL, 0);
-    pool_synced(p, 0, snap);
+    pool_synced(p, 0, &snap);
     uintptr_t c = gpu_alloc(p, 0, 1000);
     CHECK(c == a); /* best fit: the freed block */
     CHECK(up.completed == 1);
@@ -221,9 +222,10 @@ static void coalescing(void)
     b = gpu_alloc(p, 0, 1024);
     gpu_free(p, a, 512);
     gpu_free(p, b, 1024);
-    uint64_t snap = pool_sync_snapshot(p, 0);
+    struct pool_snapshot snap;
+    pool_sync_snapshot(p, 0, &snap);
     up_sync(NULL, 0);
-    pool_synced(p, 0, snap);
+    pool_synced(p, 0, &snap);
     uintptr_t whole = gpu_alloc(p, 0, POOL_SMALL_MAX);
     CHECK(whole == a); /* the merged block, from the segment start */
     pool_stats(p, 0, &st);
@@ -278,9 +280,10 @@ static void large_blocks_start_segments(void)
     }
     for (int i = 0; i < 6; i++)
         gpu_free(p, x[i], (11u + (unsigned)i * 7u) << 20);
-    uint64_t snap = pool_sync_snapshot(p, 0);
+    struct pool_snapshot snap;
+    pool_sync_snapshot(p, 0, &snap);
     up_sync(NULL, 0);
-    pool_synced(p, 0, snap);
+    pool_synced(p, 0, &snap);
     for (int i = 0; i < 6; i++) {
         uintptr_t y = gpu_alloc(p, 0, 12u << 20);
         struct pool_block_info bi;
@@ -316,9 +319,10 @@ static void *stress(void *arg)
             sizes[k] = size;
         }
         if (i % 5000 == 0) {
-            uint64_t snap = pool_sync_snapshot(g_pool, 0);
+            struct pool_snapshot snap;
+            pool_sync_snapshot(g_pool, 0, &snap);
             if (up_sync(NULL, 0) == 0)
-                pool_synced(g_pool, 0, snap);
+                pool_synced(g_pool, 0, &snap);
         }
     }
     for (int k = 0; k < LIVE; k++)
