@@ -7,7 +7,8 @@ set -eu
 dir=${1:-.gpubundle}
 make -s all
 mkdir -p "$dir"
-cp build/libgpumemtrace.so build/gpumemreport "$dir/"
+make -s build/tests/bench_pool
+cp build/libgpumemtrace.so build/gpumemreport build/tests/bench_pool "$dir/"
 for lib in libunwind.so.8 libunwind-x86_64.so.8; do
     src=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
     [ -n "$src" ] || { echo "gpu-bundle: $lib not found" >&2; exit 1; }

@@ -69,26 +69,50 @@ static() {
 check static static
 
 # ---- 3. PyTorch, uncached, traced vs its own caching allocator -------------------
+# Three runs of the same deterministic loop: PyTorch's caching allocator;
+# uncached without the library; uncached under the library (pool on, stacks
+# on). Losses must be bit-identical between the two uncached runs (the pool
+# must not change what is computed), and the trace's allocations must
+# match PyTorch's own count of the cached run.
 torch_run() {
     local steps=8
     cd "$W" || return 1
     python3 "$ROOT/tests/gpu/torch_train.py" transformer $steps >cached.json 2>cached.err || return 1
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+        python3 "$ROOT/tests/gpu/torch_train.py" transformer $steps >plain.json 2>plain.err || return 1
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=torch.gmt \
         python3 "$ROOT/tests/gpu/torch_train.py" transformer $steps >uncached.json 2>uncached.err || {
         cat uncached.err
         return 1
     }
     cat uncached.err
-    python3 - cached.json uncached.json <<'PY' || return 1
+    python3 - cached.json plain.json uncached.json <<'PY' || return 1
 import json, sys
-a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:])
-same = a["losses"] == b["losses"]
-print(f"losses cached {a['losses'][-1]!r} uncached+traced {b['losses'][-1]!r} identical={same}")
-sys.exit(0 if same else 1)
+a, p, b = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:])
+print(f"losses: cached {a['losses'][-1]!r}, uncached {p['losses'][-1]!r}, "
+      f"uncached+pool+trace {b['losses'][-1]!r}; all {len(b['losses'])} steps "
+      f"identical with/without the library: {p['losses'] == b['losses']}, "
+      f"and to the cached run: {a['losses'] == b['losses']}")
+sys.exit(0 if p["losses"] == b["losses"] else 1)
 PY
     python3 "$ROOT/scripts/gpu_check.py" torch cached.json torch.gmt
 }
 check torch torch_run
+
+# ---- 4. the pool's safety rule: kernels still writing at cudaFree ---------------
+nvcc -O2 -cudart shared -o "$W/stress" "$ROOT/tests/gpu/stress_streams.cu" 2>>"$W/nvcc.log" || cat "$W/nvcc.log" >>"$OUT/checks.log"
+stress() {
+    cd "$W" || return 1
+    echo "without the library (real cudaFree, which waits for the device):"
+    ./stress 100 || return 1
+    echo "with the pool (rounds, corruptions, addresses reused while the old kernels ran):"
+    LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stress.gmt ./stress 300 >stress.out || { cat stress.out; return 1; }
+    cat stress.out
+    "$GPUMEMREPORT" info --json stress.gmt | python3 -c "import json,sys; d=json.load(sys.stdin)[0]; print('pool:', d['pool'])"
+    grep -q "corrupted_words 0 " stress.out && ! grep -q "reused_addresses 0$" stress.out &&
+        echo "zero corruptions, with reuse"
+}
+check stress stress
 "$GPUMEMREPORT" info "$W/torch.gmt" >"$OUT/torch-info.txt" 2>&1
 "$GPUMEMREPORT" dump --limit 400 "$W/torch.gmt" >"$OUT/torch-dump-head.txt" 2>&1
 cat "$W"/cached.json "$W"/uncached.json >"$OUT/torch-runs.json" 2>/dev/null

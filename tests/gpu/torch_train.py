@@ -71,6 +71,9 @@ def main():
         "max_allocated": torch.cuda.max_memory_allocated(),
         "max_reserved": torch.cuda.max_memory_reserved(),
         "segment_count": stats.get("segment.all.allocated", 0),
+        "peak_reserved": stats.get("reserved_bytes.all.peak", 0),
+        "peak_requested": stats.get("requested_bytes.all.peak", 0),
+        "peak_allocated": stats.get("allocated_bytes.all.peak", 0),
     }))
 
 

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Step time and memory of PyTorch training under each allocator, on a GPU.
+
+usage: scripts/bench-pool-gpu.py [--bundle DIR] [--repeats N] [--json FILE]
+                                 [--workloads transformer,mlp]
+
+Two workloads (tests/gpu/torch_train.py): the GPU-bound transformer
+(TransformerEncoder, 6 layers, d=1024, 16 heads, FFN 4096, batch 16x512,
+AdamW, fp32) and the launch-bound small MLP (12 x Linear 256 + GELU +
+LayerNorm, batch 64, Adam). Configurations:
+
+  baseline       PyTorch's caching allocator, no library
+  uncached       PYTORCH_NO_CUDA_MEMORY_CACHING=1, no library
+  pool           uncached + libgpumemtrace.so, stacks off
+  pool+stacks    uncached + libgpumemtrace.so, default 64-frame stacks
+  expandable     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  async          PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+
+Runs alternate between configurations, REPEATS rounds; each figure is the
+median step time (warm-up steps dropped) divided by the baseline's, from
+the same invocation. Memory: peak reserved / peak requested bytes, from
+PyTorch's statistics, or for the pool from its trace (live requested bytes
+and live segments replayed in order). Also: the pool's device
+synchronizations per step, and the pool core's CPU microbenchmark at 1-16
+threads (tests/bench/bench_pool.c, if built in the bundle).
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def arg(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+BUNDLE = os.path.abspath(arg("--bundle", os.path.join(ROOT, ".gpubundle")))
+REPEATS = int(arg("--repeats", "2"))
+JSON_OUT = arg("--json", None)
+WORKLOADS = arg("--workloads", "transformer,mlp").split(",")
+LIB = os.path.join(BUNDLE, "libgpumemtrace.so")
+REPORT = os.path.join(BUNDLE, "gpumemreport")
+TRAIN = os.path.join(ROOT, "tests", "gpu", "torch_train.py")
+STEPS = {"transformer": 25, "mlp": 400}
+WARMUP = {"transformer": 5, "mlp": 50}
+
+CONFIGS = {
+    "baseline": ({}, False),
+    "uncached": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, False),
+    "pool": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0"}, True),
+    "pool+stacks": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, True),
+    "expandable": ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, False),
+    "async": ({"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, False),
+}
+
+
+def replay(trace):
+    """Peak live requested bytes and peak reserved bytes from a trace."""
+    out = subprocess.run([REPORT, "dump", "--no-stacks", trace], capture_output=True,
+                         text=True, check=True).stdout
+    live, segs = {}, {}
+    req = res = peak_req = peak_res = 0
+    for line in out.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 6:
+            continue
+        kind = f[4]
+        kv = dict(x.split("=", 1) for x in f[5:] if "=" in x)
+        if kind == "alloc" and f[5] == "cudaMalloc" and "->" not in line:
+            size = int(kv["size"])
+            live[kv["ptr"]] = size
+            req += size
+            peak_req = max(peak_req, req)
+        elif kind == "free_requested" and kv.get("ptr") in live:
+            req -= live.pop(kv["ptr"])
+        elif kind == "segment_alloc":
+            segs[kv["ptr"]] = int(kv["size"])
+            res += int(kv["size"])
+            peak_res = max(peak_res, res)
+        elif kind == "segment_free" and kv.get("ptr") in segs:
+            res -= segs.pop(kv["ptr"])
+    return peak_req, peak_res
+
+
+def run(workload, config, tmp):
+    env_extra, traced = CONFIGS[config]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMTRACE_")
+           and k not in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD")}
+    env.update(env_extra)
+    trace = os.path.join(tmp, f"{workload}-{config}-{time.monotonic_ns()}.gmt")
+    if traced:
+        env["LD_PRELOAD"] = LIB
+        env["GPUMEMTRACE_OUTPUT"] = trace
+    args = [sys.executable, TRAIN, workload, str(STEPS[workload])]
+    if workload == "transformer":
+        args.append("--full")
+    p = subprocess.run(args, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{workload}/{config} failed:\n{p.stderr[-3000:]}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["step"] = statistics.median(r["step_times"][WARMUP[workload]:])
+    if traced:
+        info = json.loads(subprocess.run([REPORT, "info", "--json", trace], capture_output=True,
+                                         text=True, check=True).stdout)[0]
+        r["pool_syncs"] = info["pool"]["syncs"]
+        r["peak_requested"], r["peak_reserved"] = replay(trace)
+        os.unlink(trace)
+    return r
+
+
+def main():
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for workload in WORKLOADS:
+            runs = {c: [] for c in CONFIGS}
+            for _ in range(REPEATS):
+                for c in CONFIGS:
+                    runs[c].append(run(workload, c, tmp))
+            base = statistics.median(r["step"] for r in runs["baseline"])
+            rows = {}
+            for c, rs in runs.items():
+                step = statistics.median(r["step"] for r in rs)
+                row = {"step_ms": step * 1e3, "ratio": step / base,
+                       "runs": [r["step"] * 1e3 for r in rs]}
+                last = rs[-1]
+                if last.get("peak_requested"):
+                    row["peak_requested"] = last["peak_requested"]
+                    row["peak_reserved"] = last["peak_reserved"]
+                    row["mem_ratio"] = last["peak_reserved"] / last["peak_requested"]
+                if "pool_syncs" in last:
+                    row["pool_syncs_per_step"] = last["pool_syncs"] / STEPS[workload]
+                row["losses_equal_baseline"] = last["losses"] == runs["baseline"][-1]["losses"]
+                rows[c] = row
+            results[workload] = rows
+            print(f"\n{workload}: baseline {base * 1e3:.2f} ms/step, "
+                  f"medians of {REPEATS} alternating runs")
+            print("| configuration | step time / baseline | peak reserved / peak requested | "
+                  "pool syncs per step |")
+            print("|---|---|---|---|")
+            for c, row in rows.items():
+                mem = f"{row['mem_ratio']:.3f}" if "mem_ratio" in row else "n/a"
+                syncs = f"{row['pool_syncs_per_step']:.2f}" if "pool_syncs_per_step" in row else ""
+                print(f"| {c} | {row['ratio']:.3f} | {mem} | {syncs} |", flush=True)
+    bench = os.path.join(BUNDLE, "bench_pool")
+    if os.path.exists(bench):
+        print("\npool core, CPU (host-memory upstream): threads, median ns per pair, pairs/s")
+        results["bench_pool"] = []
+        for n in (1, 2, 4, 8, 16):
+            out = subprocess.run([bench, str(n), "2000000"], capture_output=True, text=True).stdout
+            f = out.split()
+            results["bench_pool"].append({"threads": n, "ns_per_pair": float(f[3]),
+                                          "pairs_per_sec": float(f[5])})
+            print(f"  {n:2d} threads: {float(f[3]):7.1f} ns/pair, {float(f[5]) / 1e6:6.2f} M pairs/s",
+                  flush=True)
+    if JSON_OUT:
+        with open(JSON_OUT, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
