@@ -59,15 +59,15 @@ static int scan(const char *path, struct gmt_reader **out, struct info *in)
         if (in->first_time == 0)
             in->first_time = rec.time;
         in->last_time = rec.time;
-        if (rec.kind == GMT_K_ALLOC && rec.result != 0)
-            (*(rec.result == 2 ? &in->oom : &in->alloc_failed))++;
-        else
-            in->by_kind[rec.kind]++;
         if (rec.kind == GMT_K_SYNC && rec.api == GMT_API_POOL_SYNCHRONIZE) {
             in->pool_syncs++;
             in->pool_sync_failed += rec.result != 0;
             continue; /* the pool's, not a call of the program */
         }
+        if (rec.kind == GMT_K_ALLOC && rec.result != 0)
+            (*(rec.result == 2 ? &in->oom : &in->alloc_failed))++;
+        else
+            in->by_kind[rec.kind]++;
         if (rec.kind == GMT_K_ALLOC || rec.kind == GMT_K_FREE ||
             rec.kind == GMT_K_MEMCPY || rec.kind == GMT_K_MEMSET ||
             rec.kind == GMT_K_SYNC || rec.kind == GMT_K_STREAM_CREATE) {
