@@ -147,6 +147,7 @@ struct gmt_thread {
     uint32_t r_device;
     pid_t tid;
     uint32_t call_stack;        /* stack id of the hooked call in flight */
+    int call_device;            /* its device when known (-1: ask) */
     bool upstream_failed;       /* the pool's real cudaMalloc failed */
     void *frames[GMT_MAX_STACK_DEPTH + 32]; /* stack capture scratch */
 };

@@ -263,7 +263,7 @@ void gmt_mem_maybe_sample(struct gmt_thread *t, int dev)
     struct pool *p = g_pool;
     if (gmt_opt.sample_ms <= 0 || dev < 0 || dev >= POOL_MAX_DEVICES)
         return;
-    uint64_t now = gmt_now_ns(), last = g_last_sample[dev];
+    uint64_t now = t->r_time, last = g_last_sample[dev]; /* last record's time */
     if (now - last < (uint64_t)gmt_opt.sample_ms * 1000000u ||
         !__atomic_compare_exchange_n(&g_last_sample[dev], &last, now, false,
                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
@@ -286,6 +286,7 @@ static int current_device(struct gmt_thread *t)
     if (GMT_REAL(cudaGetDevice)(&dev) != cudaSuccess)
         return -1; /* the runtime could not start: let it fail the call */
     t->last_device = dev;
+    t->call_device = dev; /* the event needs no second query */
     return dev;
 }
 
@@ -357,6 +358,7 @@ cudaError_t gmt_mem_free(void *ptr)
     int e = p && ptr ? pool_free(p, (uintptr_t)ptr, &dev) : POOL_NOT_MINE;
     if (e == 0) {
         r = cudaSuccess;
+        c.t->call_device = dev; /* the block's device */
     } else if (e == POOL_INVALID) {
         r = cudaErrorInvalidValue; /* freed twice, or not a block start */
         dev = -1;
@@ -423,10 +425,10 @@ cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *ptr)
         /* The handle would name the whole segment: another process would
          * map its start, not this block. */
         gmt_error_once(GMT_ERR_IPC, "cudaIpcGetMemHandle on %p, a pool block "
-                       "that does not start its segment: refused with "
-                       "cudaErrorInvalidValue (blocks above 10 MiB always "
-                       "can; run with GPUMEMTRACE_POOL=0 to share small "
-                       "blocks)", ptr);
+                       "that does not start its segment (the handle would "
+                       "give the other process the wrong memory): refused "
+                       "with cudaErrorInvalidValue; run with "
+                       "GPUMEMTRACE_POOL=0 to share such memory", ptr);
         return cudaErrorInvalidValue;
     }
     return GMT_REAL(cudaIpcGetMemHandle)(handle, ptr);

@@ -15,9 +15,21 @@
  * past it and the block is promoted - merged and binned - by the next
  * thread that takes the arena's lock. See pool.h for the rule.
  *
- * IPC. Requests above POOL_MEDIUM_MAX are only ever placed at the start of
- * a segment, so cudaIpcGetMemHandle on them - which names the whole
- * segment - gives another process the right address.
+ * IPC. cudaIpcGetMemHandle names a whole segment; the caller refuses it
+ * for a block that does not start its segment (pool_lookup tells). Large
+ * requests that need a new segment get it to themselves, so a tensor
+ * shared right after allocation usually qualifies; placing every large
+ * block at a segment start instead was measured to more than double the
+ * memory a transformer keeps reserved, so blocks are best-fit anywhere.
+ *
+ * Synchronizing. A synchronization stalls the calling thread until the GPU
+ * has drained, so the pool makes one only when what it would release is
+ * worth what it costs: pending bytes of at least the request and of a MiB
+ * per microsecond that synchronizations have been taking (a moving
+ * average), at most POOL_SYNC_MAX. Cheap synchronizations (an idle GPU)
+ * happen readily and keep memory tight; expensive ones are batched, and
+ * the pool grows a little instead - by at most POOL_SYNC_MAX of slack.
+ * Out of memory, it always synchronizes before giving up.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "pool.h"
 
@@ -32,6 +45,7 @@
 #define NBINS (NLINEAR + 48 * 16)   /* then 16 per power of two */
 #define BIN_WORDS ((NBINS + 63) / 64)
 #define LARGE_SPLIT_MIN (1u << 20)  /* large remainders below this stay */
+#define POOL_SYNC_MAX (32u << 20)
 
 enum { B_FREE = 1, B_ALLOC = 2, B_PENDING = 3 };
 
@@ -94,6 +108,7 @@ struct arena {
 struct pdev {
     struct arena arenas[POOL_ARENAS];
     uint64_t syncs;
+    uint64_t sync_ns;       /* moving average of what a sync costs */
     pthread_mutex_t sync_lock;
 };
 
@@ -103,14 +118,25 @@ struct pdev {
  * races a change reads stale but valid memory, and retries. */
 #define MAX_SEGMENTS (1u << 20)
 
+/* An index entry carries what a free needs (address range, device,
+ * owning arena), so a search never reads the segment structs, whose busy
+ * counts their owners write on every allocation. */
+struct segref {
+    uintptr_t base;
+    size_t size;
+    struct seg *s;
+    int32_t dev;
+    uint32_t arena;
+};
+
 struct pool {
     struct pool_upstream up;
     struct pool_observer obs;
     struct pdev *dev[POOL_MAX_DEVICES];
     pthread_mutex_t dev_lock;
     pthread_mutex_t seg_lock;
-    uint64_t seg_seq;     /* odd while the index changes */
-    struct seg **segidx;  /* MAX_SEGMENTS slots, reserved lazily */
+    uint64_t seg_seq;       /* odd while the index changes */
+    struct segref *segidx;  /* MAX_SEGMENTS slots, reserved lazily */
     size_t nseg;
     struct seg *seg_spare;
 };
@@ -163,9 +189,8 @@ static void bin_remove(struct bins *bs, struct blk *b)
     b->lprev = b->lnext = NULL;
 }
 
-/* Smallest free block of at least `size`; with at_base, only blocks at the
- * start of their segment. */
-static struct blk *bin_find(struct bins *bs, size_t size, bool at_base)
+/* Smallest free block of at least `size`. */
+static struct blk *bin_find(struct bins *bs, size_t size)
 {
     unsigned i = bin_of(size);
     for (unsigned w = i / 64; w < BIN_WORDS; w++) {
@@ -176,7 +201,7 @@ static struct blk *bin_find(struct bins *bs, size_t size, bool at_base)
             unsigned bin = w * 64 + (unsigned)__builtin_ctzll(m);
             m &= m - 1;
             for (struct blk *b = bs->head[bin]; b; b = b->lnext)
-                if (b->size >= size && (!at_base || b->addr == b->seg->base))
+                if (b->size >= size)
                     return b;
         }
     }
@@ -305,6 +330,15 @@ static struct seg *seg_new(struct pool *p)
     return s;
 }
 
+#define STORE_REF(dst, src)                                                   \
+    do {                                                                      \
+        __atomic_store_n(&(dst).base, (src).base, __ATOMIC_RELAXED);          \
+        __atomic_store_n(&(dst).size, (src).size, __ATOMIC_RELAXED);          \
+        __atomic_store_n(&(dst).s, (src).s, __ATOMIC_RELAXED);                \
+        __atomic_store_n(&(dst).dev, (src).dev, __ATOMIC_RELAXED);            \
+        __atomic_store_n(&(dst).arena, (src).arena, __ATOMIC_RELAXED);        \
+    } while (0)
+
 static bool segidx_add(struct pool *p, struct seg *s)
 {
     pthread_mutex_lock(&p->seg_lock);
@@ -318,13 +352,14 @@ static bool segidx_add(struct pool *p, struct seg *s)
         pthread_mutex_unlock(&p->seg_lock);
         return false;
     }
+    struct segref ref = {s->base, s->size, s, s->dev, s->arena};
     seg_write_begin(p);
     size_t i = p->nseg;
-    while (i > 0 && p->segidx[i - 1]->base > s->base) {
-        __atomic_store_n(&p->segidx[i], p->segidx[i - 1], __ATOMIC_RELAXED);
+    while (i > 0 && p->segidx[i - 1].base > s->base) {
+        STORE_REF(p->segidx[i], p->segidx[i - 1]);
         i--;
     }
-    __atomic_store_n(&p->segidx[i], s, __ATOMIC_RELAXED);
+    STORE_REF(p->segidx[i], ref);
     __atomic_store_n(&p->nseg, p->nseg + 1, __ATOMIC_RELAXED);
     seg_write_end(p);
     pthread_mutex_unlock(&p->seg_lock);
@@ -337,9 +372,9 @@ static void segidx_remove(struct pool *p, struct seg *s)
     pthread_mutex_lock(&p->seg_lock);
     seg_write_begin(p);
     for (size_t i = 0; i < p->nseg; i++) {
-        if (p->segidx[i] == s) {
+        if (p->segidx[i].s == s) {
             for (size_t k = i; k + 1 < p->nseg; k++)
-                __atomic_store_n(&p->segidx[k], p->segidx[k + 1], __ATOMIC_RELAXED);
+                STORE_REF(p->segidx[k], p->segidx[k + 1]);
             __atomic_store_n(&p->nseg, p->nseg - 1, __ATOMIC_RELAXED);
             break;
         }
@@ -350,10 +385,26 @@ static void segidx_remove(struct pool *p, struct seg *s)
     pthread_mutex_unlock(&p->seg_lock);
 }
 
-/* The segment containing ptr (NULL if none), lock-free. Its fields are
- * only as good as the moment of the search; callers confirm under the
- * arena lock. */
-static struct seg *segidx_find(struct pool *p, uintptr_t ptr)
+/* s changes owner: the struct and its index entry together. */
+static void segidx_set_arena(struct pool *p, struct seg *s, unsigned arena)
+{
+    pthread_mutex_lock(&p->seg_lock);
+    s->arena = (uint8_t)arena;
+    seg_write_begin(p);
+    for (size_t i = 0; i < p->nseg; i++) {
+        if (p->segidx[i].s == s) {
+            __atomic_store_n(&p->segidx[i].arena, arena, __ATOMIC_RELAXED);
+            break;
+        }
+    }
+    seg_write_end(p);
+    pthread_mutex_unlock(&p->seg_lock);
+}
+
+/* The index entry of the segment containing ptr, lock-free; false if
+ * none. It is only as good as the moment of the search: callers confirm
+ * under the arena lock. */
+static bool segidx_find(struct pool *p, uintptr_t ptr, struct segref *out)
 {
     for (;;) {
         uint64_t s1 = __atomic_load_n(&p->seg_seq, __ATOMIC_ACQUIRE);
@@ -361,20 +412,24 @@ static struct seg *segidx_find(struct pool *p, uintptr_t ptr)
             __builtin_ia32_pause();
             continue;
         }
-        struct seg *found = NULL;
+        bool found = false;
         size_t lo = 0, hi = __atomic_load_n(&p->nseg, __ATOMIC_RELAXED);
-        struct seg **v = __atomic_load_n(&p->segidx, __ATOMIC_RELAXED);
+        struct segref *v = __atomic_load_n(&p->segidx, __ATOMIC_RELAXED);
         while (v && lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            struct seg *s = __atomic_load_n(&v[mid], __ATOMIC_RELAXED);
-            uintptr_t base = __atomic_load_n(&s->base, __ATOMIC_RELAXED);
-            size_t size = __atomic_load_n(&s->size, __ATOMIC_RELAXED);
+            uintptr_t base = __atomic_load_n(&v[mid].base, __ATOMIC_RELAXED);
+            size_t size = __atomic_load_n(&v[mid].size, __ATOMIC_RELAXED);
             if (ptr < base) {
                 hi = mid;
             } else if (ptr >= base + size) {
                 lo = mid + 1;
             } else {
-                found = s;
+                out->base = base;
+                out->size = size;
+                out->s = __atomic_load_n(&v[mid].s, __ATOMIC_RELAXED);
+                out->dev = __atomic_load_n(&v[mid].dev, __ATOMIC_RELAXED);
+                out->arena = __atomic_load_n(&v[mid].arena, __ATOMIC_RELAXED);
+                found = true;
                 break;
             }
         }
@@ -411,8 +466,13 @@ static struct pdev *get_dev(struct pool *p, int dev)
     d = p->dev[dev];
     if (d == NULL && (d = aligned_alloc(64, sizeof *d)) != NULL) {
         memset(d, 0, sizeof *d);
+        /* brief critical sections: spin a little before sleeping */
+        pthread_mutexattr_t at;
+        pthread_mutexattr_init(&at);
+        pthread_mutexattr_settype(&at, PTHREAD_MUTEX_ADAPTIVE_NP);
         for (int i = 0; i < POOL_ARENAS; i++)
-            pthread_mutex_init(&d->arenas[i].lock, NULL);
+            pthread_mutex_init(&d->arenas[i].lock, &at);
+        pthread_mutexattr_destroy(&at);
         pthread_mutex_init(&d->sync_lock, NULL);
         __atomic_store_n(&p->dev[dev], d, __ATOMIC_RELEASE);
     }
@@ -548,8 +608,7 @@ static struct blk *try_arena(struct pool *p, struct arena *a,
 {
     pthread_mutex_lock(&a->lock);
     promote(p, a, dev);
-    struct blk *b = bin_find(bins_for(a, is_large(size)), size,
-                             size > POOL_MEDIUM_MAX);
+    struct blk *b = bin_find(bins_for(a, is_large(size)), size);
     if (b) {
         b = take(a, b, size, req);
         publish(a, b);
@@ -558,18 +617,86 @@ static struct blk *try_arena(struct pool *p, struct arena *a,
     return b;
 }
 
-static struct blk *try_all(struct pool *p, struct pdev *d, int dev,
-                           unsigned first, size_t size, size_t req)
+/* Move a fully free segment of the right kind and size from arena `from`
+ * to arena `to`, and carve the block there. Segments, not blocks, change
+ * owner: after a synchronization most segments are empty, and the thread
+ * that needs memory takes whole ones instead of reaching into another
+ * thread's arena on every allocation. Nothing in a free segment is in a
+ * map or a pending list, so no other thread can be looking for it. */
+static struct blk *adopt_segment(struct pool *p, struct arena *from,
+                                 struct arena *to, unsigned to_index, int dev,
+                                 size_t size, size_t req)
 {
-    for (unsigned i = 0; i < POOL_ARENAS; i++) {
-        struct arena *a = &d->arenas[(first + i) % POOL_ARENAS];
-        if (LOAD(a->nsegs) == 0) /* nothing to find there */
+    bool large = is_large(size);
+    pthread_mutex_lock(&from->lock);
+    promote(p, from, dev);
+    struct seg *s = from->segs;
+    while (s && (s->busy != 0 || (bool)s->large != large || s->size < size))
+        s = s->snext;
+    if (s == NULL) {
+        pthread_mutex_unlock(&from->lock);
+        return NULL;
+    }
+    struct blk *b = s->first; /* the one free block spanning it */
+    bin_remove(bins_for(from, large), b);
+    ADD(from->free_bytes, -s->size);
+    ADD(from->reserved, -s->size);
+    ADD(from->nsegs, -1);
+    if (s->sprev)
+        s->sprev->snext = s->snext;
+    else
+        from->segs = s->snext;
+    if (s->snext)
+        s->snext->sprev = s->sprev;
+    pthread_mutex_unlock(&from->lock);
+
+    segidx_set_arena(p, s, to_index);
+    pthread_mutex_lock(&to->lock);
+    s->sprev = NULL;
+    s->snext = to->segs;
+    if (to->segs)
+        to->segs->sprev = s;
+    to->segs = s;
+    ADD(to->reserved, s->size);
+    ADD(to->nsegs, 1);
+    ADD(to->free_bytes, s->size);
+    bin_insert(bins_for(to, large), b);
+    b = take(to, b, size, req);
+    publish(to, b);
+    pthread_mutex_unlock(&to->lock);
+    return b;
+}
+
+/* Serve from the other arenas: first adopt a whole free segment, then, if
+ * none is free, take a block where there is one. */
+static struct blk *try_others(struct pool *p, struct pdev *d, int dev,
+                              unsigned own, size_t size, size_t req)
+{
+    for (unsigned i = 1; i < POOL_ARENAS; i++) {
+        unsigned ai = (own + i) % POOL_ARENAS;
+        if (LOAD(d->arenas[ai].nsegs) == 0)
+            continue;
+        struct blk *b = adopt_segment(p, &d->arenas[ai], &d->arenas[own], own,
+                                      dev, size, req);
+        if (b)
+            return b;
+    }
+    for (unsigned i = 1; i < POOL_ARENAS; i++) {
+        struct arena *a = &d->arenas[(own + i) % POOL_ARENAS];
+        if (LOAD(a->nsegs) == 0)
             continue;
         struct blk *b = try_arena(p, a, dev, size, req);
         if (b)
             return b;
     }
     return NULL;
+}
+
+static struct blk *try_all(struct pool *p, struct pdev *d, int dev,
+                           unsigned own, size_t size, size_t req)
+{
+    struct blk *b = try_arena(p, &d->arenas[own], dev, size, req);
+    return b ? b : try_others(p, d, dev, own, size, req);
 }
 
 static struct pdev *dev_of(struct pool *p, int dev)
@@ -600,6 +727,17 @@ void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s)
     }
 }
 
+/* Pending bytes that make a synchronization worth it (see the top): a
+ * MiB for each microsecond a synchronization has been taking, at most
+ * POOL_SYNC_MAX, and at least the request. */
+static uint64_t sync_worth(struct pdev *d, size_t size)
+{
+    uint64_t w = LOAD(d->sync_ns) * 1024;
+    if (w > POOL_SYNC_MAX)
+        w = POOL_SYNC_MAX;
+    return w > size ? w : size;
+}
+
 static uint64_t pending_bytes(struct pdev *d)
 {
     uint64_t n = 0;
@@ -622,7 +760,13 @@ static bool pool_sync(struct pool *p, struct pdev *d, int dev)
                    want.seq[i];
     if (!covered) {
         pool_sync_snapshot(p, dev, &snap);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         int r = p->up.sync(p->up.ctx, dev);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+                      (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+        STORE(d->sync_ns, (LOAD(d->sync_ns) * 7 + ns) / 8);
         if (p->obs.synced)
             p->obs.synced(p->obs.ctx, dev, r);
         if (r == 0) {
@@ -636,9 +780,12 @@ static bool pool_sync(struct pool *p, struct pdev *d, int dev)
     return ok;
 }
 
-/* Give back every fully free segment of dev. */
-static void trim(struct pool *p, struct pdev *d, int dev)
+/* Give back fully free segments of dev: all, or only large or small ones
+ * when `only` is set. */
+static int trim_class(struct pool *p, struct pdev *d, int dev, bool only,
+                      bool large)
 {
+    int released = 0;
     for (int i = 0; i < POOL_ARENAS; i++) {
         struct arena *a = &d->arenas[i];
         struct seg *gone = NULL;
@@ -646,7 +793,7 @@ static void trim(struct pool *p, struct pdev *d, int dev)
         promote(p, a, dev);
         for (struct seg *s = a->segs, *next; s; s = next) {
             next = s->snext;
-            if (s->busy != 0)
+            if (s->busy != 0 || (only && (bool)s->large != large))
                 continue;
             struct blk *b = s->first; /* one free block spans it */
             bin_remove(bins_for(a, s->large), b);
@@ -669,12 +816,19 @@ static void trim(struct pool *p, struct pdev *d, int dev)
             gone = s->snext;
             uintptr_t base = s->base;
             size_t size = s->size;
+            released++;
             segidx_remove(p, s); /* recycles s */
             p->up.release(p->up.ctx, dev, base, size);
             if (p->obs.segment_free)
                 p->obs.segment_free(p->obs.ctx, dev, base, size);
         }
     }
+    return released;
+}
+
+static void trim(struct pool *p, struct pdev *d, int dev)
+{
+    trim_class(p, d, dev, false, false);
 }
 
 void pool_trim(struct pool *p, int dev)
@@ -698,9 +852,12 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
         return r;
     struct seg *s = seg_new(p);
     if (s) {
-        s->base = base; /* before it goes into the sorted index */
+        /* everything the index copies, before it goes in */
+        s->base = base;
         s->size = ssize;
         s->dev = dev;
+        s->large = is_large(size);
+        s->arena = (uint8_t)ai;
     }
     struct arena *a = &d->arenas[ai];
     pthread_mutex_lock(&a->lock);
@@ -718,8 +875,6 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
         p->up.release(p->up.ctx, dev, base, ssize);
         return 2; /* cudaErrorMemoryAllocation: host memory ran out */
     }
-    s->large = is_large(size);
-    s->arena = (uint8_t)ai;
     s->first = b;
     s->snext = a->segs;
     if (a->segs)
@@ -775,12 +930,17 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
     /* Only pending memory could serve this: one synchronization makes
      * every pending block reusable at once. The thread's own arena first,
      * so threads that free what they allocate never touch the others. */
-    if (b == NULL && LOAD(own->pending) >= size && pool_sync(p, d, dev))
+    uint64_t worth = sync_worth(d, size);
+    if (b == NULL && LOAD(own->pending) >= worth && pool_sync(p, d, dev))
         b = try_arena(p, own, dev, size, req);
     if (b == NULL)
-        b = try_all(p, d, dev, ai + 1, size, req); /* others, own last */
-    if (b == NULL && pending_bytes(d) >= size && pool_sync(p, d, dev))
+        b = try_others(p, d, dev, ai, size, req);
+    if (b == NULL && pending_bytes(d) >= worth && pool_sync(p, d, dev))
         b = try_all(p, d, dev, ai, size, req);
+    /* About to grow a large segment: large segments with nothing in them
+     * did not fit; give them back first rather than hold both. */
+    if (b == NULL && is_large(size) && trim_class(p, d, dev, true, true))
+        b = try_all(p, d, dev, ai, size, req); /* a release synchronized */
     int r = 0;
     if (b == NULL && (r = grow(p, d, dev, ai, size, req, &b)) != 0) {
         /* Out of memory: make pending memory reusable, give back what is
@@ -803,17 +963,16 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
 int pool_free(struct pool *p, uintptr_t ptr, int *devp)
 {
     /* The segment (lock-free), then its arena's lock and map. A segment
-     * with a live block in it cannot go away meanwhile; if ptr is not live
-     * (a double free racing a release) the map says so. */
-    struct seg *s = segidx_find(p, ptr);
-    if (s == NULL)
+     * with a live block in it can neither go away nor change owner
+     * meanwhile; if ptr is not live (a double free racing a release) the
+     * map says so. */
+    struct segref ref;
+    if (!segidx_find(p, ptr, &ref))
         return POOL_NOT_MINE;
-    int dev = __atomic_load_n(&s->dev, __ATOMIC_RELAXED);
-    unsigned ai = __atomic_load_n(&s->arena, __ATOMIC_RELAXED);
-    struct pdev *d = dev_of(p, dev);
-    if (d == NULL || ai >= POOL_ARENAS)
+    struct pdev *d = dev_of(p, ref.dev);
+    if (d == NULL || ref.arena >= POOL_ARENAS)
         return POOL_INVALID;
-    struct arena *a = &d->arenas[ai];
+    struct arena *a = &d->arenas[ref.arena];
     pthread_mutex_lock(&a->lock);
     struct blk *b = map_take(&a->map, ptr);
     if (b == NULL) {
@@ -822,7 +981,7 @@ int pool_free(struct pool *p, uintptr_t ptr, int *devp)
     }
     retire_locked(a, b);
     pthread_mutex_unlock(&a->lock);
-    *devp = dev;
+    *devp = ref.dev;
     return 0;
 }
 
@@ -870,29 +1029,25 @@ uint64_t pool_idle(struct pool *p, int dev)
 bool pool_lookup(struct pool *p, uintptr_t ptr, struct pool_block_info *out)
 {
     memset(out, 0, sizeof *out);
-    struct seg *s = segidx_find(p, ptr);
-    if (s == NULL)
+    struct segref ref;
+    if (!segidx_find(p, ptr, &ref))
         return false;
-    struct pdev *d = dev_of(p, __atomic_load_n(&s->dev, __ATOMIC_RELAXED));
-    unsigned ai = __atomic_load_n(&s->arena, __ATOMIC_RELAXED);
-    if (d == NULL || ai >= POOL_ARENAS)
+    struct pdev *d = dev_of(p, ref.dev);
+    if (d == NULL || ref.arena >= POOL_ARENAS)
         return false;
-    struct arena *a = &d->arenas[ai];
+    struct arena *a = &d->arenas[ref.arena];
     pthread_mutex_lock(&a->lock);
-    bool in = ptr >= s->base && ptr < s->base + s->size; /* still it? */
-    if (in) {
-        out->seg_base = s->base;
-        out->seg_size = s->size;
-        out->device = s->dev;
-        struct blk *b = map_get(&a->map, ptr);
-        if (b) {
-            out->addr = b->addr;
-            out->size = b->size;
-            out->requested = b->req;
-        }
+    out->seg_base = ref.base;
+    out->seg_size = ref.size;
+    out->device = ref.dev;
+    struct blk *b = map_get(&a->map, ptr);
+    if (b) {
+        out->addr = b->addr;
+        out->size = b->size;
+        out->requested = b->req;
     }
     pthread_mutex_unlock(&a->lock);
-    return in;
+    return true;
 }
 
 static void drop_arena(struct pool *p, struct arena *a)
@@ -1062,8 +1217,12 @@ const char *pool_check(struct pool *p)
     if (!bad) {
         pthread_mutex_lock(&p->seg_lock);
         for (size_t i = 1; i < p->nseg; i++)
-            if (p->segidx[i - 1]->base + p->segidx[i - 1]->size > p->segidx[i]->base)
+            if (p->segidx[i - 1].base + p->segidx[i - 1].size > p->segidx[i].base)
                 bad = "segments overlap";
+        for (size_t i = 0; i < p->nseg && !bad; i++)
+            if (p->segidx[i].arena != p->segidx[i].s->arena ||
+                p->segidx[i].base != p->segidx[i].s->base)
+                bad = "segment index out of date";
         pthread_mutex_unlock(&p->seg_lock);
     }
 #undef FAIL

@@ -9,12 +9,12 @@
  *
  * Safety rule: a block freed by the program may only be handed out again
  * once every piece of GPU work issued before the free - on any stream -
- * has finished. Freed blocks are therefore "pending", tagged with a
- * per-device free counter. A device-wide synchronization that started
- * after a block was freed makes it reusable. Synchronizations the program
- * makes itself count (pool_synced), and the pool makes one of its own only
- * when a request cannot be served otherwise and pending memory could
- * serve it: one synchronization then releases every pending block at once.
+ * has finished. Freed blocks are therefore "pending", tagged with their
+ * arena's free counter. A device-wide synchronization that started after
+ * a block was freed makes it reusable. Synchronizations the program makes
+ * itself count (pool_synced), and the pool makes one of its own only when
+ * a request cannot be served otherwise and enough memory is pending to be
+ * worth it: one synchronization then releases every pending block at once.
  *
  * Concurrency: each device's pool is split into arenas, each with its own
  * lock; a thread uses one arena (by thread index) and visits the others
@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define POOL_MAX_DEVICES 64
-#define POOL_ARENAS 8
+#define POOL_ARENAS 32
 #define POOL_ROUND 512u                       /* request rounding */
 #define POOL_SMALL_MAX (1u << 20)             /* <= this: small pool */
 #define POOL_SMALL_SEGMENT (2u << 20)

@@ -224,6 +224,7 @@ bool gmt_call_begin(struct gmt_call *c, bool stamp_before)
         return false;
     }
     t->guard = 1;
+    t->call_device = -1;
     c->t = t;
     c->stack = gmt_stack_capture(t);
     if (stamp_before)
@@ -247,8 +248,11 @@ void gmt_call_emit(struct gmt_call *c, struct gmt_event *ev)
     }
     ev->stack = c->stack;
     if (ev->device == GMT_DEVICE_CURRENT) {
-        ev->device = ev->result == 0 ? gmt_quiet_get_device(t->last_device)
-                                     : t->last_device;
+        if (t->call_device >= 0) /* the hook knows it already */
+            ev->device = t->call_device;
+        else
+            ev->device = ev->result == 0 ? gmt_quiet_get_device(t->last_device)
+                                         : t->last_device;
         t->last_device = ev->device;
     }
     gmt_trace_emit(t, ev);

@@ -95,6 +95,11 @@ int main(int argc, char **argv)
         for (int s = 0; s < 20; s++)
             all[i * 20 + s] = slice_ns[i][s];
     qsort(all, (size_t)n * 20, sizeof *all, cmp);
+    struct pool_stats st;
+    pool_stats(g_pool, 0, &st);
+    fprintf(stderr, "reserved %llu segments %llu syncs %llu\n",
+            (unsigned long long)st.reserved, (unsigned long long)st.segments,
+            (unsigned long long)st.syncs);
     printf("threads %d median_ns_per_pair %.1f pairs_per_sec %.0f\n", n,
            all[n * 10], (double)n * (double)(pairs / 20 * 20) / (dt * 1e-9));
     return 0;
