@@ -122,6 +122,11 @@ $(O)/tests/bench_%: tests/bench/bench_%.c $(O)/preload/pool.o
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $< $(O)/preload/pool.o
 
+$(O)/tests/replay_pool: tests/bench/replay_pool.c $(O)/preload/pool.o $(O)/report/reader.o
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(O)/preload/pool.o $(O)/report/reader.o
+
 BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 
 tests: all $(SIMLIB) $(PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) $(O)/tests/sim-selftest

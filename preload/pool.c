@@ -46,6 +46,7 @@
 #define BIN_WORDS ((NBINS + 63) / 64)
 #define LARGE_SPLIT_MIN (1u << 20)  /* large remainders below this stay */
 #define POOL_SYNC_MAX (32u << 20)
+#define POOL_SYNC_FLOOR (1u << 20) /* even a free sync touches every arena */
 
 enum { B_FREE = 1, B_ALLOC = 2, B_PENDING = 3 };
 
@@ -109,7 +110,6 @@ struct pdev {
     struct arena arenas[POOL_ARENAS];
     uint64_t syncs;
     uint64_t sync_ns;       /* moving average of what a sync costs */
-    pthread_mutex_t sync_lock;
 };
 
 /* Segments by base address, for frees: read without any lock under a
@@ -473,7 +473,6 @@ static struct pdev *get_dev(struct pool *p, int dev)
         for (int i = 0; i < POOL_ARENAS; i++)
             pthread_mutex_init(&d->arenas[i].lock, &at);
         pthread_mutexattr_destroy(&at);
-        pthread_mutex_init(&d->sync_lock, NULL);
         __atomic_store_n(&p->dev[dev], d, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&p->dev_lock);
@@ -710,8 +709,9 @@ void pool_sync_snapshot(struct pool *p, int dev, struct pool_snapshot *s)
 {
     struct pdev *d = dev_of(p, dev);
     for (int i = 0; i < POOL_ARENAS; i++)
-        s->seq[i] = d ? __atomic_load_n(&d->arenas[i].free_seq, __ATOMIC_ACQUIRE)
-                      : 0;
+        s->seq[i] = d && LOAD(d->arenas[i].nsegs)
+                        ? __atomic_load_n(&d->arenas[i].free_seq, __ATOMIC_ACQUIRE)
+                        : 0; /* an arena without segments has nothing pending */
 }
 
 void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s)
@@ -735,6 +735,8 @@ static uint64_t sync_worth(struct pdev *d, size_t size)
     uint64_t w = LOAD(d->sync_ns) * 1024;
     if (w > POOL_SYNC_MAX)
         w = POOL_SYNC_MAX;
+    if (w < POOL_SYNC_FLOOR)
+        w = POOL_SYNC_FLOOR;
     return w > size ? w : size;
 }
 
@@ -751,33 +753,31 @@ static uint64_t pending_bytes(struct pdev *d)
  * another. true if the safe mark covers every free before the call. */
 static bool pool_sync(struct pool *p, struct pdev *d, int dev)
 {
-    struct pool_snapshot want, snap;
-    pool_sync_snapshot(p, dev, &want);
-    pthread_mutex_lock(&d->sync_lock);
-    bool ok = true, covered = true;
-    for (int i = 0; i < POOL_ARENAS; i++)
-        covered &= __atomic_load_n(&d->arenas[i].safe_seq, __ATOMIC_ACQUIRE) >=
-                   want.seq[i];
-    if (!covered) {
-        pool_sync_snapshot(p, dev, &snap);
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        int r = p->up.sync(p->up.ctx, dev);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
-                      (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
-        STORE(d->sync_ns, (LOAD(d->sync_ns) * 7 + ns) / 8);
-        if (p->obs.synced)
-            p->obs.synced(p->obs.ctx, dev, r);
-        if (r == 0) {
-            __atomic_add_fetch(&d->syncs, 1, __ATOMIC_RELAXED);
-            pool_synced(p, dev, &snap);
-        } else {
-            ok = false;
-        }
-    }
-    pthread_mutex_unlock(&d->sync_lock);
-    return ok;
+    /* No lock: two threads that miss at once may both synchronize, which
+     * is redundant but harmless; a device lock here became the contended
+     * global lock the pool must not have (measured at 4+ threads). */
+    struct pool_snapshot snap;
+    pool_sync_snapshot(p, dev, &snap);
+    bool covered = true;
+    for (int i = 0; i < POOL_ARENAS && covered; i++)
+        covered = __atomic_load_n(&d->arenas[i].safe_seq, __ATOMIC_ACQUIRE) >=
+                  snap.seq[i];
+    if (covered)
+        return true; /* another thread's synchronization did it */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int r = p->up.sync(p->up.ctx, dev);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+                  (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+    STORE(d->sync_ns, (LOAD(d->sync_ns) * 7 + ns) / 8);
+    if (p->obs.synced)
+        p->obs.synced(p->obs.ctx, dev, r);
+    if (r != 0)
+        return false;
+    __atomic_add_fetch(&d->syncs, 1, __ATOMIC_RELAXED);
+    pool_synced(p, dev, &snap);
+    return true;
 }
 
 /* Give back fully free segments of dev: all, or only large or small ones

@@ -1,0 +1,130 @@
+/* replay_pool.c - replay a trace's allocations through the caching pool.
+ *
+ * usage: replay_pool TRACE [SYNC_US]
+ * Reads the cudaMalloc/cudaFree events and the program's device
+ * synchronizations of a trace (recorded with or without the pool), in
+ * order, per thread, and replays them into pool.c with an upstream that
+ * hands out address space but no memory. A pool synchronization takes
+ * SYNC_US microseconds (default 50, what a busy GPU costs), so the pool's
+ * cost model sees what it would on the GPU. Prints the peak of live
+ * requested bytes, the pool's peak reserved bytes, their ratio and the
+ * synchronizations - the figures of the GPU benchmark, without a GPU.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uthash.h>
+
+#include "pool.h"
+#include "reader.h"
+
+static uintptr_t next_va = 1ull << 40;
+static uint64_t reserved, peak_reserved;
+static unsigned sync_us = 50;
+
+static int up_alloc(void *c, int d, size_t s, uintptr_t *o)
+{
+    (void)c;
+    (void)d;
+    *o = next_va;
+    next_va += (s + 4095) & ~(size_t)4095;
+    reserved += s;
+    if (reserved > peak_reserved)
+        peak_reserved = reserved;
+    return 0;
+}
+
+static int up_release(void *c, int d, uintptr_t p, size_t s)
+{
+    (void)c;
+    (void)d;
+    (void)p;
+    reserved -= s;
+    return 0;
+}
+
+static int up_sync(void *c, int d)
+{
+    (void)c;
+    (void)d;
+    struct timespec ts = {0, (long)sync_us * 1000};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+struct live {
+    uint64_t addr; /* in the trace */
+    uintptr_t mine;
+    uint64_t size;
+    UT_hash_handle hh;
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: replay_pool TRACE [SYNC_US]\n");
+        return 2;
+    }
+    if (argc > 2)
+        sync_us = (unsigned)atoi(argv[2]);
+    char err[256];
+    struct gmt_reader *r = gmt_reader_open(argv[1], err, sizeof err);
+    if (r == NULL) {
+        fprintf(stderr, "replay_pool: %s\n", err);
+        return 2;
+    }
+    struct pool_upstream up = {up_alloc, up_release, up_sync, NULL};
+    struct pool *p = pool_create(&up, NULL);
+    struct live *map = NULL;
+    struct gmt_rec rec;
+    uint64_t requested = 0, peak_requested = 0, allocs = 0;
+    int got;
+    while ((got = gmt_reader_next(r, &rec)) == 1) {
+        unsigned api = rec.api & 0x7f;
+        if (rec.kind == GMT_K_ALLOC && api == GMT_API_MALLOC && rec.result == 0 &&
+            rec.size > 0) {
+            struct live *l = calloc(1, sizeof *l);
+            l->addr = rec.addr;
+            l->size = rec.size;
+            if (pool_alloc(p, (int)rec.device, rec.thread, rec.size, &l->mine) != 0) {
+                fprintf(stderr, "replay_pool: pool_alloc failed\n");
+                return 1;
+            }
+            HASH_ADD(hh, map, addr, sizeof l->addr, l);
+            requested += rec.size;
+            if (requested > peak_requested)
+                peak_requested = requested;
+            allocs++;
+        } else if (rec.kind == GMT_K_FREE && api == GMT_API_FREE && rec.result == 0) {
+            struct live *l;
+            HASH_FIND(hh, map, &rec.addr, sizeof rec.addr, l);
+            if (l) {
+                int dev;
+                pool_free(p, l->mine, &dev);
+                requested -= l->size;
+                HASH_DEL(map, l);
+                free(l);
+            }
+        } else if (rec.kind == GMT_K_SYNC && api == GMT_API_DEVICE_SYNCHRONIZE &&
+                   rec.result == 0) {
+            struct pool_snapshot s;
+            pool_sync_snapshot(p, (int)rec.device, &s);
+            pool_synced(p, (int)rec.device, &s);
+        }
+    }
+    if (got < 0) {
+        fprintf(stderr, "replay_pool: %s\n", gmt_reader_error(r));
+        return 2;
+    }
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    printf("allocations %llu peak_requested %llu peak_reserved %llu ratio %.4f "
+           "pool_syncs %llu\n",
+           (unsigned long long)allocs, (unsigned long long)peak_requested,
+           (unsigned long long)peak_reserved,
+           peak_requested ? (double)peak_reserved / (double)peak_requested : 0.0,
+           (unsigned long long)st.syncs);
+    gmt_reader_close(r);
+    return 0;
+}
