@@ -601,11 +601,21 @@ static void publish(struct arena *a, struct blk *b)
         retire_locked(a, b);
 }
 
-/* Try one arena: promote, best fit, take. */
-static struct blk *try_arena(struct pool *p, struct arena *a,
-                             int dev, size_t size, size_t req)
+static bool lock_arena(struct arena *a, bool wait)
 {
-    pthread_mutex_lock(&a->lock);
+    if (wait) {
+        pthread_mutex_lock(&a->lock);
+        return true;
+    }
+    return pthread_mutex_trylock(&a->lock) == 0;
+}
+
+/* Try one arena: promote, best fit, take. */
+static struct blk *try_arena_lock(struct pool *p, struct arena *a, int dev,
+                                  size_t size, size_t req, bool wait)
+{
+    if (!lock_arena(a, wait))
+        return NULL;
     promote(p, a, dev);
     struct blk *b = bin_find(bins_for(a, is_large(size)), size);
     if (b) {
@@ -616,6 +626,12 @@ static struct blk *try_arena(struct pool *p, struct arena *a,
     return b;
 }
 
+static struct blk *try_arena(struct pool *p, struct arena *a, int dev,
+                             size_t size, size_t req)
+{
+    return try_arena_lock(p, a, dev, size, req, true);
+}
+
 /* Move a fully free segment of the right kind and size from arena `from`
  * to arena `to`, and carve the block there. Segments, not blocks, change
  * owner: after a synchronization most segments are empty, and the thread
@@ -624,10 +640,11 @@ static struct blk *try_arena(struct pool *p, struct arena *a,
  * map or a pending list, so no other thread can be looking for it. */
 static struct blk *adopt_segment(struct pool *p, struct arena *from,
                                  struct arena *to, unsigned to_index, int dev,
-                                 size_t size, size_t req)
+                                 size_t size, size_t req, bool wait)
 {
     bool large = is_large(size);
-    pthread_mutex_lock(&from->lock);
+    if (!lock_arena(from, wait))
+        return NULL;
     promote(p, from, dev);
     struct seg *s = from->segs;
     while (s && (s->busy != 0 || (bool)s->large != large || s->size < size))
@@ -667,16 +684,19 @@ static struct blk *adopt_segment(struct pool *p, struct arena *from,
 }
 
 /* Serve from the other arenas: first adopt a whole free segment, then, if
- * none is free, take a block where there is one. */
+ * none is free, take a block where there is one. Without `wait`, an arena
+ * whose lock is held is passed over: its owner is busy in it, and queueing
+ * behind owners is what made the pool collapse at 8 threads (measured);
+ * growing is cheaper. Out of memory, the pool waits. */
 static struct blk *try_others(struct pool *p, struct pdev *d, int dev,
-                              unsigned own, size_t size, size_t req)
+                              unsigned own, size_t size, size_t req, bool wait)
 {
     for (unsigned i = 1; i < POOL_ARENAS; i++) {
         unsigned ai = (own + i) % POOL_ARENAS;
         if (LOAD(d->arenas[ai].nsegs) == 0)
             continue;
         struct blk *b = adopt_segment(p, &d->arenas[ai], &d->arenas[own], own,
-                                      dev, size, req);
+                                      dev, size, req, wait);
         if (b)
             return b;
     }
@@ -684,7 +704,7 @@ static struct blk *try_others(struct pool *p, struct pdev *d, int dev,
         struct arena *a = &d->arenas[(own + i) % POOL_ARENAS];
         if (LOAD(a->nsegs) == 0)
             continue;
-        struct blk *b = try_arena(p, a, dev, size, req);
+        struct blk *b = try_arena_lock(p, a, dev, size, req, wait);
         if (b)
             return b;
     }
@@ -695,7 +715,7 @@ static struct blk *try_all(struct pool *p, struct pdev *d, int dev,
                            unsigned own, size_t size, size_t req)
 {
     struct blk *b = try_arena(p, &d->arenas[own], dev, size, req);
-    return b ? b : try_others(p, d, dev, own, size, req);
+    return b ? b : try_others(p, d, dev, own, size, req, true);
 }
 
 static struct pdev *dev_of(struct pool *p, int dev)
@@ -738,6 +758,36 @@ static uint64_t sync_worth(struct pdev *d, size_t size)
     if (w < POOL_SYNC_FLOOR)
         w = POOL_SYNC_FLOOR;
     return w > size ? w : size;
+}
+
+/* Would a synchronization create a block of `size`? True if some pending
+ * block, merged with its free and pending neighbours, spans that much:
+ * fragmented free memory next to pending memory serves a request that
+ * neither could alone. Bounded work: it runs only before growing. */
+static bool pending_could_fit(struct pdev *d, size_t size)
+{
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        struct arena *a = &d->arenas[i];
+        if (LOAD(a->pending) == 0)
+            continue;
+        pthread_mutex_lock(&a->lock);
+        unsigned budget = 100000;
+        for (struct blk *b = a->pend_head; b && budget; b = b->lnext) {
+            struct blk *start = b;
+            while (start->prev && start->prev->state != B_ALLOC && budget--)
+                start = start->prev;
+            size_t run = 0;
+            for (struct blk *x = start; x && x->state != B_ALLOC && budget--;
+                 x = x->next)
+                run += x->size;
+            if (run >= size && (bool)b->seg->large == is_large(size)) {
+                pthread_mutex_unlock(&a->lock);
+                return true;
+            }
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    return false;
 }
 
 static uint64_t pending_bytes(struct pdev *d)
@@ -934,8 +984,10 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
     if (b == NULL && LOAD(own->pending) >= worth && pool_sync(p, d, dev))
         b = try_arena(p, own, dev, size, req);
     if (b == NULL)
-        b = try_others(p, d, dev, ai, size, req);
+        b = try_others(p, d, dev, ai, size, req, false);
     if (b == NULL && pending_bytes(d) >= worth && pool_sync(p, d, dev))
+        b = try_all(p, d, dev, ai, size, req);
+    if (b == NULL && pending_could_fit(d, size) && pool_sync(p, d, dev))
         b = try_all(p, d, dev, ai, size, req);
     /* About to grow a large segment: large segments with nothing in them
      * did not fit; give them back first rather than hold both. */

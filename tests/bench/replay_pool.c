@@ -23,15 +23,33 @@ static uintptr_t next_va = 1ull << 40;
 static uint64_t reserved, peak_reserved;
 static unsigned sync_us = 50;
 
+static struct pool *g_pool;
+static uint64_t g_requested;
+static int verbose;
+
 static int up_alloc(void *c, int d, size_t s, uintptr_t *o)
 {
     (void)c;
-    (void)d;
     *o = next_va;
     next_va += (s + 4095) & ~(size_t)4095;
     reserved += s;
-    if (reserved > peak_reserved)
+    if (reserved > peak_reserved) {
         peak_reserved = reserved;
+        if (verbose) {
+            /* what the pool holds when it must grow past its peak */
+            struct pool_stats st;
+            pool_stats(g_pool, d, &st);
+            printf("grow %zu: reserved %llu requested %llu allocated %llu "
+                   "pending %llu free %llu largest_free %llu free_blocks %llu\n",
+                   s, (unsigned long long)reserved,
+                   (unsigned long long)g_requested,
+                   (unsigned long long)st.allocated,
+                   (unsigned long long)st.pending,
+                   (unsigned long long)st.free_bytes,
+                   (unsigned long long)st.largest_free,
+                   (unsigned long long)st.free_blocks);
+        }
+    }
     return 0;
 }
 
@@ -76,6 +94,8 @@ int main(int argc, char **argv)
     }
     struct pool_upstream up = {up_alloc, up_release, up_sync, NULL};
     struct pool *p = pool_create(&up, NULL);
+    g_pool = p;
+    verbose = getenv("REPLAY_VERBOSE") != NULL;
     struct live *map = NULL;
     struct gmt_rec rec;
     uint64_t requested = 0, peak_requested = 0, allocs = 0;
@@ -93,6 +113,7 @@ int main(int argc, char **argv)
             }
             HASH_ADD(hh, map, addr, sizeof l->addr, l);
             requested += rec.size;
+            g_requested = requested;
             if (requested > peak_requested)
                 peak_requested = requested;
             allocs++;
@@ -103,6 +124,7 @@ int main(int argc, char **argv)
                 int dev;
                 pool_free(p, l->mine, &dev);
                 requested -= l->size;
+                g_requested = requested;
                 HASH_DEL(map, l);
                 free(l);
             }
