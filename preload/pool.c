@@ -46,6 +46,7 @@
 #define BIN_WORDS ((NBINS + 63) / 64)
 #define LARGE_SPLIT_MIN (1u << 20)  /* large remainders below this stay */
 #define POOL_SYNC_MAX (32u << 20)
+#define STEAL_MIN (8u << 20)
 #define POOL_SYNC_FLOOR (4u << 20) /* even a free sync touches every arena */
 
 enum { B_FREE = 1, B_ALLOC = 2, B_PENDING = 3 };
@@ -703,9 +704,14 @@ static struct blk *try_others(struct pool *p, struct pdev *d, int dev,
         if (b)
             return b;
     }
+    /* Single blocks only from an arena with plenty free (what a finished
+     * forward pass leaves for PyTorch's autograd thread): taking blocks
+     * from small busy arenas ties their owners' frees to us and stopped
+     * the pool from scaling (measured); growing our own is cheaper. */
+    uint64_t plenty = size * 4 > STEAL_MIN ? size * 4 : STEAL_MIN;
     for (unsigned i = 1; i < POOL_ARENAS; i++) {
         struct arena *a = &d->arenas[(own + i) % POOL_ARENAS];
-        if (LOAD(a->nsegs) == 0)
+        if (LOAD(a->nsegs) == 0 || (!wait && LOAD(a->free_bytes) < plenty))
             continue;
         struct blk *b = try_arena_lock(p, a, dev, size, req, wait);
         if (b)
