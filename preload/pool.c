@@ -878,8 +878,10 @@ static int trim_class(struct pool *p, struct pdev *d, int dev, bool only,
             size_t size = s->size;
             released++;
             segidx_remove(p, s); /* recycles s */
-            p->up.release(p->up.ctx, dev, base, size);
-            if (p->obs.segment_free)
+            /* Recorded only if it really went back: at exit the runtime
+             * may already be gone, and the trace must not say otherwise. */
+            if (p->up.release(p->up.ctx, dev, base, size) == 0 &&
+                p->obs.segment_free)
                 p->obs.segment_free(p->obs.ctx, dev, base, size);
         }
     }
