@@ -73,7 +73,7 @@ $(O)/report/%.o: report/%.c
 
 $(REPORT): $(REPORT_OBJ)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $(REPORT_OBJ) -lm
+	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $(REPORT_OBJ) -ldw -lelf -ldl -lm
 
 # ---- tests: simulated runtime, test programs, unit tests ---------------------
 $(O)/tests/sim/%.o: tests/sim/%.c
@@ -108,7 +108,7 @@ UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(O)/preload/pool.o
 $(O)/tests/unit/%: tests/unit/%.c $(UNIT_OBJ)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(UNIT_OBJ) -lm
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(UNIT_OBJ) -ldw -lelf -ldl -lm
 
 $(O)/tests/sim-selftest: tests/sim/selftest.c $(SIMLIB)
 	$(call say,CC,$@)

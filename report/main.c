@@ -16,11 +16,17 @@ struct command {
 };
 
 static const struct command commands[] = {
+    {"summary", cmd_summary, "peaks, memory beyond the trace, leaks, OOMs, top sites (default)"},
+    {"peak", cmd_peak, "sites live at the peak: bytes, share, allocations"},
+    {"leaks", cmd_leaks, "allocations still live at exit, by site"},
+    {"growth", cmd_growth, "sites whose live memory rises steadily, with the rate"},
+    {"transfers", cmd_transfers, "copies and sets by direction, pinned/pageable, site"},
+    {"flamegraph", cmd_flamegraph, "folded stacks (bytes at the peak or in total)"},
     {"info", cmd_info, "header, process, devices, threads and event counts"},
     {"dump", cmd_dump, "every record in order, readable (stacks as module+offset)"},
 };
 #define NCOMMANDS (sizeof commands / sizeof *commands)
-#define DEFAULT_COMMAND "info"
+#define DEFAULT_COMMAND "summary"
 
 static void usage(FILE *f)
 {

@@ -1,0 +1,82 @@
+/* cmd_flamegraph.c - `gpumemreport flamegraph`: folded stacks.
+ *
+ * One line per stack, "outermost;...;innermost BYTES", the input format
+ * of flamegraph.pl, speedscope and inferno. Bytes live at the peak by
+ * default; --total: all bytes ever allocated. Lines in a stable order.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+enum { OPT_TOTAL = OPT_CMD_BASE };
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s flamegraph [--total] [--depth N] [--no-symbols] TRACE|DIR...\n\n"
+               "Folded stacks for flamegraph.pl / speedscope / inferno, weighted by\n"
+               "the bytes live at the peak (default) or, with --total, by all bytes\n"
+               "allocated. --depth N keeps the N innermost user frames.\n",
+            gmt_prog);
+}
+
+struct fold {
+    const char *stack;
+    int64_t bytes;
+};
+
+static int cmp_fold(const void *a, const void *b)
+{
+    return strcmp(((const struct fold *)a)->stack, ((const struct fold *)b)->stack);
+}
+
+static int option(int opt, const char *arg, void *ctx)
+{
+    (void)arg;
+    if (opt == OPT_TOTAL) {
+        *(bool *)ctx = true;
+        return 1;
+    }
+    return 0;
+}
+
+static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
+{
+    bool total = *(bool *)ctx;
+    struct fold *f = calloc(l->r.nsites ? l->r.nsites : 1, sizeof *f);
+    size_t n = 0;
+    for (size_t i = 0; f && i < l->r.nsites; i++) {
+        const struct site *s = l->r.sites[i];
+        int64_t v = total ? (int64_t)s->total_bytes : s->peak_bytes;
+        if (v <= 0)
+            continue;
+        f[n].stack = sym_folded(l->sym, s->stack, c->depth);
+        f[n++].bytes = v;
+    }
+    if (n)
+        qsort(f, n, sizeof *f, cmp_fold);
+    /* identical folded stacks (after --depth) merge */
+    for (size_t i = 0; i < n;) {
+        int64_t sum = 0;
+        size_t j = i;
+        while (j < n && !strcmp(f[j].stack, f[i].stack))
+            sum += f[j++].bytes;
+        printf("%s %" PRId64 "\n", f[i].stack, sum);
+        i = j;
+    }
+    free(f);
+}
+
+int cmd_flamegraph(int argc, char **argv)
+{
+    static const struct option opts[] = {{"total", no_argument, NULL, OPT_TOTAL},
+                                         {NULL, 0, NULL, 0}};
+    static const struct gmt_command cmd = {.schema = "",
+                                           .options = opts,
+                                           .option = option,
+                                           .usage = usage,
+                                           .each = each};
+    bool total = false;
+    return gmt_run(argc, argv, &cmd, &total);
+}

@@ -1,0 +1,74 @@
+/* cmd_growth.c - `gpumemreport growth`: memory that keeps rising.
+ *
+ * Sites whose live bytes rise steadily through the run (growth.c has the
+ * test), with the rate per second and the rise. The classic find: a
+ * training loop that keeps a tensor still attached to the autograd graph
+ * (appending an un-detached loss or output to a list), so every step's
+ * activations stay alive.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s growth [options] TRACE|DIR...\n\n"
+               "Sites whose live device memory rises steadily through the run,\n"
+               "with the rate per second. Start-up (the first 10%% of the run) is\n"
+               "not counted as growth.\n\n" GMT_COMMON_HELP, gmt_prog);
+}
+
+static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
+{
+    (void)ctx;
+    struct growth_row *rows;
+    size_t n = gmt_growth(l, c, &rows);
+    size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
+    double total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += rows[i].bytes_per_s;
+    char a[32], b[32], e[32];
+    if (c->json) {
+        printf("{\"trace\":");
+        gmt_json_str(stdout, l->path);
+        printf(",\"pid\":%u,\"growing_sites\":%zu,\"total_bytes_per_s\":%.0f,\"sites\":[",
+               l->r.hdr.pid, n, total);
+        for (size_t i = 0; i < shown; i++) {
+            printf("%s{\"site\":", i ? "," : "");
+            gmt_json_str(stdout, rows[i].label);
+            printf(",\"bytes_per_s\":%.0f,\"rise\":%" PRId64 ",\"from\":%" PRId64
+                   ",\"to\":%" PRId64 ",\"r2\":%.3f,\"rising_share\":%.3f}",
+                   rows[i].bytes_per_s, rows[i].net, rows[i].from_bytes,
+                   rows[i].to_bytes, rows[i].r2, rows[i].rising);
+        }
+        printf("]}");
+    } else if (n == 0) {
+        printf("%s: no site grows steadily\n", l->path);
+    } else {
+        printf("%s: %zu growing site%s, %s/s in all\n", l->path, n, n == 1 ? "" : "s",
+               gmt_size(c, a, (int64_t)total));
+        static const char *const h[] = {"rate/s", "rise", "from", "to", "site"};
+        static const bool right[] = {true, true, true, true, false};
+        struct table *t = table_new(5, h, right);
+        for (size_t i = 0; i < shown; i++) {
+            char rate[32], rise[32];
+            table_row(t, gmt_size(c, rate, (int64_t)rows[i].bytes_per_s),
+                      gmt_size(c, rise, rows[i].net), gmt_size(c, b, rows[i].from_bytes),
+                      gmt_size(c, e, rows[i].to_bytes), rows[i].label);
+        }
+        table_print(t, c->markdown);
+        table_free(t);
+    }
+    free(rows);
+}
+
+int cmd_growth(int argc, char **argv)
+{
+    static const struct gmt_command cmd = {.schema = "gpumemtrace.growth/1",
+                                           .usage = usage,
+                                           .each = each,
+                                           .replay = {.growth = true},
+                                           .default_top = 10};
+    return gmt_run(argc, argv, &cmd, NULL);
+}

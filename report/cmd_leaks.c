@@ -1,0 +1,81 @@
+/* cmd_leaks.c - `gpumemreport leaks`: what was still allocated at exit.
+ *
+ * Device (and managed) allocations live when the trace ended, grouped by
+ * site; pinned host allocations separately. A trace cut short by a killed
+ * process says so: "live at the end" is then not a leak of the program.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s leaks [options] TRACE|DIR...\n\n"
+               "Allocations still live when the trace ended, by site.\n\n"
+               GMT_COMMON_HELP, gmt_prog);
+}
+
+static bool live_dev(const struct site *s, int64_t v[GROUP_VALUES])
+{
+    v[0] = s->live_bytes;
+    v[1] = s->live_count;
+    v[2] = (int64_t)s->host_live_bytes;
+    return s->live_bytes > 0 || s->host_live_bytes > 0;
+}
+
+static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
+{
+    (void)ctx;
+    struct group_row *rows;
+    size_t n = gmt_group(l, c, live_dev, &rows);
+    int64_t total = 0, count = 0, host = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += rows[i].v[0];
+        count += rows[i].v[1];
+        host += rows[i].v[2];
+    }
+    size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
+    char a[32], b[32];
+    if (c->json) {
+        printf("{\"trace\":");
+        gmt_json_str(stdout, l->path);
+        printf(",\"pid\":%u,\"closed\":%s,\"leaked\":%" PRId64 ",\"allocations\":%" PRId64
+               ",\"host\":%" PRId64 ",\"sites\":[", l->r.hdr.pid,
+               l->r.cut ? "false" : "true", total, count, host);
+        for (size_t i = 0; i < shown; i++) {
+            printf("%s{\"site\":", i ? "," : "");
+            gmt_json_str(stdout, rows[i].label);
+            printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 ",\"host\":%" PRId64
+                   "}", rows[i].v[0], rows[i].v[1], rows[i].v[2]);
+        }
+        printf("]}");
+    } else {
+        printf("%s: %s in %" PRId64 " allocations live at exit%s%s%s\n", l->path,
+               gmt_size(c, a, total), count, host ? ", pinned host " : "",
+               host ? gmt_size(c, b, host) : "",
+               l->r.cut ? " (the trace was cut short: the process did not exit)" : "");
+        if (n) {
+            static const char *const h[] = {"bytes", "allocations", "pinned host", "site"};
+            static const bool right[] = {true, true, true, false};
+            struct table *t = table_new(4, h, right);
+            for (size_t i = 0; i < shown; i++) {
+                char k[32];
+                snprintf(k, sizeof k, "%" PRId64, rows[i].v[1]);
+                table_row(t, gmt_size(c, a, rows[i].v[0]), k,
+                          rows[i].v[2] ? gmt_size(c, b, rows[i].v[2]) : "",
+                          rows[i].label);
+            }
+            table_print(t, c->markdown);
+            table_free(t);
+        }
+    }
+    free(rows);
+}
+
+int cmd_leaks(int argc, char **argv)
+{
+    static const struct gmt_command cmd = {
+        .schema = "gpumemtrace.leaks/1", .usage = usage, .each = each, .default_top = 20};
+    return gmt_run(argc, argv, &cmd, NULL);
+}

@@ -1,0 +1,89 @@
+/* cmd_peak.c - `gpumemreport peak`: what was on the GPU at the peak.
+ *
+ * The sites live at the moment of the peak of requested device memory,
+ * with their bytes, share of the peak and number of allocations, grouped
+ * by function, line or whole stack at a chosen depth.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s peak [options] TRACE|DIR...\n\n"
+               "Sites live at the peak of requested device memory: bytes, share\n"
+               "of the peak, allocations.\n\n" GMT_COMMON_HELP, gmt_prog);
+}
+
+static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
+{
+    v[0] = s->peak_bytes;
+    v[1] = s->peak_count;
+    return s->peak_bytes > 0;
+}
+
+static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
+{
+    (void)ctx;
+    const struct replay *r = &l->r;
+    struct group_row *rows;
+    size_t n = gmt_group(l, c, at_peak, &rows);
+    size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
+    int64_t rest = 0, rest_count = 0;
+    for (size_t i = shown; i < n; i++) {
+        rest += rows[i].v[0];
+        rest_count += rows[i].v[1];
+    }
+    double t = r->peak_requested_time > r->hdr.start_monotonic_ns
+                   ? (double)(r->peak_requested_time - r->hdr.start_monotonic_ns) / 1e9
+                   : 0;
+    if (c->json) {
+        printf("{\"trace\":");
+        gmt_json_str(stdout, l->path);
+        printf(",\"pid\":%u,\"peak_requested\":%" PRIu64 ",\"peak_at_ns\":%" PRIu64
+               ",\"group\":\"%s\",\"sites\":[",
+               r->hdr.pid, r->peak_requested, (uint64_t)(t * 1e9),
+               c->grain == GRAIN_FUNCTION ? "function"
+               : c->grain == GRAIN_LINE   ? "line" : "stack");
+        for (size_t i = 0; i < shown; i++) {
+            printf("%s{\"site\":", i ? "," : "");
+            gmt_json_str(stdout, rows[i].label);
+            printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", rows[i].v[0],
+                   rows[i].v[1]);
+        }
+        printf("],\"other_bytes\":%" PRId64 ",\"other_allocations\":%" PRId64 "}",
+               rest, rest_count);
+    } else {
+        char a[32], b[32];
+        printf("%s: peak %s requested at %.3f s (pid %u)\n", l->path, gmt_size(c, a, (int64_t)r->peak_requested), t, r->hdr.pid);
+        static const char *const h[] = {"bytes", "share", "allocations", "site"};
+        static const bool right[] = {true, true, true, false};
+        struct table *tb = table_new(4, h, right);
+        for (size_t i = 0; i < shown + (rest ? 1 : 0); i++) {
+            int64_t v = i < shown ? rows[i].v[0] : rest;
+            int64_t k = i < shown ? rows[i].v[1] : rest_count;
+            char share[16], cnt[32];
+            snprintf(share, sizeof share, "%.1f%%",
+                     r->peak_requested ? 100.0 * (double)v / (double)r->peak_requested : 0);
+            snprintf(cnt, sizeof cnt, "%" PRId64, k);
+            char label[64];
+            snprintf(label, sizeof label, "(%zu more sites)", n - shown);
+            table_row(tb, gmt_size(c, b, v), share, cnt, i < shown ? rows[i].label : label);
+        }
+        table_print(tb, c->markdown);
+        table_free(tb);
+    }
+    free(rows);
+}
+
+int cmd_peak(int argc, char **argv)
+{
+    static const struct gmt_command cmd = {
+        .schema = "gpumemtrace.peak/1",
+        .usage = usage,
+        .each = one,
+        .default_top = 10,
+    };
+    return gmt_run(argc, argv, &cmd, NULL);
+}

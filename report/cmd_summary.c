@@ -1,0 +1,282 @@
+/* cmd_summary.c - `gpumemreport summary`, the default: one trace at a glance.
+ *
+ * Process, devices, duration and counts; peak requested, allocated and
+ * reserved bytes and when; device memory the driver reported beyond what
+ * the trace accounts for (CUDA context, library workspaces); what was still
+ * allocated at exit; out-of-memory events; the sites holding the most at
+ * the peak. Several traces: each in turn, then one row per process.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s summary [options] TRACE|DIR...\n\n"
+               "Peak requested/allocated/reserved device memory, memory the\n"
+               "driver reports beyond the trace, leaks at exit, out-of-memory\n"
+               "events and the top sites at the peak.\n\n" GMT_COMMON_HELP,
+            gmt_prog);
+}
+
+static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
+{
+    v[0] = s->peak_bytes;
+    v[1] = s->peak_count;
+    return s->peak_bytes > 0;
+}
+
+static uint64_t leaked(const struct replay *r, uint64_t *count, uint64_t *host)
+{
+    uint64_t bytes = 0;
+    *count = *host = 0;
+    REPLAY_FOREACH_LIVE(r, l) {
+        if (l->mem == MEM_HOST) {
+            *host += l->size;
+        } else {
+            bytes += l->size;
+            (*count)++;
+        }
+    }
+    return bytes;
+}
+
+static double at_s(const struct replay *r, uint64_t t)
+{
+    return t > r->hdr.start_monotonic_ns ? (double)(t - r->hdr.start_monotonic_ns) / 1e9
+                                         : 0.0;
+}
+
+static uint64_t untracked(const struct replay *r)
+{
+    int64_t m = 0;
+    for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
+        if (r->dev[d].max_untracked > m)
+            m = r->dev[d].max_untracked;
+    return (uint64_t)m;
+}
+
+static uint64_t total_allocs(const struct replay *r)
+{
+    uint64_t n = 0;
+    for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
+        n += r->dev[d].allocs;
+    return n;
+}
+
+static uint64_t peak_allocated(const struct replay *r)
+{
+    uint64_t n = 0; /* sum over devices of each device's peak */
+    for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
+        n += r->dev[d].peak_allocated;
+    return n;
+}
+
+static void text(struct loaded *l, const struct gmt_common *c)
+{
+    const struct replay *r = &l->r;
+    const struct gmt_defs *d = &r->defs;
+    char a[32], b[32], e[32];
+    uint64_t nleak, hleak, leak = leaked(r, &nleak, &hleak);
+    printf("trace:     %s\n", l->path);
+    printf("process:   pid %u", r->hdr.pid);
+    if (d->process.present)
+        printf(", %s", d->process.cmdline);
+    printf("\n");
+    for (size_t i = 0; i < d->ndevices; i++)
+        printf("device %u:  %s, %s\n", d->devices[i].ordinal, d->devices[i].name,
+               gmt_size(c, a, (int64_t)d->devices[i].total_mem));
+    printf("ran:       %s, %" PRIu64 " events, %" PRIu64 " allocations%s%s\n",
+           gmt_seconds(a, replay_duration(r)), r->events, total_allocs(r),
+           r->pool ? ", gpumemtrace pool on" : "", r->cut ? ", CUT SHORT" : "");
+    printf("\npeak requested:  %-12s at %.3f s (what the program asked for)\n",
+           gmt_size(c, a, (int64_t)r->peak_requested), at_s(r, r->peak_requested_time));
+    printf("peak allocated:  %-12s (blocks behind the requests, rounded)\n",
+           gmt_size(c, b, (int64_t)peak_allocated(r)));
+    printf("peak reserved:   %-12s at %.3f s (%s)\n",
+           gmt_size(c, e, (int64_t)r->peak_reserved), at_s(r, r->peak_reserved_time),
+           r->pool ? "the pool's segments" : "allocations held from the driver");
+    uint64_t beyond = untracked(r), samples = 0;
+    for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++)
+        samples += r->dev[dv].samples;
+    if (samples)
+        printf("beyond trace:    %-12s device memory the driver reported in use "
+               "beyond what is reserved here (CUDA context, libraries)\n",
+               gmt_size(c, a, (int64_t)beyond));
+    else
+        printf("beyond trace:    unknown (no driver samples in this trace)\n");
+    uint64_t host = 0;
+    for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++)
+        host += r->dev[dv].peak_host;
+    if (host)
+        printf("pinned host:     %-12s peak\n", gmt_size(c, a, (int64_t)host));
+    printf("leaked at exit:  %-12s in %" PRIu64 " allocations%s%s\n",
+           gmt_size(c, a, (int64_t)leak), nleak,
+           hleak ? ", pinned host " : "", hleak ? gmt_size(c, b, (int64_t)hleak) : "");
+    printf("out of memory:   %" PRIu64 "\n", r->ooms_total);
+    for (size_t i = 0; i < r->nooms && i < 5; i++)
+        printf("  at %.3f s: %s on device %u\n", at_s(r, r->ooms[i].time),
+               gmt_size(c, a, (int64_t)r->ooms[i].size), r->ooms[i].device);
+    struct group_row *rows;
+    size_t n = gmt_group(l, c, at_peak, &rows);
+    if (n) {
+        printf("\ntop sites at the peak:\n");
+        static const char *const h[] = {"bytes", "share", "allocations", "site"};
+        static const bool right[] = {true, true, true, false};
+        struct table *t = table_new(4, h, right);
+        for (size_t i = 0; i < n && (c->top == 0 || i < (size_t)c->top); i++) {
+            char share[16], cnt[32];
+            snprintf(share, sizeof share, "%.1f%%",
+                     r->peak_requested ? 100.0 * (double)rows[i].v[0] /
+                                             (double)r->peak_requested : 0.0);
+            snprintf(cnt, sizeof cnt, "%" PRId64, rows[i].v[1]);
+            table_row(t, gmt_size(c, a, rows[i].v[0]), share, cnt, rows[i].label);
+        }
+        table_print(t, c->markdown);
+        table_free(t);
+    }
+    free(rows);
+}
+
+static void json(struct loaded *l, const struct gmt_common *c)
+{
+    const struct replay *r = &l->r;
+    const struct gmt_defs *d = &r->defs;
+    uint64_t nleak, hleak, leak = leaked(r, &nleak, &hleak);
+    printf("{\"trace\":");
+    gmt_json_str(stdout, l->path);
+    printf(",\"pid\":%u,\"command\":", r->hdr.pid);
+    gmt_json_str(stdout, d->process.present ? d->process.cmdline : "");
+    printf(",\"closed\":%s,\"pool\":%s,\"duration_ns\":%" PRIu64
+           ",\"events\":%" PRIu64 ",\"allocations\":%" PRIu64,
+           r->cut ? "false" : "true", r->pool ? "true" : "false",
+           replay_duration(r), r->events, total_allocs(r));
+    printf(",\"peak_requested\":%" PRIu64 ",\"peak_requested_at_ns\":%" PRIu64
+           ",\"peak_allocated\":%" PRIu64 ",\"peak_reserved\":%" PRIu64
+           ",\"peak_reserved_at_ns\":%" PRIu64 ",\"beyond_trace\":%" PRIu64
+           ",\"leaked\":%" PRIu64 ",\"leaked_allocations\":%" PRIu64
+           ",\"leaked_host\":%" PRIu64 ",\"ooms\":%" PRIu64,
+           r->peak_requested,
+           r->peak_requested_time > r->hdr.start_monotonic_ns
+               ? r->peak_requested_time - r->hdr.start_monotonic_ns : 0,
+           peak_allocated(r), r->peak_reserved,
+           r->peak_reserved_time > r->hdr.start_monotonic_ns
+               ? r->peak_reserved_time - r->hdr.start_monotonic_ns : 0,
+           untracked(r), leak, nleak, hleak, r->ooms_total);
+    printf(",\"devices\":[");
+    bool first = true;
+    for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++) {
+        const struct device_state *s = &r->dev[dv];
+        if (!s->seen)
+            continue;
+        const struct gmt_device_def *def = gmt_defs_device(d, (uint32_t)dv);
+        printf("%s{\"ordinal\":%d,\"name\":", first ? "" : ",", dv);
+        gmt_json_str(stdout, def ? def->name : "");
+        printf(",\"total_bytes\":%" PRIu64 ",\"peak_requested\":%" PRIu64
+               ",\"peak_allocated\":%" PRIu64 ",\"peak_reserved\":%" PRIu64
+               ",\"beyond_trace\":%" PRId64 ",\"ooms\":%" PRIu64 "}",
+               def ? def->total_mem : 0, s->peak_requested, s->peak_allocated,
+               s->peak_reserved, s->max_untracked, s->ooms);
+        first = false;
+    }
+    printf("],\"top_sites\":[");
+    struct group_row *rows;
+    size_t n = gmt_group(l, c, at_peak, &rows);
+    for (size_t i = 0; i < n && (c->top == 0 || i < (size_t)c->top); i++) {
+        printf("%s{\"site\":", i ? "," : "");
+        gmt_json_str(stdout, rows[i].label);
+        printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", rows[i].v[0],
+               rows[i].v[1]);
+    }
+    free(rows);
+    printf("]}");
+}
+
+int cmd_summary(int argc, char **argv)
+{
+    static const struct option opts[] = {GMT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+    struct gmt_common c;
+    gmt_common_init(&c);
+    int o;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int k = gmt_common_opt(&c, o, optarg);
+        if (k < 0)
+            return EXIT_ERROR;
+        if (k == 0) {
+            usage(o == 'h' || o == OPT_HELP ? stdout : stderr);
+            return o == 'h' || o == OPT_HELP ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+        }
+    }
+    char **paths;
+    size_t n;
+    if (optind >= argc) {
+        usage(stderr);
+        return EXIT_ERROR;
+    }
+    if (gmt_trace_list(argc - optind, argv + optind, &paths, &n) != 0)
+        return EXIT_ERROR;
+    int rc = EXIT_OK;
+    uint64_t sum_peak = 0, sum_reserved = 0, sum_leak = 0, sum_oom = 0;
+    struct table *procs = NULL;
+    if (n > 1 && !c.json) {
+        static const char *const h[] = {"pid", "peak requested", "peak reserved",
+                                        "leaked", "ooms", "command"};
+        static const bool right[] = {true, true, true, true, true, false};
+        procs = table_new(6, h, right);
+    }
+    if (c.json)
+        printf("{\"schema\":\"gpumemtrace.summary/1\",\"traces\":[");
+    size_t shown = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct loaded *l = gmt_load(paths[i], &c, NULL);
+        if (l == NULL) {
+            rc = EXIT_ERROR;
+            continue;
+        }
+        if (c.json) {
+            if (shown)
+                printf(",");
+            json(l, &c);
+        } else {
+            if (shown)
+                printf("\n");
+            text(l, &c);
+        }
+        shown++;
+        uint64_t nl, hl, leak = leaked(&l->r, &nl, &hl);
+        sum_peak += l->r.peak_requested;
+        sum_reserved += l->r.peak_reserved;
+        sum_leak += leak;
+        sum_oom += l->r.ooms_total;
+        if (procs) {
+            char pid[16], a[32], b[32], e[32], oo[24];
+            snprintf(pid, sizeof pid, "%u", l->r.hdr.pid);
+            snprintf(oo, sizeof oo, "%" PRIu64, l->r.ooms_total);
+            table_row(procs, pid, gmt_size(&c, a, (int64_t)l->r.peak_requested),
+                      gmt_size(&c, b, (int64_t)l->r.peak_reserved),
+                      gmt_size(&c, e, (int64_t)leak), oo,
+                      l->r.defs.process.present ? l->r.defs.process.cmdline : "");
+        }
+        gmt_unload(l);
+    }
+    if (c.json) {
+        printf("],\"combined\":{\"processes\":%zu,\"sum_peak_requested\":%" PRIu64
+               ",\"sum_peak_reserved\":%" PRIu64 ",\"leaked\":%" PRIu64
+               ",\"ooms\":%" PRIu64 "}}\n", shown, sum_peak, sum_reserved, sum_leak,
+               sum_oom);
+    } else if (procs) {
+        char a[32], b[32], e[32], oo[24];
+        snprintf(oo, sizeof oo, "%" PRIu64, sum_oom);
+        table_row(procs, "all", gmt_size(&c, a, (int64_t)sum_peak),
+                  gmt_size(&c, b, (int64_t)sum_reserved), gmt_size(&c, e, (int64_t)sum_leak),
+                  oo, "(sums of each process's peaks: an upper bound)");
+        printf("\nper process:\n");
+        table_print(procs, c.markdown);
+    }
+    table_free(procs);
+    gmt_trace_list_free(paths, n);
+    return gmt_finish_output(rc);
+}

@@ -1,0 +1,409 @@
+/* common.c - what every report command does the same way.
+ *
+ * Options shared by the table commands (parsed by gmt_common_opt), trace
+ * arguments (files, or directories of *.gmt files, in a stable order),
+ * loading a trace (replay + symbolizer) with one error line on failure,
+ * and the table printer (aligned text or Markdown). Output order is always
+ * deterministic: ties are broken by name, so CI can diff reports.
+ */
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common.h"
+
+int gmt_common_opt(struct gmt_common *c, int opt, const char *arg)
+{
+    char *end;
+    switch (opt) {
+    case OPT_JSON:
+        c->json = true;
+        return 1;
+    case OPT_MARKDOWN:
+        c->markdown = true;
+        return 1;
+    case OPT_BYTES:
+        c->bytes = true;
+        return 1;
+    case OPT_NO_SYMBOLS:
+        c->no_symbols = true;
+        return 1;
+    case OPT_TOP:
+        c->top = (int)strtol(arg, &end, 10);
+        if (*arg == '\0' || *end || c->top < 0) {
+            gmt_errorf("--top needs a number, not '%s'", arg);
+            return -1;
+        }
+        return 1;
+    case OPT_DEPTH:
+        c->depth = (int)strtol(arg, &end, 10);
+        if (*arg == '\0' || *end || c->depth < 0 || c->depth > 255) {
+            gmt_errorf("--depth needs a number from 0 to 255, not '%s'", arg);
+            return -1;
+        }
+        return 1;
+    case OPT_GROUP:
+        if (!strcmp(arg, "function"))
+            c->grain = GRAIN_FUNCTION;
+        else if (!strcmp(arg, "line"))
+            c->grain = GRAIN_LINE;
+        else if (!strcmp(arg, "stack"))
+            c->grain = GRAIN_STACK;
+        else {
+            gmt_errorf("--group is function, line or stack, not '%s'", arg);
+            return -1;
+        }
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void gmt_common_init(struct gmt_common *c)
+{
+    memset(c, 0, sizeof *c);
+    c->top = 10;
+    c->grain = GRAIN_LINE;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool looks_like_trace(const char *name)
+{
+    const char *p = strstr(name, ".gmt");
+    return p && (p[4] == '\0' || p[4] == '.');
+}
+
+int gmt_trace_list(int argc, char **argv, char ***out, size_t *n)
+{
+    size_t cap = 16;
+    char **list = malloc(cap * sizeof *list);
+    *n = 0;
+    if (list == NULL)
+        return -1;
+    for (int i = 0; i < argc; i++) {
+        struct stat st;
+        if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            DIR *d = opendir(argv[i]);
+            if (d == NULL) {
+                gmt_errorf("%s: cannot read the directory", argv[i]);
+                goto fail;
+            }
+            size_t first = *n;
+            struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                if (!looks_like_trace(e->d_name))
+                    continue;
+                if (*n == cap) {
+                    char **nl = realloc(list, (cap *= 2) * sizeof *list);
+                    if (nl == NULL) {
+                        closedir(d);
+                        goto fail;
+                    }
+                    list = nl;
+                }
+                size_t len = strlen(argv[i]) + strlen(e->d_name) + 2;
+                list[*n] = malloc(len);
+                if (list[*n] == NULL) {
+                    closedir(d);
+                    goto fail;
+                }
+                snprintf(list[*n], len, "%s/%s", argv[i], e->d_name);
+                (*n)++;
+            }
+            closedir(d);
+            if (*n == first) {
+                gmt_errorf("%s: no traces (*.gmt) in this directory", argv[i]);
+                goto fail;
+            }
+            qsort(list + first, *n - first, sizeof *list, cmp_str);
+        } else {
+            if (*n == cap) {
+                char **nl = realloc(list, (cap *= 2) * sizeof *list);
+                if (nl == NULL)
+                    goto fail;
+                list = nl;
+            }
+            list[(*n)++] = strdup(argv[i]);
+        }
+    }
+    *out = list;
+    return 0;
+fail:
+    gmt_trace_list_free(list, *n);
+    return -1;
+}
+
+void gmt_trace_list_free(char **list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(list[i]);
+    free(list);
+}
+
+struct loaded *gmt_load(const char *path, const struct gmt_common *c,
+                        const struct replay_opts *ro)
+{
+    struct loaded *l = calloc(1, sizeof *l);
+    char err[512];
+    if (l == NULL) {
+        gmt_errorf("%s: out of memory", path);
+        return NULL;
+    }
+    l->path = path;
+    if (replay_trace(path, &l->r, ro, err, sizeof err) != 0) {
+        gmt_errorf("%s: %s", path, err);
+        replay_free(&l->r);
+        free(l);
+        return NULL;
+    }
+    if (l->r.cut)
+        gmt_warnf("%s: the process ended without closing the trace (killed or "
+                  "crashed?); read up to its last complete event", path);
+    l->sym = sym_new(&l->r.defs, !c->no_symbols);
+    return l;
+}
+
+void gmt_unload(struct loaded *l)
+{
+    if (l == NULL)
+        return;
+    sym_free(l->sym);
+    replay_free(&l->r);
+    free(l);
+}
+
+const char *gmt_size(const struct gmt_common *c, char *buf, int64_t v)
+{
+    if (v < 0) {
+        buf[0] = '-';
+        gmt_fmt_bytes(buf + 1, (uint64_t)-v, c->bytes); /* fits: <= 24 chars */
+        return buf;
+    }
+    return gmt_fmt_bytes(buf, (uint64_t)v, c->bytes);
+}
+
+const char *gmt_seconds(char *buf, uint64_t ns)
+{
+    snprintf(buf, 32, "%.3f s", (double)ns / 1e9);
+    return buf;
+}
+
+/* ---- tables ---------------------------------------------------------------- */
+
+struct table *table_new(int ncols, const char *const *headers, const bool *right)
+{
+    struct table *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->ncols = ncols < TABLE_MAX_COLS ? ncols : TABLE_MAX_COLS;
+    for (int i = 0; i < t->ncols; i++) {
+        t->headers[i] = headers[i];
+        t->right[i] = right ? right[i] : false;
+    }
+    return t;
+}
+
+void table_row(struct table *t, ...)
+{
+    if (t->nrows == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 32;
+        char **n = realloc(t->cells, cap * TABLE_MAX_COLS * sizeof *n);
+        if (n == NULL)
+            return;
+        t->cells = n;
+        t->cap = cap;
+    }
+    va_list ap;
+    va_start(ap, t);
+    for (int i = 0; i < t->ncols; i++) {
+        const char *s = va_arg(ap, const char *);
+        t->cells[t->nrows * TABLE_MAX_COLS + (size_t)i] = strdup(s ? s : "");
+    }
+    va_end(ap);
+    t->nrows++;
+}
+
+static int utf8_width(const char *s)
+{
+    int w = 0;
+    for (; *s; s++)
+        w += ((unsigned char)*s & 0xc0) != 0x80;
+    return w;
+}
+
+void table_print(struct table *t, bool markdown)
+{
+    int width[TABLE_MAX_COLS];
+    for (int c = 0; c < t->ncols; c++) {
+        width[c] = utf8_width(t->headers[c]);
+        for (size_t r = 0; r < t->nrows; r++) {
+            int w = utf8_width(t->cells[r * TABLE_MAX_COLS + (size_t)c]);
+            if (w > width[c])
+                width[c] = w;
+        }
+    }
+    for (size_t r = 0; r <= t->nrows + (markdown ? 1 : 0); r++) {
+        if (markdown)
+            fputs("|", stdout);
+        for (int c = 0; c < t->ncols; c++) {
+            const char *cell;
+            bool sep = markdown && r == 1;
+            if (r == 0)
+                cell = t->headers[c];
+            else if (sep)
+                cell = NULL;
+            else
+                cell = t->cells[(r - 1 - (markdown ? 1 : 0)) * TABLE_MAX_COLS + (size_t)c];
+            if (sep) {
+                printf(" %s%s |", t->right[c] ? "" : "", t->right[c] ? "---:" : "---");
+                continue;
+            }
+            int pad = width[c] - utf8_width(cell);
+            bool last = c == t->ncols - 1;
+            if (markdown) {
+                printf(" %s |", cell);
+            } else if (t->right[c]) {
+                printf("%s%*s%s", c ? "  " : "", pad, "", cell);
+            } else {
+                printf("%s%s%*s", c ? "  " : "", cell, last ? 0 : pad, "");
+            }
+        }
+        fputs("\n", stdout);
+    }
+}
+
+void table_free(struct table *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < t->nrows * TABLE_MAX_COLS; i++)
+        if (i % TABLE_MAX_COLS < (size_t)t->ncols)
+            free(t->cells[i]);
+    free(t->cells);
+    free(t);
+}
+
+/* ---- grouping sites by label ------------------------------------------- */
+
+struct gentry {
+    const char *label;
+    int64_t v[GROUP_VALUES];
+    UT_hash_handle hh;
+};
+
+static int cmp_group(const void *a, const void *b)
+{
+    const struct group_row *x = a, *y = b;
+    if (x->v[0] != y->v[0])
+        return x->v[0] > y->v[0] ? -1 : 1;
+    return strcmp(x->label, y->label); /* stable for CI diffs */
+}
+
+size_t gmt_group(struct loaded *l, const struct gmt_common *c,
+                 bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                 struct group_row **out)
+{
+    struct gentry *map = NULL, *e, *tmp;
+    size_t n = 0;
+    for (size_t i = 0; i < l->r.nsites; i++) {
+        const struct site *s = l->r.sites[i];
+        int64_t v[GROUP_VALUES] = {0};
+        if (!pick(s, v))
+            continue;
+        const char *label = sym_site(l->sym, s->stack, c->grain, c->depth);
+        HASH_FIND_STR(map, label, e);
+        if (e == NULL) {
+            if ((e = calloc(1, sizeof *e)) == NULL)
+                continue;
+            e->label = label;
+            HASH_ADD_KEYPTR(hh, map, e->label, strlen(e->label), e);
+            n++;
+        }
+        for (int k = 0; k < GROUP_VALUES; k++)
+            e->v[k] += v[k];
+    }
+    struct group_row *rows = calloc(n ? n : 1, sizeof *rows);
+    size_t i = 0;
+    HASH_ITER(hh, map, e, tmp) {
+        if (rows) {
+            rows[i].label = e->label;
+            memcpy(rows[i].v, e->v, sizeof e->v);
+            i++;
+        }
+        HASH_DEL(map, e);
+        free(e);
+    }
+    if (rows)
+        qsort(rows, n, sizeof *rows, cmp_group);
+    *out = rows;
+    return rows ? n : 0;
+}
+
+/* ---- the per-trace command driver ---------------------------------------- */
+
+int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx)
+{
+    struct option opts[32];
+    static const struct option common[] = {GMT_COMMON_LONGOPTS};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof common / sizeof *common; i++)
+        opts[n++] = common[i];
+    for (const struct option *o = cmd->options; o && o->name && n < 31; o++)
+        opts[n++] = *o;
+    opts[n] = (struct option){NULL, 0, NULL, 0};
+    struct gmt_common c;
+    gmt_common_init(&c);
+    c.top = cmd->default_top;
+    int o;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int k = gmt_common_opt(&c, o, optarg);
+        if (k == 0 && cmd->option && o >= OPT_CMD_BASE)
+            k = cmd->option(o, optarg, ctx);
+        if (k < 0)
+            return EXIT_ERROR;
+        if (k == 0) {
+            bool help = o == 'h' || o == OPT_HELP;
+            cmd->usage(help ? stdout : stderr);
+            return help ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+        }
+    }
+    if (optind >= argc) {
+        cmd->usage(stderr);
+        return EXIT_ERROR;
+    }
+    char **paths;
+    size_t np;
+    if (gmt_trace_list(argc - optind, argv + optind, &paths, &np) != 0)
+        return EXIT_ERROR;
+    int rc = EXIT_OK;
+    if (c.json)
+        printf("{\"schema\":\"%s\",\"traces\":[", cmd->schema);
+    size_t shown = 0;
+    for (size_t i = 0; i < np; i++) {
+        struct loaded *l = gmt_load(paths[i], &c, &cmd->replay);
+        if (l == NULL) {
+            rc = EXIT_ERROR;
+            continue;
+        }
+        if (shown && c.json)
+            printf(",");
+        else if (shown)
+            printf("\n");
+        cmd->each(l, &c, ctx);
+        shown++;
+        gmt_unload(l);
+    }
+    if (cmd->done)
+        cmd->done(&c, ctx, shown);
+    if (c.json)
+        printf("]}\n");
+    gmt_trace_list_free(paths, np);
+    return gmt_finish_output(rc);
+}

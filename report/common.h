@@ -1,0 +1,132 @@
+/* common.h - shared machinery of the report commands (common.c). */
+#ifndef GMT_COMMON_H
+#define GMT_COMMON_H
+
+#include <getopt.h>
+
+#include "replay.h"
+#include "report.h"
+#include "symbols.h"
+
+/* Options every table command understands. */
+struct gmt_common {
+    bool json, markdown, bytes, no_symbols;
+    int top;                /* rows per table (0: all) */
+    enum site_grain grain;  /* how sites are grouped */
+    int depth;              /* frames per site label (stack grain) */
+};
+
+enum {
+    OPT_JSON = 1000,
+    OPT_MARKDOWN,
+    OPT_BYTES,
+    OPT_NO_SYMBOLS,
+    OPT_TOP,
+    OPT_DEPTH,
+    OPT_GROUP,
+    OPT_HELP,
+    OPT_CMD_BASE = 1100, /* command-specific options start here */
+};
+
+#define GMT_COMMON_LONGOPTS                                                   \
+    {"json", no_argument, NULL, OPT_JSON},                                    \
+        {"markdown", no_argument, NULL, OPT_MARKDOWN},                        \
+        {"bytes", no_argument, NULL, OPT_BYTES},                              \
+        {"no-symbols", no_argument, NULL, OPT_NO_SYMBOLS},                    \
+        {"top", required_argument, NULL, OPT_TOP},                            \
+        {"depth", required_argument, NULL, OPT_DEPTH},                        \
+        {"group", required_argument, NULL, OPT_GROUP},                        \
+        {"help", no_argument, NULL, OPT_HELP}
+
+#define GMT_COMMON_HELP                                                       \
+    "  --json          machine-readable output (docs/report-json.md)\n"       \
+    "  --markdown      tables in Markdown\n"                                  \
+    "  --bytes         exact byte counts instead of KiB/MiB/GiB\n"            \
+    "  --top N         rows per table (default 10, 0: all)\n"                 \
+    "  --group G       group sites by function, line (default) or stack\n"    \
+    "  --depth N       frames per site (stack grouping); with function or\n"  \
+    "                  line grouping, which user frame names the site\n"      \
+    "  --no-symbols    don't read binaries: frames as module+offset\n"
+
+void gmt_common_init(struct gmt_common *c);
+/* 1: handled, 0: not a common option, -1: bad value (message printed). */
+int gmt_common_opt(struct gmt_common *c, int opt, const char *arg);
+
+/* Expand trace arguments (directories give their *.gmt files, sorted). */
+int gmt_trace_list(int argc, char **argv, char ***out, size_t *n);
+void gmt_trace_list_free(char **list, size_t n);
+
+/* A replayed trace with its symbolizer. NULL after one error line. */
+struct loaded {
+    const char *path;
+    struct replay r;
+    struct symbolizer *sym;
+};
+struct loaded *gmt_load(const char *path, const struct gmt_common *c,
+                        const struct replay_opts *ro);
+void gmt_unload(struct loaded *l);
+
+/* Sizes per --bytes (buffers of 32). Negative values get a minus sign. */
+const char *gmt_size(const struct gmt_common *c, char *buf, int64_t v);
+const char *gmt_seconds(char *buf, uint64_t ns);
+
+/* Tables: text aligned in columns, or Markdown. */
+#define TABLE_MAX_COLS 12
+struct table {
+    int ncols;
+    const char *headers[TABLE_MAX_COLS];
+    bool right[TABLE_MAX_COLS];
+    char **cells;
+    size_t nrows, cap;
+};
+struct table *table_new(int ncols, const char *const *headers, const bool *right);
+void table_row(struct table *t, ...); /* ncols strings */
+void table_print(struct table *t, bool markdown);
+void table_free(struct table *t);
+
+/* Sites grouped by their label at the chosen grain. `pick` fills up to
+ * GROUP_VALUES numbers for a site (false: leave it out); rows are sorted
+ * by v[0], largest first, then by label. */
+#define GROUP_VALUES 6
+struct group_row {
+    const char *label;
+    int64_t v[GROUP_VALUES];
+};
+size_t gmt_group(struct loaded *l, const struct gmt_common *c,
+                 bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                 struct group_row **out);
+
+/* A command that prints something for each trace. gmt_run parses the
+ * common options and the command's own (ids from OPT_CMD_BASE up, handled
+ * by `option`: 1 handled, -1 bad value), expands trace arguments, loads
+ * each, and calls `each`; with --json, the output is
+ * {"schema": SCHEMA, "traces": [each's object, ...] ...}, and `done` may
+ * append fields after the list (it is called before the closing "]}" with
+ * the list still open: print "]," and your fields, and gmt_run closes with
+ * "}" - or print nothing). */
+struct gmt_command {
+    const char *schema;
+    const struct option *options; /* NULL-terminated, may be NULL */
+    int (*option)(int opt, const char *arg, void *ctx);
+    void (*usage)(FILE *f);
+    void (*each)(struct loaded *l, const struct gmt_common *c, void *ctx);
+    void (*done)(const struct gmt_common *c, void *ctx, size_t traces);
+    struct replay_opts replay;
+    int default_top;
+};
+int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx);
+
+/* growth.c: sites whose live bytes rise steadily (needs the replay with
+ * replay_opts.growth). Rows sorted by rate, largest first. */
+struct growth_row {
+    const char *label;
+    double bytes_per_s;   /* slope of the live bytes */
+    int64_t net;          /* rise over the analysed part of the run */
+    double r2;            /* how straight the rise is */
+    double rising;        /* share of bucket-to-bucket changes that rise */
+    int64_t from_bytes, to_bytes;
+};
+size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
+                  struct growth_row **out);
+
+#endif /* GMT_COMMON_H */

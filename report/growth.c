@@ -1,0 +1,109 @@
+/* growth.c - finding sites whose live memory rises through the run.
+ *
+ * The replay keeps, per site, its live bytes at the end of each of up to
+ * 32 time buckets. A site grows when, after the first 10% of the run
+ * (start-up allocations are not growth): its least-squares slope is
+ * positive, the line explains the series well (R^2 >= 0.8), most steps go
+ * up (>= 60% of bucket-to-bucket changes are rises, none large falls),
+ * and the net rise is at least 1 MiB. A training loop that keeps each
+ * step's autograd graph alive looks exactly like this; a cache that fills
+ * once and plateaus does not (its R^2 drops, its late steps are flat).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define MIN_GROWTH (1u << 20)
+
+static int cmp_rate(const void *a, const void *b)
+{
+    const struct growth_row *x = a, *y = b;
+    if (x->bytes_per_s != y->bytes_per_s)
+        return x->bytes_per_s > y->bytes_per_s ? -1 : 1;
+    return strcmp(x->label, y->label);
+}
+
+/* Fit a line to v[from..to) at x = bucket index. */
+static void fit(const int64_t *v, int from, int to, double *slope, double *r2)
+{
+    double n = to - from, sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
+    for (int i = from; i < to; i++) {
+        double x = i, y = (double)v[i];
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+        syy += y * y;
+    }
+    double vx = n * sxx - sx * sx, vy = n * syy - sy * sy, c = n * sxy - sx * sy;
+    *slope = vx > 0 ? c / vx : 0;
+    *r2 = vx > 0 && vy > 0 ? (c * c) / (vx * vy) : 0;
+}
+
+size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
+                  struct growth_row **out)
+{
+    uint64_t width;
+    int nb = replay_growth_buckets(&l->r, &width);
+    size_t n = 0, cap = 16;
+    struct growth_row *rows = calloc(cap, sizeof *rows);
+    if (rows == NULL || nb < 4) {
+        *out = rows;
+        return 0;
+    }
+    int from = nb / 10 > 0 ? nb / 10 : 1;
+    /* sites grouped by label: sum their series first */
+    struct series {
+        const char *label;
+        int64_t v[REPLAY_GROWTH_BUCKETS];
+        UT_hash_handle hh;
+    } *map = NULL, *e, *tmp;
+    for (size_t i = 0; i < l->r.nsites; i++) {
+        const struct site *s = l->r.sites[i];
+        if (s->growth == NULL || s->total_count == 0)
+            continue;
+        const char *label = sym_site(l->sym, s->stack, c->grain, c->depth);
+        HASH_FIND_STR(map, label, e);
+        if (e == NULL) {
+            if ((e = calloc(1, sizeof *e)) == NULL)
+                continue;
+            e->label = label;
+            HASH_ADD_KEYPTR(hh, map, e->label, strlen(e->label), e);
+        }
+        for (int k = 0; k < nb; k++)
+            e->v[k] += s->growth[k];
+    }
+    HASH_ITER(hh, map, e, tmp) {
+        double slope, r2;
+        fit(e->v, from, nb, &slope, &r2);
+        int ups = 0, steps = 0;
+        int64_t worst_fall = 0;
+        for (int k = from + 1; k < nb; k++) {
+            int64_t d = e->v[k] - e->v[k - 1];
+            steps++;
+            ups += d > 0;
+            if (-d > worst_fall)
+                worst_fall = -d;
+        }
+        int64_t net = e->v[nb - 1] - e->v[from];
+        if (slope > 0 && r2 >= 0.8 && steps && ups * 10 >= steps * 6 &&
+            net >= (int64_t)MIN_GROWTH && worst_fall * 4 < net) {
+            if (n == cap) {
+                struct growth_row *g = realloc(rows, (cap *= 2) * sizeof *rows);
+                if (g == NULL)
+                    break;
+                rows = g;
+            }
+            rows[n++] = (struct growth_row){
+                e->label, slope * 1e9 / (double)width, net, r2,
+                (double)ups / steps, e->v[from], e->v[nb - 1]};
+        }
+        HASH_DEL(map, e);
+        free(e);
+    }
+    qsort(rows, n, sizeof *rows, cmp_rate);
+    *out = rows;
+    return n;
+}

@@ -1,0 +1,592 @@
+/* replay.c - the replay engine behind the report commands (see replay.h).
+ *
+ * Hot path: one record decoded by the reader, one open-addressing lookup
+ * for an allocation or free, a few counters. Per-site bookkeeping is an
+ * array indexed by stack id. The picture at the peak: every site changed
+ * since the last peak is on the `touched` list; when the live total sets
+ * a new peak, those sites copy their live bytes into peak_bytes and the
+ * list empties - each event pays for at most one such copy.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+
+#define DENSE_IDS (1u << 20)
+
+struct site_hash {
+    uint32_t id, index;
+    UT_hash_handle hh;
+};
+
+/* ---- live allocations ------------------------------------------------ */
+
+static size_t slot(uint64_t addr, size_t cap)
+{
+    return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+}
+
+static bool live_grow(struct replay *r)
+{
+    size_t cap = r->live_cap ? r->live_cap * 2 : 4096;
+    struct live *t = calloc(cap, sizeof *t);
+    if (t == NULL)
+        return false;
+    for (size_t i = 0; i < r->live_cap; i++) {
+        if (!r->live[i].addr)
+            continue;
+        size_t j = slot(r->live[i].addr, cap);
+        while (t[j].addr)
+            j = (j + 1) & (cap - 1);
+        t[j] = r->live[i];
+    }
+    free(r->live);
+    r->live = t;
+    r->live_cap = cap;
+    return true;
+}
+
+static struct live *live_find(struct replay *r, uint64_t addr)
+{
+    if (r->live_cap == 0)
+        return NULL;
+    size_t j = slot(addr, r->live_cap);
+    while (r->live[j].addr) {
+        if (r->live[j].addr == addr)
+            return &r->live[j];
+        j = (j + 1) & (r->live_cap - 1);
+    }
+    return NULL;
+}
+
+static struct live *live_insert(struct replay *r, uint64_t addr)
+{
+    if ((r->live_n + 1) * 4 > r->live_cap * 3 && !live_grow(r))
+        return NULL;
+    size_t j = slot(addr, r->live_cap);
+    while (r->live[j].addr)
+        j = (j + 1) & (r->live_cap - 1);
+    r->live_n++;
+    r->live[j].addr = addr;
+    return &r->live[j];
+}
+
+static void live_remove(struct replay *r, struct live *l)
+{
+    size_t cap = r->live_cap, hole = (size_t)(l - r->live), j = hole;
+    for (;;) {
+        j = (j + 1) & (cap - 1);
+        if (!r->live[j].addr)
+            break;
+        size_t home = slot(r->live[j].addr, cap);
+        if (((j - home) & (cap - 1)) >= ((j - hole) & (cap - 1))) {
+            r->live[hole] = r->live[j];
+            hole = j;
+        }
+    }
+    memset(&r->live[hole], 0, sizeof r->live[hole]);
+    r->live_n--;
+}
+
+/* ---- sites ------------------------------------------------------------ */
+
+static struct site *site_new(struct replay *r, uint32_t id, uint32_t *index)
+{
+    if (r->nsites == r->cap_sites) {
+        size_t cap = r->cap_sites ? 2 * r->cap_sites : 256;
+        struct site **n = realloc(r->sites, cap * sizeof *n);
+        if (n == NULL)
+            return NULL;
+        r->sites = n;
+        r->cap_sites = cap;
+    }
+    struct site *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->stack = id;
+    if (r->want_growth &&
+        (s->growth = calloc(REPLAY_GROWTH_BUCKETS, sizeof *s->growth)) == NULL) {
+        free(s);
+        return NULL;
+    }
+    *index = s->index = (uint32_t)r->nsites;
+    r->sites[r->nsites++] = s;
+    return s;
+}
+
+static struct site *site_of(struct replay *r, uint32_t id)
+{
+    uint32_t index;
+    if (id < DENSE_IDS) {
+        if (id < r->site_of_cap && r->site_of_id[id])
+            return r->sites[r->site_of_id[id] - 1];
+        if (id >= r->site_of_cap) {
+            size_t cap = r->site_of_cap ? r->site_of_cap : 1024;
+            while (cap <= id)
+                cap *= 2;
+            uint32_t *n = realloc(r->site_of_id, cap * sizeof *n);
+            if (n == NULL)
+                return NULL;
+            memset(n + r->site_of_cap, 0, (cap - r->site_of_cap) * sizeof *n);
+            r->site_of_id = n;
+            r->site_of_cap = cap;
+        }
+        struct site *s = site_new(r, id, &index);
+        if (s)
+            r->site_of_id[id] = index + 1;
+        return s;
+    }
+    struct site_hash *h;
+    HASH_FIND(hh, r->site_big, &id, sizeof id, h);
+    if (h)
+        return r->sites[h->index];
+    struct site *s = site_new(r, id, &index);
+    if (s && (h = calloc(1, sizeof *h)) != NULL) {
+        h->id = id;
+        h->index = index;
+        HASH_ADD(hh, r->site_big, id, sizeof h->id, h);
+    }
+    return s;
+}
+
+/* ---- time series ---------------------------------------------------------- */
+
+static void merge_buckets(struct replay *r)
+{
+    for (int i = 0; i < REPLAY_BUCKETS / 2; i++) {
+        struct bucket *a = &r->buckets[2 * i], *b = &r->buckets[2 * i + 1];
+        struct bucket m = *a;
+        if (b->used) {
+            if (!m.used)
+                m = *b;
+            if (b->requested > m.requested)
+                m.requested = b->requested;
+            if (b->reserved > m.reserved)
+                m.reserved = b->reserved;
+            if (b->host > m.host)
+                m.host = b->host;
+            m.device_used = b->device_used ? b->device_used : m.device_used;
+            m.used = true;
+        }
+        r->buckets[i] = m;
+    }
+    memset(&r->buckets[REPLAY_BUCKETS / 2], 0,
+           REPLAY_BUCKETS / 2 * sizeof r->buckets[0]);
+    r->bucket_ns *= 2;
+}
+
+static void merge_growth(struct replay *r)
+{
+    for (size_t k = 0; k < r->nsites; k++) {
+        int64_t *g = r->sites[k]->growth;
+        if (g == NULL)
+            continue;
+        for (int i = 0; i < REPLAY_GROWTH_BUCKETS / 2; i++)
+            g[i] = g[2 * i + 1]; /* the value at the end of the merged pair */
+        for (int i = REPLAY_GROWTH_BUCKETS / 2; i < REPLAY_GROWTH_BUCKETS; i++)
+            g[i] = g[REPLAY_GROWTH_BUCKETS / 2 - 1];
+    }
+    r->g_bucket_ns *= 2;
+    r->g_last /= 2;
+}
+
+/* Growth series hold, per site, the live bytes at the end of each bucket:
+ * every bucket from the last one written up to `b` gets the current value
+ * of every site (carried forward), so a site untouched in a bucket keeps
+ * its value there. */
+static void growth_advance(struct replay *r, uint64_t t)
+{
+    if (t < r->t0)
+        return;
+    uint64_t b = (t - r->t0) / r->g_bucket_ns;
+    while (b >= REPLAY_GROWTH_BUCKETS) {
+        merge_growth(r);
+        b = (t - r->t0) / r->g_bucket_ns;
+    }
+    while (r->g_last < (int)b) {
+        r->g_last++;
+        for (size_t k = 0; k < r->nsites; k++)
+            if (r->sites[k]->growth)
+                r->sites[k]->growth[r->g_last] = r->sites[k]->live_bytes;
+    }
+}
+
+static struct bucket *bucket_at(struct replay *r, uint64_t t)
+{
+    if (t < r->t0)
+        t = r->t0;
+    uint64_t b = (t - r->t0) / r->bucket_ns;
+    while (b >= REPLAY_BUCKETS) {
+        merge_buckets(r);
+        b = (t - r->t0) / r->bucket_ns;
+    }
+    return &r->buckets[b];
+}
+
+static void note_series(struct replay *r, uint64_t t)
+{
+    struct bucket *b = bucket_at(r, t);
+    b->used = true;
+    if ((uint64_t)r->requested > b->requested)
+        b->requested = (uint64_t)r->requested;
+    if ((uint64_t)r->reserved > b->reserved)
+        b->reserved = (uint64_t)r->reserved;
+    if ((uint64_t)r->host > b->host)
+        b->host = (uint64_t)r->host;
+}
+
+/* ---- events --------------------------------------------------------------- */
+
+static int mem_of(unsigned api)
+{
+    api &= ~GMT_API_PTDS;
+    if (api == GMT_API_MALLOC_HOST || api == GMT_API_HOST_ALLOC)
+        return MEM_HOST;
+    if (api == GMT_API_MALLOC_MANAGED)
+        return MEM_MANAGED;
+    return MEM_DEVICE;
+}
+
+/* Is this allocation's memory one of the pool's segments? */
+static bool pooled(const struct replay *r, unsigned api)
+{
+    return r->pool && (api & ~GMT_API_PTDS) == GMT_API_MALLOC;
+}
+
+static void new_peak_check(struct replay *r, const struct gmt_rec *rec)
+{
+    if ((uint64_t)r->requested > r->peak_requested) {
+        r->peak_requested = (uint64_t)r->requested;
+        r->peak_requested_time = rec->time;
+        r->peak_requested_seq = rec->seq;
+        for (size_t i = 0; i < r->ntouched; i++) {
+            struct site *s = r->sites[r->touched[i]];
+            s->peak_bytes = s->live_bytes;
+            s->peak_count = s->live_count;
+            s->dirty = false;
+        }
+        r->ntouched = 0;
+    }
+    if ((uint64_t)r->reserved > r->peak_reserved) {
+        r->peak_reserved = (uint64_t)r->reserved;
+        r->peak_reserved_time = rec->time;
+    }
+}
+
+static void device_peaks(struct device_state *d, const struct gmt_rec *rec)
+{
+    if ((uint64_t)d->requested > d->peak_requested) {
+        d->peak_requested = (uint64_t)d->requested;
+        d->peak_requested_time = rec->time;
+        d->peak_requested_seq = rec->seq;
+    }
+    if ((uint64_t)d->allocated > d->peak_allocated) {
+        d->peak_allocated = (uint64_t)d->allocated;
+        d->peak_allocated_time = rec->time;
+    }
+    if ((uint64_t)d->reserved > d->peak_reserved) {
+        d->peak_reserved = (uint64_t)d->reserved;
+        d->peak_reserved_time = rec->time;
+    }
+    if ((uint64_t)d->host > d->peak_host)
+        d->peak_host = (uint64_t)d->host;
+}
+
+static void mark_site(struct replay *r, struct site *s)
+{
+    if (s->dirty)
+        return;
+    if (r->ntouched == r->cap_touched) {
+        size_t cap = r->cap_touched ? 2 * r->cap_touched : 256;
+        uint32_t *n = realloc(r->touched, cap * sizeof *n);
+        if (n == NULL)
+            return;
+        r->touched = n;
+        r->cap_touched = cap;
+    }
+    r->touched[r->ntouched++] = s->index;
+    s->dirty = true;
+}
+
+static void on_alloc(struct replay *r, const struct gmt_rec *rec)
+{
+    struct device_state *d = &r->dev[rec->device % REPLAY_MAX_DEVICES];
+    d->seen = true;
+    if (rec->result != 0) {
+        d->failed_allocs++;
+        if (rec->result == 2) { /* cudaErrorMemoryAllocation */
+            d->ooms++;
+            r->ooms_total++;
+            if (r->nooms < REPLAY_MAX_OOMS) {
+                struct oom *o = &r->ooms[r->nooms++];
+                *o = (struct oom){rec->time, rec->seq, rec->size, rec->device,
+                                  rec->thread, rec->stack, rec->result, false, {0}};
+                if (r->oom_state_pending) {
+                    o->has_state = true;
+                    memcpy(o->state, r->oom_state, sizeof o->state);
+                }
+            }
+        }
+        r->oom_state_pending = false;
+        return;
+    }
+    r->oom_state_pending = false;
+    if (rec->addr == 0 || rec->size == 0)
+        return;
+    struct live *l = live_find(r, rec->addr);
+    if (l) /* allocated twice without a free we saw: the old one is gone */
+        live_remove(r, l);
+    if ((l = live_insert(r, rec->addr)) == NULL)
+        return;
+    int mem = mem_of(rec->api);
+    l->size = rec->size;
+    l->block = rec->size + rec->size2;
+    l->time = rec->time;
+    l->stack = rec->stack;
+    l->thread = rec->thread;
+    l->device = (uint16_t)(rec->device % REPLAY_MAX_DEVICES);
+    l->mem = (uint8_t)mem;
+    l->api = rec->api;
+    d->allocs++;
+    struct site *s = site_of(r, rec->stack);
+    if (mem == MEM_HOST) {
+        d->host += (int64_t)rec->size;
+        r->host += (int64_t)rec->size;
+        if (s) {
+            s->host_live_bytes += rec->size;
+            s->host_total_bytes += rec->size;
+        }
+    } else {
+        d->requested += (int64_t)l->size;
+        d->allocated += (int64_t)l->block;
+        r->requested += (int64_t)l->size;
+        r->allocated += (int64_t)l->block;
+        if (!pooled(r, rec->api)) {
+            d->reserved += (int64_t)l->block;
+            r->reserved += (int64_t)l->block;
+        }
+        if (s) {
+            s->live_bytes += (int64_t)rec->size;
+            s->live_count++;
+            s->total_bytes += rec->size;
+            s->total_count++;
+            mark_site(r, s);
+        }
+    }
+    device_peaks(d, rec);
+    new_peak_check(r, rec);
+}
+
+static void on_free(struct replay *r, const struct gmt_rec *rec)
+{
+    if (rec->result != 0 || rec->addr == 0)
+        return;
+    struct live *l = live_find(r, rec->addr);
+    if (l == NULL) {
+        r->unknown_frees++;
+        return;
+    }
+    struct device_state *d = &r->dev[l->device];
+    d->frees++;
+    struct site *s = site_of(r, l->stack);
+    if (l->mem == MEM_HOST) {
+        d->host -= (int64_t)l->size;
+        r->host -= (int64_t)l->size;
+        if (s)
+            s->host_live_bytes -= l->size;
+    } else {
+        d->requested -= (int64_t)l->size;
+        d->allocated -= (int64_t)l->block;
+        r->requested -= (int64_t)l->size;
+        r->allocated -= (int64_t)l->block;
+        if (!pooled(r, l->api)) {
+            d->reserved -= (int64_t)l->block;
+            r->reserved -= (int64_t)l->block;
+        }
+        if (s) {
+            s->live_bytes -= (int64_t)l->size;
+            s->live_count--;
+            mark_site(r, s);
+        }
+    }
+    live_remove(r, l);
+}
+
+static void on_segment(struct replay *r, const struct gmt_rec *rec, bool alloc)
+{
+    struct device_state *d = &r->dev[rec->device % REPLAY_MAX_DEVICES];
+    d->seen = true;
+    int64_t n = alloc ? (int64_t)rec->size : -(int64_t)rec->size;
+    d->segments += n;
+    d->reserved += n;
+    r->reserved += n;
+    device_peaks(d, rec);
+    if ((uint64_t)r->reserved > r->peak_reserved) {
+        r->peak_reserved = (uint64_t)r->reserved;
+        r->peak_reserved_time = rec->time;
+    }
+}
+
+static void on_copy(struct replay *r, const struct gmt_rec *rec)
+{
+    if (rec->result != 0)
+        return;
+    unsigned dir = rec->dir & GMT_DIR_MASK, hm = (rec->dir >> GMT_HOSTMEM_SHIFT) & 3;
+    if (dir > 4)
+        dir = 0;
+    if (hm > 2)
+        hm = 0;
+    r->copy_bytes[dir][hm] += rec->size;
+    r->copy_count[dir][hm]++;
+    struct site *s = site_of(r, rec->stack);
+    if (s) {
+        s->copy_bytes[dir] += rec->size;
+        s->copy_count[dir]++;
+    }
+}
+
+static void on_sample(struct replay *r, const struct gmt_rec *rec)
+{
+    struct device_state *d = &r->dev[rec->device % REPLAY_MAX_DEVICES];
+    d->seen = true;
+    d->samples++;
+    uint64_t used = rec->v[4];
+    if (used) {
+        d->last_device_used = used;
+        if (used > d->max_device_used)
+            d->max_device_used = used;
+        int64_t beyond = (int64_t)used - d->reserved;
+        if (beyond > d->max_untracked)
+            d->max_untracked = beyond;
+        struct bucket *b = bucket_at(r, rec->time);
+        b->device_used = used;
+        b->used = true;
+    }
+    uint64_t reserved = rec->v[0], allocated = rec->v[1], largest = rec->v[2];
+    if (reserved > allocated) {
+        double frag = 1.0 - (double)largest / (double)(reserved - allocated);
+        if (frag > d->max_frag) {
+            d->max_frag = frag;
+            d->max_frag_time = rec->time;
+        }
+    }
+}
+
+int replay_trace(const char *path, struct replay *r,
+                 const struct replay_opts *opts, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    r->want_growth = opts && opts->growth;
+    struct gmt_reader *rd = gmt_reader_open(path, err, errlen);
+    if (rd == NULL)
+        return -1;
+    r->hdr = *gmt_reader_header(rd);
+    r->cut = gmt_reader_cut(rd);
+    r->pool = (r->hdr.features & GMT_FEAT_POOL) != 0;
+    r->t0 = r->hdr.start_monotonic_ns;
+    /* a closed trace says how long it ran: size the buckets to fit */
+    uint64_t span = r->hdr.end_monotonic_ns > r->t0 && !r->cut
+                        ? r->hdr.end_monotonic_ns - r->t0 : 1000000000ull;
+    r->bucket_ns = span / REPLAY_BUCKETS + 1;
+    r->g_bucket_ns = span / REPLAY_GROWTH_BUCKETS + 1;
+    r->g_last = -1;
+    struct gmt_rec rec;
+    int got;
+    while ((got = gmt_reader_next(rd, &rec)) == 1) {
+        r->records++;
+        if (rec.kind == GMT_K_EXT) {
+            if (gmt_defs_add(&r->defs, &rec, err, errlen) != 0) {
+                gmt_reader_close(rd);
+                return -1;
+            }
+            continue;
+        }
+        r->events++;
+        if (r->first_time == 0)
+            r->first_time = rec.time;
+        r->last_time = rec.time;
+        if (r->want_growth)
+            growth_advance(r, rec.time);
+        switch (rec.kind) {
+        case GMT_K_ALLOC:
+            on_alloc(r, &rec);
+            note_series(r, rec.time);
+            break;
+        case GMT_K_FREE:
+            on_free(r, &rec);
+            note_series(r, rec.time);
+            break;
+        case GMT_K_SEGMENT_ALLOC:
+        case GMT_K_SEGMENT_FREE:
+            on_segment(r, &rec, rec.kind == GMT_K_SEGMENT_ALLOC);
+            note_series(r, rec.time);
+            break;
+        case GMT_K_MEMCPY:
+            on_copy(r, &rec);
+            break;
+        case GMT_K_MEMSET:
+            if (rec.result == 0) {
+                r->set_bytes += rec.size;
+                r->set_count++;
+                struct site *s = site_of(r, rec.stack);
+                if (s) {
+                    s->set_bytes += rec.size;
+                    s->set_count++;
+                }
+            }
+            break;
+        case GMT_K_SAMPLE:
+            on_sample(r, &rec);
+            break;
+        case GMT_K_OOM:
+            r->oom_state_pending = true;
+            memcpy(r->oom_state, rec.v, sizeof r->oom_state);
+            break;
+        default:
+            break;
+        }
+    }
+    if (got < 0) {
+        snprintf(err, errlen, "%s", gmt_reader_error(rd));
+        gmt_reader_close(rd);
+        return -1;
+    }
+    if (r->want_growth)
+        growth_advance(r, r->last_time);
+    gmt_reader_close(rd);
+    return 0;
+}
+
+uint64_t replay_duration(const struct replay *r)
+{
+    uint64_t end = r->last_time;
+    if (!r->cut && r->hdr.end_monotonic_ns > end)
+        end = r->hdr.end_monotonic_ns;
+    return end > r->hdr.start_monotonic_ns ? end - r->hdr.start_monotonic_ns : 0;
+}
+
+int replay_growth_buckets(const struct replay *r, uint64_t *width_ns)
+{
+    *width_ns = r->g_bucket_ns;
+    return r->g_last + 1;
+}
+
+void replay_free(struct replay *r)
+{
+    for (size_t i = 0; i < r->nsites; i++) {
+        free(r->sites[i]->growth);
+        free(r->sites[i]);
+    }
+    struct site_hash *h, *tmp;
+    HASH_ITER(hh, r->site_big, h, tmp) {
+        HASH_DEL(r->site_big, h);
+        free(h);
+    }
+    free(r->sites);
+    free(r->site_of_id);
+    free(r->touched);
+    free(r->live);
+    gmt_defs_free(&r->defs);
+    memset(r, 0, sizeof *r);
+}

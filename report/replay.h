@@ -1,0 +1,143 @@
+/* replay.h - rebuild a process's GPU memory state from its trace.
+ *
+ * The replay streams a trace once, in order, and keeps what the report
+ * commands need: live allocations (by address), per-site statistics (a
+ * site is a recorded call stack), per-device counters and their peaks,
+ * the per-site picture at the moment of the peak, transfers, out-of-memory
+ * events, pool samples, and time-bucketed series for timelines and growth.
+ * Memory is proportional to live allocations and distinct stacks, never to
+ * the length of the trace: the picture at the peak is kept by applying,
+ * at each new peak, only the site changes since the previous one, and the
+ * time series use a fixed number of buckets that merge in pairs when the
+ * run outlasts them.
+ *
+ * Terms. requested: bytes the program asked for. allocated: the block
+ * sizes behind them (rounded by the pool, pitched, ...). reserved: what
+ * the process holds from the driver for them - the pool's segments when
+ * the pool was on, else the allocations themselves. Device memory is
+ * device and managed allocations; pinned host memory is counted apart.
+ */
+#ifndef GMT_REPLAY_H
+#define GMT_REPLAY_H
+
+#include "defs.h"
+#include "reader.h"
+
+#define REPLAY_MAX_DEVICES 64
+#define REPLAY_BUCKETS 256       /* timeline */
+#define REPLAY_GROWTH_BUCKETS 32 /* per-site growth series */
+#define REPLAY_MAX_OOMS 1000     /* details kept; all are counted */
+
+enum { MEM_DEVICE = 0, MEM_MANAGED = 1, MEM_HOST = 2 };
+
+struct site {
+    uint32_t stack;               /* stack id (0: none recorded) */
+    uint32_t index;               /* in replay.sites */
+    int64_t live_bytes, live_count;
+    uint64_t total_bytes, total_count;
+    uint64_t host_live_bytes, host_total_bytes;
+    int64_t peak_bytes, peak_count; /* live at the device peak */
+    int64_t d_bytes, d_count;     /* changes since the last peak */
+    bool dirty;
+    uint64_t copy_bytes[5], copy_count[5]; /* by GMT_DIR_* */
+    uint64_t set_bytes, set_count;
+    int64_t *growth;              /* live bytes at the end of each bucket */
+};
+
+struct device_state {
+    bool seen;
+    int64_t requested, allocated, reserved, segments, host;
+    uint64_t peak_requested, peak_allocated, peak_reserved, peak_host;
+    uint64_t peak_requested_time, peak_allocated_time, peak_reserved_time;
+    uint64_t peak_requested_seq;
+    uint64_t allocs, frees, ooms, failed_allocs;
+    /* driver view from samples */
+    uint64_t samples, last_device_used, max_device_used;
+    int64_t max_untracked;        /* device_used - reserved, largest seen */
+    /* fragmentation from samples */
+    double max_frag;
+    uint64_t max_frag_time;
+};
+
+struct oom {
+    uint64_t time, seq, size;
+    uint32_t device, thread, stack, result;
+    bool has_state;
+    uint64_t state[5]; /* device free, total, reserved, allocated, largest free */
+};
+
+struct bucket {
+    uint64_t requested, reserved, device_used; /* maxima in the bucket */
+    uint64_t host;
+    bool used;
+};
+
+struct replay {
+    struct gmt_defs defs;
+    struct gmt_file_header hdr;
+    bool cut;
+    bool pool;                    /* the pool was on */
+    uint64_t records, events, first_time, last_time;
+    /* live allocations: open addressing by address */
+    struct live *live;
+    size_t live_cap, live_n;
+    /* sites by stack id */
+    struct site **sites;          /* dense index -> site */
+    size_t nsites, cap_sites;
+    uint32_t *site_of_id;         /* stack id -> dense index + 1 (ids < 1M) */
+    size_t site_of_cap;
+    struct site_hash *site_big;   /* ids >= 1M */
+    uint32_t *touched;            /* dense indexes dirty since the peak */
+    size_t ntouched, cap_touched;
+    struct device_state dev[REPLAY_MAX_DEVICES];
+    /* process-wide device memory (all devices) and its peak */
+    int64_t requested, allocated, reserved, host;
+    uint64_t peak_requested, peak_requested_time, peak_requested_seq;
+    uint64_t peak_reserved, peak_reserved_time;
+    uint64_t unknown_frees;       /* frees of addresses never seen allocated */
+    /* transfers */
+    uint64_t copy_bytes[5][3], copy_count[5][3]; /* [dir][hostmem] */
+    uint64_t set_bytes, set_count;
+    struct oom ooms[REPLAY_MAX_OOMS];
+    size_t nooms;
+    uint64_t ooms_total;
+    bool oom_state_pending;
+    uint64_t oom_state[5];
+    /* time series */
+    uint64_t t0, bucket_ns;       /* bucket i covers t0 + i*bucket_ns */
+    struct bucket buckets[REPLAY_BUCKETS];
+    uint64_t g_bucket_ns;         /* growth buckets */
+    int g_last;                   /* last growth bucket written */
+    bool want_growth;
+};
+
+/* What a command needs beyond the basics. */
+struct replay_opts {
+    bool growth; /* keep per-site growth series */
+};
+
+/* Replay a whole trace. 0 on success; -1 with err set (one line). A trace
+ * cut short by a dead process replays up to its cut (r->cut). */
+int replay_trace(const char *path, struct replay *r,
+                 const struct replay_opts *opts, char *err, size_t errlen);
+void replay_free(struct replay *r);
+
+/* Iterate the live allocations left at the end (leaks). */
+struct live {
+    uint64_t addr;     /* 0: empty slot */
+    uint64_t size, block, time;
+    uint32_t stack, thread;
+    uint16_t device;
+    uint8_t mem;
+    uint8_t api;
+};
+#define REPLAY_FOREACH_LIVE(r, l)                                             \
+    for (struct live *l = (r)->live; l && l < (r)->live + (r)->live_cap; l++) \
+        if (l->addr)
+
+/* Duration of the traced run in ns, as well as it is known. */
+uint64_t replay_duration(const struct replay *r);
+/* Number of growth buckets in use and their width. */
+int replay_growth_buckets(const struct replay *r, uint64_t *width_ns);
+
+#endif /* GMT_REPLAY_H */

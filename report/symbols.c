@@ -1,0 +1,398 @@
+/* symbols.c - offline symbolization with elfutils libdwfl (see symbols.h).
+ *
+ * Every lookup result is cached by address, and every label by (stack,
+ * grain, depth), so a report over millions of events symbolizes each
+ * distinct frame once. Strings are interned in one arena freed with the
+ * symbolizer.
+ */
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "symbols.h"
+
+#define MAX_INLINE 16
+
+struct cached {
+    uint64_t ip;
+    int n;
+    struct sym frames[MAX_INLINE];
+    UT_hash_handle hh;
+};
+
+struct label {
+    uint64_t key; /* stack << 16 | grain << 8 | depth */
+    const char *text;
+    UT_hash_handle hh;
+};
+
+struct strings {
+    struct strings *next;
+    size_t used, cap;
+    char data[];
+};
+
+struct symbolizer {
+    const struct gmt_defs *defs;
+    Dwfl *dwfl;
+    Dwfl_Module **mods; /* per defs module: NULL if unusable */
+    struct cached *cache;
+    struct label *labels;
+    struct strings *strings;
+    char *(*demangle)(const char *, char *, size_t *, int *);
+    size_t resolved, raw;
+    char buf[8192];
+};
+
+static const char *intern(struct symbolizer *s, const char *str, size_t n)
+{
+    if (str == NULL)
+        return NULL;
+    if (s->strings == NULL || s->strings->used + n + 1 > s->strings->cap) {
+        size_t cap = n + 1 > 65536 ? n + 1 : 65536;
+        struct strings *b = malloc(sizeof *b + cap);
+        if (b == NULL)
+            return "?";
+        b->next = s->strings;
+        b->used = 0;
+        b->cap = cap;
+        s->strings = b;
+    }
+    char *p = s->strings->data + s->strings->used;
+    memcpy(p, str, n);
+    p[n] = '\0';
+    s->strings->used += n + 1;
+    return p;
+}
+
+static const char *intern0(struct symbolizer *s, const char *str)
+{
+    return str ? intern(s, str, strlen(str)) : NULL;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+/* Report every recorded module whose file is here and is the same build. */
+static void open_modules(struct symbolizer *s)
+{
+    const struct gmt_defs *d = s->defs;
+    s->mods = calloc(d->nmodules ? d->nmodules : 1, sizeof *s->mods);
+    s->dwfl = dwfl_begin(&callbacks);
+    if (s->mods == NULL || s->dwfl == NULL)
+        return;
+    dwfl_report_begin(s->dwfl);
+    for (size_t i = 0; i < d->nmodules; i++) {
+        const struct gmt_module_def *m = &d->modules[i];
+        if (m->path[0] != '/' || m->build_id_len == 0)
+            continue; /* [vdso], [main] and friends */
+        Dwfl_Module *mod = dwfl_report_elf(s->dwfl, base_name(m->path), m->path,
+                                           -1, m->base, false);
+        if (mod == NULL)
+            continue;
+        const unsigned char *bits;
+        GElf_Addr vaddr;
+        int n = dwfl_module_build_id(mod, &bits, &vaddr);
+        if (n != (int)m->build_id_len || memcmp(bits, m->build_id, (size_t)n))
+            continue; /* a different build than the one traced */
+        s->mods[i] = mod;
+    }
+    dwfl_report_end(s->dwfl, NULL, NULL);
+}
+
+struct symbolizer *sym_new(const struct gmt_defs *d, bool resolve)
+{
+    struct symbolizer *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->defs = d;
+    if (resolve) {
+        open_modules(s);
+        void *f = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        if (f == NULL) {
+            void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+            f = h ? dlsym(h, "__cxa_demangle") : NULL;
+        }
+        s->demangle = (char *(*)(const char *, char *, size_t *, int *))f;
+    }
+    return s;
+}
+
+void sym_free(struct symbolizer *s)
+{
+    if (s == NULL)
+        return;
+    struct cached *c, *ct;
+    HASH_ITER(hh, s->cache, c, ct) {
+        HASH_DEL(s->cache, c);
+        free(c);
+    }
+    struct label *l, *lt;
+    HASH_ITER(hh, s->labels, l, lt) {
+        HASH_DEL(s->labels, l);
+        free(l);
+    }
+    while (s->strings) {
+        struct strings *n = s->strings->next;
+        free(s->strings);
+        s->strings = n;
+    }
+    if (s->dwfl)
+        dwfl_end(s->dwfl);
+    free(s->mods);
+    free(s);
+}
+
+static const char *demangled(struct symbolizer *s, const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    if (s->demangle && name[0] == '_' && name[1] == 'Z') {
+        int status = -1;
+        char *d = s->demangle(name, NULL, NULL, &status);
+        if (d && status == 0) {
+            const char *r = intern0(s, d);
+            free(d);
+            return r;
+        }
+        free(d);
+    }
+    return intern0(s, name);
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+    Dwarf_Attribute attr;
+    const char *n = NULL;
+    if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+        dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
+        n = dwarf_formstring(&attr);
+    if (n == NULL && dwarf_attr_integrate(die, DW_AT_name, &attr))
+        n = dwarf_formstring(&attr);
+    return n;
+}
+
+/* Resolve ip (a return address) in module mod: the function and line of
+ * the call, and the chain of functions inlined there, innermost first. */
+static int resolve(struct symbolizer *s, Dwfl_Module *mod, uint64_t ip,
+                   const char *modname, uint64_t offset, struct sym *out)
+{
+    Dwarf_Addr pc = ip - 1; /* inside the call instruction */
+    int n = 0;
+    const char *fn = dwfl_module_addrname(mod, pc);
+    const char *file = NULL;
+    int line = 0;
+    Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
+    if (l)
+        file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, pc, &bias);
+    Dwarf_Die *scopes = NULL;
+    int ns = cu ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    if (cu && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+        files = NULL;
+    /* scopes: innermost first; each inlined subroutine's call site is
+     * where its caller is */
+    const char *cur_file = file;
+    int cur_line = line;
+    for (int i = 0; i < ns && n < MAX_INLINE - 1; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+            continue;
+        const char *name = die_name(&scopes[i]);
+        out[n] = (struct sym){demangled(s, name ? name : fn), intern0(s, cur_file),
+                              cur_line, modname, offset,
+                              tag == DW_TAG_inlined_subroutine};
+        n++;
+        if (tag == DW_TAG_subprogram)
+            break;
+        Dwarf_Attribute attr;
+        Dwarf_Word cf = 0, cl = 0;
+        if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &cf) == 0 &&
+            files && cf < nfiles)
+            cur_file = dwarf_filesrc(files, cf, NULL, NULL);
+        if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &cl) == 0)
+            cur_line = (int)cl;
+    }
+    free(scopes);
+    if (n == 0 && fn) /* symbol table only, no debug info */
+        out[n++] = (struct sym){demangled(s, fn), intern0(s, file), line, modname,
+                                offset, false};
+    return n;
+}
+
+int sym_frames(struct symbolizer *s, const struct gmt_frame *f, struct sym *out,
+               int max)
+{
+    struct cached *c;
+    HASH_FIND(hh, s->cache, &f->ip, sizeof f->ip, c);
+    if (c == NULL && (c = calloc(1, sizeof *c)) != NULL) {
+        c->ip = f->ip;
+        const char *modname = "?";
+        uint64_t offset = f->ip;
+        Dwfl_Module *mod = NULL;
+        if (f->module >= 0 && (size_t)f->module < s->defs->nmodules) {
+            const struct gmt_module_def *m = &s->defs->modules[f->module];
+            modname = intern0(s, base_name(m->path));
+            offset = f->ip - m->base;
+            mod = s->mods ? s->mods[f->module] : NULL;
+        }
+        c->n = mod ? resolve(s, mod, f->ip, modname, offset, c->frames) : 0;
+        if (c->n == 0) {
+            c->frames[0] = (struct sym){NULL, NULL, 0, modname, offset, false};
+            c->n = 1;
+            s->raw++;
+        } else {
+            s->resolved++;
+        }
+        HASH_ADD(hh, s->cache, ip, sizeof c->ip, c);
+    }
+    if (c == NULL) {
+        out[0] = (struct sym){NULL, NULL, 0, "?", f->ip, false};
+        return 1;
+    }
+    int n = c->n < max ? c->n : max;
+    memcpy(out, c->frames, (size_t)n * sizeof *out);
+    return n;
+}
+
+const char *sym_format(struct symbolizer *s, const struct sym *f, bool with_line)
+{
+    if (f->function == NULL)
+        snprintf(s->buf, sizeof s->buf, "%s+0x%llx", f->module, f->offset);
+    else if (with_line && f->file)
+        snprintf(s->buf, sizeof s->buf, "%s (%s:%d)", f->function,
+                 base_name(f->file), f->line);
+    else
+        snprintf(s->buf, sizeof s->buf, "%s", f->function);
+    return s->buf;
+}
+
+/* Frames in the CUDA runtime or the tracer itself are not the user's. */
+static bool runtime_frame(const struct sym *f)
+{
+    return !strncmp(f->module, "libcudart", 9) ||
+           !strncmp(f->module, "libgpumemtrace", 14) ||
+           !strncmp(f->module, "libcuda.so", 10);
+}
+
+/* The user frames of a stack, innermost first. */
+static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
+                       int max)
+{
+    const struct gmt_stack_def *st = gmt_defs_stack(s->defs, stack);
+    if (st == NULL)
+        return 0;
+    int n = 0;
+    bool leading = true;
+    for (uint32_t i = 0; i < st->n && n < max; i++) {
+        struct sym tmp[MAX_INLINE];
+        int k = sym_frames(s, &st->frames[i], tmp, MAX_INLINE);
+        for (int j = 0; j < k && n < max; j++) {
+            if (leading && runtime_frame(&tmp[j]))
+                continue;
+            leading = false;
+            out[n++] = tmp[j];
+        }
+    }
+    return n;
+}
+
+static const char *cached_label(struct symbolizer *s, uint64_t key)
+{
+    struct label *l;
+    HASH_FIND(hh, s->labels, &key, sizeof key, l);
+    return l ? l->text : NULL;
+}
+
+static const char *store_label(struct symbolizer *s, uint64_t key, const char *text)
+{
+    struct label *l = calloc(1, sizeof *l);
+    const char *t = intern0(s, text);
+    if (l) {
+        l->key = key;
+        l->text = t;
+        HASH_ADD(hh, s->labels, key, sizeof l->key, l);
+    }
+    return t;
+}
+
+const char *sym_site(struct symbolizer *s, uint32_t stack, enum site_grain grain,
+                     int depth)
+{
+    if (stack == 0)
+        return "(no stack recorded)";
+    if (depth < 0)
+        depth = 0;
+    if (depth > 255)
+        depth = 255;
+    uint64_t key = (uint64_t)stack << 16 | (uint64_t)grain << 8 | (uint64_t)depth;
+    const char *t = cached_label(s, key);
+    if (t)
+        return t;
+    struct sym frames[256];
+    int n = user_frames(s, stack, frames, 256);
+    char text[8192];
+    size_t len = 0;
+    text[0] = '\0';
+    if (n == 0) {
+        snprintf(text, sizeof text, "(stack %u: no user frames)", stack);
+    } else if (grain == GRAIN_STACK) {
+        int upto = depth ? (depth < n ? depth : n) : n;
+        for (int i = 0; i < upto && len < sizeof text - 1; i++)
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
+                                    i ? " <- " : "", sym_format(s, &frames[i], true));
+    } else {
+        int i = depth < n ? depth : n - 1;
+        snprintf(text, sizeof text, "%s", sym_format(s, &frames[i], grain == GRAIN_LINE));
+    }
+    return store_label(s, key, text);
+}
+
+const char *sym_folded(struct symbolizer *s, uint32_t stack, int depth)
+{
+    uint64_t key = (uint64_t)stack << 16 | 3u << 8 | (uint64_t)(depth & 255);
+    const char *t = cached_label(s, key);
+    if (t)
+        return t;
+    struct sym frames[256];
+    int n = stack ? user_frames(s, stack, frames, 256) : 0;
+    int from = depth && depth < n ? depth : n;
+    char text[16384];
+    size_t len = 0;
+    text[0] = '\0';
+    for (int i = from - 1; i >= 0 && len < sizeof text - 1; i--) {
+        const char *f = sym_format(s, &frames[i], false);
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
+                                len ? ";" : "", f);
+    }
+    /* folded format: ';' separates frames, the line ends with a count */
+    for (size_t i = 0; i < len; i++)
+        if (text[i] == '\n' || (text[i] == ' ' && 0))
+            text[i] = ' ';
+    if (len == 0)
+        snprintf(text, sizeof text, "[no stack]");
+    return store_label(s, key, text);
+}
+
+void sym_counts(const struct symbolizer *s, size_t *resolved, size_t *raw)
+{
+    *resolved = s->resolved;
+    *raw = s->raw;
+}

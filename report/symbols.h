@@ -1,0 +1,59 @@
+/* symbols.h - turning recorded addresses into functions and lines.
+ *
+ * Frames are resolved offline from the module map in the trace: each
+ * module is looked up at its recorded path and used only if its GNU
+ * build-id matches the recorded one (a rebuilt library would give wrong
+ * names). elfutils' libdwfl gives the function, the source line and the
+ * inlined functions at the address; C++ names are demangled. A frame whose
+ * module is missing or different stays module+offset.
+ *
+ * Sites. Reports group allocations by where they came from. A site label
+ * is made from the user's frames - the recorded stack without its leading
+ * frames in the CUDA runtime or the tracer - at one of three grains:
+ * function, line, or the whole stack to a depth.
+ */
+#ifndef GMT_SYMBOLS_H
+#define GMT_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "defs.h"
+
+struct symbolizer;
+
+/* One source-level frame (an inlined call is a frame of its own). */
+struct sym {
+    const char *function; /* demangled; NULL if unknown */
+    const char *file;     /* NULL if unknown */
+    int line;
+    const char *module;   /* basename */
+    unsigned long long offset; /* in the module */
+    bool inlined;
+};
+
+enum site_grain { GRAIN_FUNCTION, GRAIN_LINE, GRAIN_STACK };
+
+/* resolve=false: never open binaries, frames stay module+offset. */
+struct symbolizer *sym_new(const struct gmt_defs *d, bool resolve);
+void sym_free(struct symbolizer *s);
+
+/* The source frames of recorded frame f, innermost first. Returns their
+ * number (>= 1); the strings live as long as the symbolizer. */
+int sym_frames(struct symbolizer *s, const struct gmt_frame *f,
+               struct sym *out, int max);
+
+/* A site's label for stack id `stack` at the given grain; depth: how many
+ * user frames (GRAIN_STACK) or which frame's function (0 = innermost).
+ * The string lives as long as the symbolizer. "(no stack)" for id 0. */
+const char *sym_site(struct symbolizer *s, uint32_t stack,
+                     enum site_grain grain, int depth);
+/* The user frames of a stack, outermost first, as "a;b;c" for folded
+ * flamegraph input; depth 0: all. */
+const char *sym_folded(struct symbolizer *s, uint32_t stack, int depth);
+/* Format one frame: "function (file:line)" or "module+0xoff". */
+const char *sym_format(struct symbolizer *s, const struct sym *f, bool with_line);
+/* How many frames resolved to a function, and how many stayed raw. */
+void sym_counts(const struct symbolizer *s, size_t *resolved, size_t *raw);
+
+#endif /* GMT_SYMBOLS_H */

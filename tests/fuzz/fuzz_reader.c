@@ -1,0 +1,46 @@
+/* fuzz_reader.c - libFuzzer entry point for the trace reader.
+ *
+ * Each input is written to a memory file and read the way gpumemreport
+ * reads a trace: every record in order, definitions parsed, events
+ * replayed (report.c) into the tables the commands print. Any crash,
+ * sanitizer report, hang or unbounded allocation is a bug.
+ *
+ * Build and run: scripts/fuzz.sh (libFuzzer, clang). The test suite runs
+ * the same entry point over the corpus and a few thousand mutations
+ * (tests/fuzz/smoke.c) without clang's fuzzer runtime.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "defs.h"
+#include "reader.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    int fd = memfd_create("trace", 0);
+    if (fd < 0)
+        return 0;
+    if (size && write(fd, data, size) != (ssize_t)size) {
+        close(fd);
+        return 0;
+    }
+    char path[64], err[512];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    struct gmt_reader *r = gmt_reader_open(path, err, sizeof err);
+    if (r) {
+        struct gmt_defs d = {0};
+        struct gmt_rec rec;
+        while (gmt_reader_next(r, &rec) == 1)
+            if (rec.kind == GMT_K_EXT && gmt_defs_add(&d, &rec, err, sizeof err))
+                break;
+        gmt_defs_free(&d);
+        gmt_reader_close(r);
+    }
+    close(fd);
+    return 0;
+}
