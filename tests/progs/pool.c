@@ -81,16 +81,23 @@ static void reuse(void)
         FAIL("no address was reused: the scenario did not test reuse");
 }
 
+/* The hazard on purpose: a write lands in memory after it was freed. An
+ * event orders it after the free, so the outcome does not depend on how
+ * the simulator's stream threads happen to be scheduled. */
 static void control(void)
 {
     cudaStream_t a, b;
+    cudaEvent_t freed;
     cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
     cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+    cudaEventCreate(&freed);
     void *p;
     cudaMallocAsync(&p, 4096, a);
-    simLaunchFill(p, 0xAA, 4096, 2000, a);
-    cudaFreeAsync(p, b); /* stream b does not wait for a: unsafe */
-    cudaStreamSynchronize(b);
+    cudaStreamSynchronize(a);
+    cudaFreeAsync(p, b);             /* released in b's order... */
+    cudaEventRecord(freed, b);
+    cudaStreamWaitEvent(a, freed, 0); /* ...before a's kernel runs */
+    simLaunchFill(p, 0xAA, 4096, 0, a);
     cudaDeviceSynchronize();
     printf("stale_writes %llu\n", simStaleWrites());
     if (simStaleWrites() == 0)
