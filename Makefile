@@ -122,6 +122,11 @@ $(O)/tests/bench_%: tests/bench/bench_%.c $(O)/preload/pool.o
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $< $(O)/preload/pool.o
 
+$(O)/tests/gen_trace: tests/bench/gen_trace.c
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $<
+
 $(O)/tests/replay_pool: tests/bench/replay_pool.c $(O)/preload/pool.o $(O)/report/reader.o
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
@@ -129,7 +134,18 @@ $(O)/tests/replay_pool: tests/bench/replay_pool.c $(O)/preload/pool.o $(O)/repor
 
 BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 
-tests: all $(SIMLIB) $(PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) $(O)/tests/sim-selftest
+# The fuzz smoke run of the suite: the libFuzzer entry point under ASan and
+# UBSan, driven by tests/fuzz/smoke.c (clang: its sanitizer runtime is the
+# one install-deps.sh provides).
+FUZZ_SRC := tests/fuzz/fuzz_reader.c report/reader.c report/defs.c report/output.c
+$(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) preload/gmt_format.h
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
+	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c $(FUZZ_SRC)
+
+tests: all $(SIMLIB) $(PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) $(O)/tests/sim-selftest \
+       $(O)/tests/fuzz_smoke
 
 test: tests
 	$(Q)tests/run.sh $(O)

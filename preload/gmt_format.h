@@ -145,6 +145,8 @@ enum gmt_ext_kind {
                           pci_domain, pci_bus, pci_device, cc_major, cc_minor */
     GMT_X_STRING = 6,  /* id, bytes[rest] */
     GMT_X_NOTE = 7,    /* level varint (0 info, 1 warning), text[rest] */
+    GMT_X_SYMBOL = 8,  /* ip, start (the symbol's address), str name: a
+                          symbol embedded at exit (GPUMEMTRACE_EMBED_SYMBOLS) */
 };
 /* "str" inside a payload = varint length, then that many bytes. */
 
@@ -304,6 +306,20 @@ static inline const uint8_t *gmt_get_varint(const uint8_t *p,
                                             const uint8_t *end, uint64_t *out)
 {
     uint64_t v = 0;
+    if (end - p >= GMT_VARINT_MAX) {
+        /* room for the longest varint: no bounds check per byte */
+        for (unsigned i = 0; i < GMT_VARINT_MAX; i++) {
+            uint8_t b = p[i];
+            if (i == GMT_VARINT_MAX - 1 && b > 1)
+                return NULL; /* would overflow 64 bits */
+            v |= (uint64_t)(b & 0x7f) << (7 * i);
+            if (!(b & 0x80)) {
+                *out = v;
+                return p + i + 1;
+            }
+        }
+        return NULL;
+    }
     for (unsigned shift = 0; shift < 64; shift += 7) {
         if (p >= end)
             return NULL;

@@ -50,6 +50,10 @@ static inline uint64_t gmt_now_ns(void)
       "every call through to the runtime")                                    \
     X(SAMPLE_MS, sample_ms, int, 50, 0, 60000,                                \
       "milliseconds between samples of pool and device memory; 0: none")      \
+    X(EMBED_SYMBOLS, embed_symbols, bool, 0, 0, 1,                            \
+      "1: at exit, write the names of the functions in the recorded stacks "  \
+      "into the trace (dladdr: exported symbols), for reports on machines "    \
+      "without the binaries")                                                 \
     X(VERBOSE, verbose, bool, 0, 0, 1,                                        \
       "1: print the trace file's name and event count at exit")               \
     X(CHUNK_KB, chunk_kb, int, 64, 4, 16384,                                  \
@@ -158,6 +162,8 @@ struct gmt_thread {
  * and return its id (0: stacks off or capture failed). */
 uint32_t gmt_stack_capture(struct gmt_thread *t);
 void gmt_stack_init(void);
+/* Write a SYMBOL record for every distinct address of every stack. */
+void gmt_stack_embed_symbols(struct gmt_thread *t);
 void gmt_stack_reset_after_fork(void);
 
 /* ---- modules.c: the module map for offline symbolization ------------ */

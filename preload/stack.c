@@ -10,6 +10,7 @@
  * once may both write a definition; the loser's id is simply never used.
  */
 #define UNW_LOCAL_ONLY
+#include <dlfcn.h>
 #include <libunwind.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,4 +164,62 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
     if (GMT_LIKELY(e != NULL))
         return e->id;
     return insert(t, hash, ip, (uint32_t)n, head);
+}
+
+/* At exit, on request: name every return address of the recorded stacks
+ * with dladdr, which knows the exported (dynamic) symbols of each loaded
+ * object. Functions a binary does not export stay unnamed; the report
+ * tool then shows module+offset for them, as without this. */
+void gmt_stack_embed_symbols(struct gmt_thread *t)
+{
+    if (g_buckets == NULL)
+        return;
+    size_t cap = 4096, n = 0;
+    uintptr_t *seen = calloc(cap, sizeof *seen); /* open addressing set */
+    if (seen == NULL)
+        return;
+    for (unsigned i = 0; i < NBUCKETS; i++) {
+        for (struct stack_entry *e = g_buckets[i]; e; e = e->next) {
+            for (uint32_t k = 0; k < e->n; k++) {
+                uintptr_t ip = e->ip[k];
+                if ((n + 1) * 2 > cap) {
+                    size_t nc = cap * 2;
+                    uintptr_t *ns = calloc(nc, sizeof *ns);
+                    if (ns == NULL)
+                        goto out;
+                    for (size_t j = 0; j < cap; j++) {
+                        if (!seen[j])
+                            continue;
+                        size_t h = (seen[j] * 0x9e3779b97f4a7c15ull >> 20) & (nc - 1);
+                        while (ns[h])
+                            h = (h + 1) & (nc - 1);
+                        ns[h] = seen[j];
+                    }
+                    free(seen);
+                    seen = ns;
+                    cap = nc;
+                }
+                size_t h = (ip * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
+                while (seen[h] && seen[h] != ip)
+                    h = (h + 1) & (cap - 1);
+                if (seen[h])
+                    continue;
+                seen[h] = ip;
+                n++;
+                Dl_info di;
+                /* ip - 1: inside the call, as the reader looks it up */
+                if (!dladdr((void *)(ip - 1), &di) || di.dli_sname == NULL)
+                    continue;
+                uint8_t buf[2 * GMT_VARINT_MAX + GMT_VARINT_MAX + 1024];
+                size_t len = strnlen(di.dli_sname, 1024);
+                uint8_t *p = gmt_put_varint(buf, ip);
+                p = gmt_put_varint(p, (uintptr_t)di.dli_saddr);
+                p = gmt_put_varint(p, len);
+                memcpy(p, di.dli_sname, len);
+                gmt_trace_emit_ext(t, GMT_X_SYMBOL, buf, (size_t)(p + len - buf));
+            }
+        }
+    }
+out:
+    free(seen);
 }

@@ -314,6 +314,9 @@ void gmt_device_seen(struct gmt_thread *t, int dev)
 __attribute__((destructor)) static void gmt_fini(void)
 {
     if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_ACTIVE) {
+        struct gmt_thread *t;
+        if (gmt_opt.embed_symbols && (t = gmt_thread_get()) != NULL)
+            gmt_stack_embed_symbols(t);
         gmt_trace_close();
         if (gmt_opt.verbose)
             gmt_info("wrote %s (%llu records)", gmt_trace_path(),

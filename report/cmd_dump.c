@@ -88,6 +88,13 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
                    dv->ordinal, dv->name, dv->total_mem);
         break;
     }
+    case GMT_X_SYMBOL: {
+        uint64_t ip = 0;
+        gmt_get_varint(rec->payload, rec->payload + rec->len, &ip);
+        const struct gmt_symbol_def *sy = gmt_defs_symbol(d, ip);
+        printf("symbol         ip=0x%" PRIx64 " %s", ip, sy ? sy->name : "?");
+        break;
+    }
     default:
         printf("definition     ext-kind=%u bytes=%zu", rec->ext, rec->len);
         break;

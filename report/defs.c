@@ -276,6 +276,37 @@ static int device(struct gmt_defs *d, struct cur *c)
     return 0;
 }
 
+static int symbol(struct gmt_defs *d, struct cur *c)
+{
+    uint64_t ip = u(c), start = u(c);
+    size_t n = 0;
+    const uint8_t *name = str(c, &n, 4096);
+    if (c->bad)
+        return -1;
+    struct gmt_symbol_def *s;
+    HASH_FIND(hh, d->symbols, &ip, sizeof ip, s);
+    if (s)
+        return 0;
+    if ((s = calloc(1, sizeof *s)) == NULL ||
+        (s->name = dup_printable(name, n, '?')) == NULL) {
+        free(s);
+        return -1;
+    }
+    s->ip = ip;
+    s->start = start;
+    HASH_ADD(hh, d->symbols, ip, sizeof s->ip, s);
+    d->nsymbols++;
+    return 0;
+}
+
+const struct gmt_symbol_def *gmt_defs_symbol(const struct gmt_defs *d,
+                                             uint64_t ip)
+{
+    struct gmt_symbol_def *s;
+    HASH_FIND(hh, d->symbols, &ip, sizeof ip, s);
+    return s;
+}
+
 int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
                  size_t errlen)
 {
@@ -302,6 +333,10 @@ int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
     case GMT_X_DEVICE:
         what = "device";
         rc = device(d, &c);
+        break;
+    case GMT_X_SYMBOL:
+        what = "symbol";
+        rc = symbol(d, &c);
         break;
     case GMT_X_STRING:
         d->nstrings++;
@@ -351,6 +386,12 @@ void gmt_defs_free(struct gmt_defs *d)
         HASH_DEL(d->stacks, st);
         free(st->frames);
         free(st);
+    }
+    struct gmt_symbol_def *sy, *sytmp;
+    HASH_ITER(hh, d->symbols, sy, sytmp) {
+        HASH_DEL(d->symbols, sy);
+        free(sy->name);
+        free(sy);
     }
     struct gmt_thread_def *t, *ttmp;
     HASH_ITER(hh, d->threads, t, ttmp) {

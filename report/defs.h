@@ -41,6 +41,12 @@ struct gmt_thread_def {
     UT_hash_handle hh;
 };
 
+struct gmt_symbol_def { /* embedded by the recorder at exit */
+    uint64_t ip, start;
+    char *name;
+    UT_hash_handle hh;
+};
+
 struct gmt_device_def {
     uint32_t ordinal;
     char name[257];
@@ -69,6 +75,8 @@ struct gmt_defs {
     size_t nthreads;
     struct gmt_device_def *devices;
     size_t ndevices;
+    struct gmt_symbol_def *symbols; /* uthash by ip */
+    size_t nsymbols;
     size_t nstrings, nnotes, nunknown;
 };
 
@@ -82,6 +90,8 @@ const struct gmt_thread_def *gmt_defs_thread(const struct gmt_defs *d,
                                              uint32_t index);
 const struct gmt_device_def *gmt_defs_device(const struct gmt_defs *d,
                                              uint32_t ordinal);
+const struct gmt_symbol_def *gmt_defs_symbol(const struct gmt_defs *d,
+                                             uint64_t ip);
 void gmt_defs_free(struct gmt_defs *d);
 
 #endif /* GMT_DEFS_H */

@@ -1,8 +1,11 @@
 /* growth.c - finding sites whose live memory rises through the run.
  *
  * The replay keeps, per site, its live bytes at the end of each of up to
- * 32 time buckets. A site grows when, after the first 10% of the run
- * (start-up allocations are not growth): its least-squares slope is
+ * 32 time buckets. Each site is judged over its own active span - from
+ * its first allocation to its last allocation or free - so a program that
+ * grows for a while and then does something else still shows it. A site
+ * grows when, after the first 10% of that span (start-up allocations are
+ * not growth): its least-squares slope is
  * positive, the line explains the series well (R^2 >= 0.8), most steps go
  * up (>= 60% of bucket-to-bucket changes are rises, none large falls),
  * and the net rise is at least 1 MiB. A training loop that keeps each
@@ -53,11 +56,12 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
         *out = rows;
         return 0;
     }
-    int from = nb / 10 > 0 ? nb / 10 : 1;
-    /* sites grouped by label: sum their series first */
+    uint64_t t0 = l->r.t0;
+    /* sites grouped by label: sum their series, widen their spans */
     struct series {
         const char *label;
         int64_t v[REPLAY_GROWTH_BUCKETS];
+        uint64_t first, last;
         UT_hash_handle hh;
     } *map = NULL, *e, *tmp;
     for (size_t i = 0; i < l->r.nsites; i++) {
@@ -70,24 +74,38 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
             if ((e = calloc(1, sizeof *e)) == NULL)
                 continue;
             e->label = label;
+            e->first = UINT64_MAX;
             HASH_ADD_KEYPTR(hh, map, e->label, strlen(e->label), e);
         }
         for (int k = 0; k < nb; k++)
             e->v[k] += s->growth[k];
+        if (s->first_time && s->first_time < e->first)
+            e->first = s->first_time;
+        if (s->last_time > e->last)
+            e->last = s->last_time;
     }
     HASH_ITER(hh, map, e, tmp) {
-        double slope, r2;
-        fit(e->v, from, nb, &slope, &r2);
+        int lo = e->first > t0 ? (int)((e->first - t0) / width) : 0;
+        int hi = e->last > t0 ? (int)((e->last - t0) / width) + 1 : nb;
+        if (hi > nb)
+            hi = nb;
+        if (lo > hi)
+            lo = hi;
+        int from = lo + (hi - lo) / 10;
+        int nb_site = hi;
+        double slope = 0, r2 = 0;
+        if (nb_site - from >= 4)
+            fit(e->v, from, nb_site, &slope, &r2);
         int ups = 0, steps = 0;
         int64_t worst_fall = 0;
-        for (int k = from + 1; k < nb; k++) {
+        for (int k = from + 1; k < nb_site; k++) {
             int64_t d = e->v[k] - e->v[k - 1];
             steps++;
             ups += d > 0;
             if (-d > worst_fall)
                 worst_fall = -d;
         }
-        int64_t net = e->v[nb - 1] - e->v[from];
+        int64_t net = nb_site - from >= 4 ? e->v[nb_site - 1] - e->v[from] : 0;
         if (slope > 0 && r2 >= 0.8 && steps && ups * 10 >= steps * 6 &&
             net >= (int64_t)MIN_GROWTH && worst_fall * 4 < net) {
             if (n == cap) {
@@ -98,7 +116,7 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
             }
             rows[n++] = (struct growth_row){
                 e->label, slope * 1e9 / (double)width, net, r2,
-                (double)ups / steps, e->v[from], e->v[nb - 1]};
+                (double)ups / steps, e->v[from], e->v[nb_site - 1]};
         }
         HASH_DEL(map, e);
         free(e);

@@ -18,12 +18,16 @@ struct command {
 static const struct command commands[] = {
     {"summary", cmd_summary, "peaks, memory beyond the trace, leaks, OOMs, top sites (default)"},
     {"peak", cmd_peak, "sites live at the peak: bytes, share, allocations"},
+    {"frag", cmd_frag, "pool fragmentation at the peak and at out-of-memory, over time"},
+    {"timeline", cmd_timeline, "requested and reserved memory over time: chart or CSV"},
     {"leaks", cmd_leaks, "allocations still live at exit, by site"},
     {"growth", cmd_growth, "sites whose live memory rises steadily, with the rate"},
     {"transfers", cmd_transfers, "copies and sets by direction, pinned/pageable, site"},
     {"flamegraph", cmd_flamegraph, "folded stacks (bytes at the peak or in total)"},
     {"info", cmd_info, "header, process, devices, threads and event counts"},
     {"dump", cmd_dump, "every record in order, readable (stacks as module+offset)"},
+    {"diff", cmd_diff, "per-site change between two runs (A before, B after)"},
+    {"check", cmd_check, "CI gate: limits or a baseline; exit 1 on a regression"},
 };
 #define NCOMMANDS (sizeof commands / sizeof *commands)
 #define DEFAULT_COMMAND "summary"

@@ -40,10 +40,14 @@ struct cursor {
     uint64_t chunk_index;     /* for messages */
     uint64_t seq, time, addr, addr2, stream;
     uint32_t device;
-    struct gmt_rec pending;
-    bool has_pending;         /* else: keyed by chunks[next].first_seq */
-    uint64_t key;
+    bool loaded;              /* else: keyed by chunks[next].first_seq */
     uint32_t thread;
+};
+
+/* Heap entries carry their key, so ordering never chases a pointer. */
+struct hent {
+    uint64_t key; /* seq of the cursor's next record */
+    struct cursor *c;
 };
 
 struct gmt_reader {
@@ -56,7 +60,7 @@ struct gmt_reader {
     size_t nrefs;
     struct cursor *cur;
     size_t ncur;
-    struct cursor **heap;
+    struct hent *heap;
     size_t nheap;
     uint8_t *scratch;
     char err[512];
@@ -104,26 +108,28 @@ static int cmp_ref(const void *a, const void *b)
 
 /* ---- heap of cursors ------------------------------------------------ */
 
-static bool before(const struct cursor *a, const struct cursor *b)
+static bool before(const struct hent *a, const struct hent *b)
 {
     if (a->key != b->key)
         return a->key < b->key;
-    return a->thread < b->thread; /* only in corrupt files: stay stable */
+    return a->c->thread < b->c->thread; /* only in corrupt files: stay stable */
 }
 
 static void sift_down(struct gmt_reader *r, size_t i)
 {
+    size_t n = r->nheap;
+    struct hent *h = r->heap;
     for (;;) {
         size_t l = 2 * i + 1, m = i;
-        if (l < r->nheap && before(r->heap[l], r->heap[m]))
+        if (l < n && before(&h[l], &h[m]))
             m = l;
-        if (l + 1 < r->nheap && before(r->heap[l + 1], r->heap[m]))
+        if (l + 1 < n && before(&h[l + 1], &h[m]))
             m = l + 1;
         if (m == i)
             return;
-        struct cursor *t = r->heap[i];
-        r->heap[i] = r->heap[m];
-        r->heap[m] = t;
+        struct hent t = h[i];
+        h[i] = h[m];
+        h[m] = t;
         i = m;
     }
 }
@@ -255,8 +261,7 @@ static bool index_chunks(struct gmt_reader *r)
         c->chunks = &r->refs[i];
         c->nchunks = j - i;
         c->thread = r->refs[i].thread;
-        c->key = c->chunks[0].first_seq;
-        r->heap[r->nheap++] = c;
+        r->heap[r->nheap++] = (struct hent){c->chunks[0].first_seq, c};
         i = j;
     }
     for (size_t i = r->nheap / 2 + 1; i-- > 0;)
@@ -304,8 +309,11 @@ struct gmt_reader *gmt_reader_open(const char *path, char *err, size_t errlen)
 
 #define GET(var)                                                              \
     do {                                                                      \
-        if ((p = gmt_get_varint(p, end, &(var))) == NULL)                     \
+        if (p < end && *p < 0x80) { /* most fields fit one byte */            \
+            (var) = *p++;                                                     \
+        } else if ((p = gmt_get_varint(p, end, &(var))) == NULL) {            \
             goto bad;                                                         \
+        }                                                                     \
     } while (0)
 /* An address field: a delta against register A or B, as gmt_addr_reg
  * says for this record (rec->kind, api and dir are decoded before). */
@@ -348,14 +356,38 @@ static bool load(struct gmt_reader *r, struct cursor *c)
     return true;
 }
 
-/* Decode the record at the cursor into c->pending. */
-static bool decode(struct gmt_reader *r, struct cursor *c)
+/* Peek at the next record's sequence number (the cursor's heap key)
+ * without consuming it. false: malformed. */
+static bool peek_seq(struct gmt_reader *r, struct cursor *c, uint64_t *seq)
+{
+    const uint8_t *p = c->buf + c->pos + 1, *end = c->buf + c->end;
+    uint64_t d;
+    if (p < end && *p < 0x80) {
+        *seq = c->seq + *p;
+        return true;
+    }
+    if (p > end || gmt_get_varint(p, end, &d) == NULL) {
+        fail(r, "corrupt trace: chunk %llu, byte %zu: malformed record",
+             (unsigned long long)c->chunk_index, c->pos);
+        return false;
+    }
+    *seq = c->seq + d;
+    return true;
+}
+
+/* Decode the record at the cursor into *rec and move past it. */
+static bool decode(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
 {
     const uint8_t *start = c->buf + c->pos, *p = start;
     const uint8_t *end = c->buf + c->end;
-    struct gmt_rec *rec = &c->pending;
     uint64_t v, dseq, dtime;
-    memset(rec, 0, sizeof *rec);
+    rec->api = rec->dir = 0;
+    rec->ext = 0;
+    rec->result = 0;
+    rec->stack = 0;
+    rec->addr = rec->addr2 = rec->size = rec->size2 = rec->value = rec->flags = 0;
+    rec->payload = NULL;
+    rec->len = 0;
     uint8_t tag = *p++;
     unsigned kind = tag & GMT_TAG_KIND_MASK;
     if (kind == GMT_K_INVALID || (kind > GMT_K_CORE_MAX && kind != GMT_K_EXT)) {
@@ -507,8 +539,6 @@ static bool decode(struct gmt_reader *r, struct cursor *c)
         break;
     }
     c->pos += (size_t)(p - start);
-    c->has_pending = true;
-    c->key = c->seq;
     return true;
 bad:
     fail(r, "corrupt trace: chunk %llu, byte %zu: malformed %s record",
@@ -517,43 +547,47 @@ bad:
     return false;
 }
 
-/* Move the cursor on: decode its next record, or key it by its next
- * chunk, or take it off the heap. */
-static bool advance(struct gmt_reader *r, struct cursor *c)
+/* After a record was taken from the top cursor: key it by its next
+ * record, or by its next chunk, or take it off the heap. */
+static bool rekey_top(struct gmt_reader *r, struct cursor *c)
 {
-    c->has_pending = false;
-    if (c->pos < c->end)
-        return decode(r, c);
-    if (c->next < c->nchunks) {
-        c->key = c->chunks[c->next].first_seq;
-        sift_down(r, 0);
+    if (c->pos < c->end) {
+        if (!peek_seq(r, c, &r->heap[0].key))
+            return false;
+    } else if (c->next < c->nchunks) {
+        c->loaded = false;
+        r->heap[0].key = c->chunks[c->next].first_seq;
+    } else {
+        free(c->buf);
+        c->buf = NULL;
+        heap_pop_top(r);
         return true;
     }
-    free(c->buf);
-    c->buf = NULL;
-    heap_pop_top(r);
+    sift_down(r, 0);
     return true;
 }
 
 int gmt_reader_next(struct gmt_reader *r, struct gmt_rec *rec)
 {
     while (!r->failed && r->nheap > 0) {
-        struct cursor *c = r->heap[0];
-        if (!c->has_pending) {
-            if (!load(r, c) || !decode(r, c))
+        struct cursor *c = r->heap[0].c;
+        if (!c->loaded) {
+            if (!load(r, c))
+                return -1;
+            c->loaded = true;
+            if (!peek_seq(r, c, &r->heap[0].key))
                 return -1;
             sift_down(r, 0);
             continue;
         }
-        *rec = c->pending;
+        if (!decode(r, c, rec))
+            return -1;
         if (rec->payload) {
             memcpy(r->scratch, rec->payload, rec->len);
             rec->payload = r->scratch;
         }
-        if (!advance(r, c))
+        if (!rekey_top(r, c))
             return -1;
-        if (c->has_pending)
-            sift_down(r, 0);
         return 1;
     }
     return r->failed ? -1 : 0;

@@ -174,6 +174,7 @@ static void merge_buckets(struct replay *r)
     memset(&r->buckets[REPLAY_BUCKETS / 2], 0,
            REPLAY_BUCKETS / 2 * sizeof r->buckets[0]);
     r->bucket_ns *= 2;
+    r->cur_bucket = NULL; /* ranges changed */
 }
 
 static void merge_growth(struct replay *r)
@@ -216,12 +217,18 @@ static struct bucket *bucket_at(struct replay *r, uint64_t t)
 {
     if (t < r->t0)
         t = r->t0;
+    /* events come in time order: usually the same bucket as the last one */
+    if (t >= r->cur_lo && t < r->cur_hi && r->cur_bucket)
+        return r->cur_bucket;
     uint64_t b = (t - r->t0) / r->bucket_ns;
     while (b >= REPLAY_BUCKETS) {
         merge_buckets(r);
         b = (t - r->t0) / r->bucket_ns;
     }
-    return &r->buckets[b];
+    r->cur_lo = r->t0 + b * r->bucket_ns;
+    r->cur_hi = r->cur_lo + r->bucket_ns;
+    r->cur_bucket = &r->buckets[b];
+    return r->cur_bucket;
 }
 
 static void note_series(struct replay *r, uint64_t t)
@@ -341,8 +348,7 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
         return;
     int mem = mem_of(rec->api);
     l->size = rec->size;
-    l->block = rec->size + rec->size2;
-    l->time = rec->time;
+    l->extra = rec->size2 > UINT32_MAX ? UINT32_MAX : (uint32_t)rec->size2;
     l->stack = rec->stack;
     l->thread = rec->thread;
     l->device = (uint16_t)(rec->device % REPLAY_MAX_DEVICES);
@@ -359,14 +365,17 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
         }
     } else {
         d->requested += (int64_t)l->size;
-        d->allocated += (int64_t)l->block;
+        d->allocated += (int64_t)LIVE_BLOCK(l);
         r->requested += (int64_t)l->size;
-        r->allocated += (int64_t)l->block;
+        r->allocated += (int64_t)LIVE_BLOCK(l);
         if (!pooled(r, rec->api)) {
-            d->reserved += (int64_t)l->block;
-            r->reserved += (int64_t)l->block;
+            d->reserved += (int64_t)LIVE_BLOCK(l);
+            r->reserved += (int64_t)LIVE_BLOCK(l);
         }
         if (s) {
+            if (s->first_time == 0)
+                s->first_time = rec->time;
+            s->last_time = rec->time;
             s->live_bytes += (int64_t)rec->size;
             s->live_count++;
             s->total_bytes += rec->size;
@@ -397,14 +406,15 @@ static void on_free(struct replay *r, const struct gmt_rec *rec)
             s->host_live_bytes -= l->size;
     } else {
         d->requested -= (int64_t)l->size;
-        d->allocated -= (int64_t)l->block;
+        d->allocated -= (int64_t)LIVE_BLOCK(l);
         r->requested -= (int64_t)l->size;
-        r->allocated -= (int64_t)l->block;
+        r->allocated -= (int64_t)LIVE_BLOCK(l);
         if (!pooled(r, l->api)) {
-            d->reserved -= (int64_t)l->block;
-            r->reserved -= (int64_t)l->block;
+            d->reserved -= (int64_t)LIVE_BLOCK(l);
+            r->reserved -= (int64_t)LIVE_BLOCK(l);
         }
         if (s) {
+            s->last_time = rec->time;
             s->live_bytes -= (int64_t)l->size;
             s->live_count--;
             mark_site(r, s);

@@ -42,6 +42,7 @@ struct site {
     uint64_t copy_bytes[5], copy_count[5]; /* by GMT_DIR_* */
     uint64_t set_bytes, set_count;
     int64_t *growth;              /* live bytes at the end of each bucket */
+    uint64_t first_time, last_time; /* of its allocations and frees */
 };
 
 struct device_state {
@@ -105,6 +106,8 @@ struct replay {
     uint64_t oom_state[5];
     /* time series */
     uint64_t t0, bucket_ns;       /* bucket i covers t0 + i*bucket_ns */
+    uint64_t cur_lo, cur_hi;      /* the last bucket found, and its range */
+    struct bucket *cur_bucket;
     struct bucket buckets[REPLAY_BUCKETS];
     uint64_t g_bucket_ns;         /* growth buckets */
     int g_last;                   /* last growth bucket written */
@@ -123,14 +126,17 @@ int replay_trace(const char *path, struct replay *r,
 void replay_free(struct replay *r);
 
 /* Iterate the live allocations left at the end (leaks). */
-struct live {
+struct live {         /* 32 bytes: two per cache line */
     uint64_t addr;     /* 0: empty slot */
-    uint64_t size, block, time;
-    uint32_t stack, thread;
+    uint64_t size;
+    uint32_t extra;    /* block size - size (rounding, pitch) */
+    uint32_t stack;
+    uint32_t thread;
     uint16_t device;
     uint8_t mem;
     uint8_t api;
 };
+#define LIVE_BLOCK(l) ((l)->size + (l)->extra)
 #define REPLAY_FOREACH_LIVE(r, l)                                             \
     for (struct live *l = (r)->live; l && l < (r)->live + (r)->live_cap; l++) \
         if (l->addr)

@@ -20,12 +20,16 @@ enum { EXIT_OK = 0, EXIT_CHECK_FAILED = 1, EXIT_ERROR = 2 };
 /* ---- cmd_*.c: one entry point each ---------------------------------- */
 int cmd_summary(int argc, char **argv);
 int cmd_peak(int argc, char **argv);
+int cmd_frag(int argc, char **argv);
+int cmd_timeline(int argc, char **argv);
 int cmd_leaks(int argc, char **argv);
 int cmd_growth(int argc, char **argv);
 int cmd_transfers(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 /* ---- output.c: messages ---------------------------------------------------------- */
 extern const char *gmt_prog;

@@ -45,6 +45,7 @@ struct symbolizer {
     struct label *labels;
     struct strings *strings;
     char *(*demangle)(const char *, char *, size_t *, int *);
+    bool demangle_ok; /* symbols wanted at all (not --no-symbols) */
     size_t resolved, raw;
     char buf[8192];
 };
@@ -128,6 +129,7 @@ struct symbolizer *sym_new(const struct gmt_defs *d, bool resolve)
             f = h ? dlsym(h, "__cxa_demangle") : NULL;
         }
         s->demangle = (char *(*)(const char *, char *, size_t *, int *))f;
+        s->demangle_ok = true;
     }
     return s;
 }
@@ -254,6 +256,14 @@ int sym_frames(struct symbolizer *s, const struct gmt_frame *f, struct sym *out,
             mod = s->mods ? s->mods[f->module] : NULL;
         }
         c->n = mod ? resolve(s, mod, f->ip, modname, offset, c->frames) : 0;
+        const struct gmt_symbol_def *emb;
+        if (c->n == 0 && s->demangle_ok &&
+            (emb = gmt_defs_symbol(s->defs, f->ip)) != NULL) {
+            /* the binary is not here: the name the recorder embedded */
+            c->frames[0] = (struct sym){demangled(s, emb->name), NULL, 0, modname,
+                                        offset, false};
+            c->n = 1;
+        }
         if (c->n == 0) {
             c->frames[0] = (struct sym){NULL, NULL, 0, modname, offset, false};
             c->n = 1;

@@ -29,13 +29,18 @@ def binary_cases(build):
     selftest = os.path.join(build, "tests", "sim-selftest")
     if os.path.exists(selftest):
         cases.append(("sim/selftest", selftest))
+    smoke = os.path.join(build, "tests", "fuzz_smoke")
+    if os.path.exists(smoke):
+        # the reader under ASan/UBSan: the committed corpus and mutations
+        cases.append(("fuzz/smoke", [smoke, os.path.join(HERE, "fuzz", "corpus"), "5000"]))
     return cases
 
 
 def run_binary(path):
+    argv = path if isinstance(path, list) else [path]
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.path.join(os.path.dirname(path), "..", "..", "sim")
-    p = subprocess.run([path], capture_output=True, text=True, timeout=300, env=env)
+    env["LD_LIBRARY_PATH"] = os.path.join(os.path.dirname(argv[0]), "..", "..", "sim")
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     if p.returncode != 0:
         raise AssertionError(f"exit {p.returncode}\n{p.stdout}{p.stderr}")
 

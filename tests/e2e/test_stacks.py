@@ -1,5 +1,7 @@
 """Native stacks: they resolve to the calling functions, carry no tracer
 frames, are written once, and follow GPUMEMTRACE_STACK_DEPTH."""
+import json
+import os
 import re
 import subprocess
 
@@ -103,3 +105,22 @@ def test_module_map_follows_dlopen():
     expect(frames[0][0] == "libdlalloc.so" and lo < frames[0][1] <= hi,
            f"innermost frame {frames[0]} not in dlalloc_pair {lo:#x}-{hi:#x}")
     expect(frames[1][0] == "dlopen", f"caller frame {frames[1]}")
+
+
+def test_embedded_symbols_name_frames_without_the_binary():
+    import shutil
+    shutil.copy(prog("libdlalloc.so"), "libmine.so")
+    run([prog("dlopen"), os.path.abspath("libmine.so"), "keep"], GPUMEMTRACE_EMBED_SYMBOLS="1")
+    t = one_trace()
+    os.unlink("libmine.so")  # the trace is read where the binary is not
+    sites = json.loads(report("peak", "--json", "--group", "stack", "--depth", "2", t).stdout)
+    labels = [s["site"] for s in sites["traces"][0]["sites"]]
+    expect(any(l.startswith("dlalloc_pair <- main (dlopen.c:") for l in labels), f"{labels}")
+    # without embedding, the same frame stays module+offset
+    os.unlink(t)
+    shutil.copy(prog("libdlalloc.so"), "libmine.so")
+    run([prog("dlopen"), os.path.abspath("libmine.so"), "keep"])
+    os.unlink("libmine.so")
+    sites = json.loads(report("peak", "--json", "--group", "stack", "--depth", "2", one_trace()).stdout)
+    labels = [s["site"] for s in sites["traces"][0]["sites"]]
+    expect(any(l.startswith("libmine.so+0x") for l in labels), f"{labels}")

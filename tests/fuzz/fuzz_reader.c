@@ -9,7 +9,9 @@
  * the same entry point over the corpus and a few thousand mutations
  * (tests/fuzz/smoke.c) without clang's fuzzer runtime.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>

@@ -3,10 +3,13 @@
  * Allocates once (tracing starts, the module map is written), then
  * dlopens libdlalloc.so, which was not loaded when the map was written,
  * and allocates from inside it. The stack of that allocation must point
- * into the new library: the module map has to catch up.
+ * into the new library: the module map has to catch up. With a second
+ * argument "keep", the library stays loaded until exit (for symbols
+ * embedded at exit).
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -24,7 +27,8 @@ int main(int argc, char **argv)
     int (*pair)(void) = (int (*)(void))dlsym(h, "dlalloc_pair");
     if (pair == NULL || pair() != 0)
         return 1;
-    dlclose(h);
+    if (argc < 3 || strcmp(argv[2], "keep") != 0)
+        dlclose(h);
     printf("ok\n");
     return 0;
 }

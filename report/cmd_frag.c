@@ -1,0 +1,533 @@
+/* cmd_frag.c - `gpumemreport frag`: how fragmented the caching pool was.
+ *
+ * Memory the pool holds but nobody uses is either pending (freed, waiting
+ * for the GPU work issued before the free) or free; free memory in many
+ * small pieces cannot serve a large request, so the pool grows or runs out
+ * although "enough" is free. This command shows, at the peak of requested
+ * memory and at each out-of-memory event: reserved, allocated, idle,
+ * pending and free bytes, the largest free block and the number of free
+ * blocks, fragmentation (1 - largest free / free), the bytes lost to
+ * rounding against those lost in gaps, and the segments with the most
+ * free space. Then fragmentation over the run, from the pool's samples.
+ *
+ * How. The replay gives the moments (the sequence numbers of the peak and
+ * of each out-of-memory event); a second pass over the trace rebuilds the
+ * pool's segments and blocks (poolview.h) and takes its picture when the
+ * trace reaches each moment. Memory: live blocks and segments, plus a
+ * fixed number of pictures and sample rows - never the trace's length.
+ *
+ * A trace recorded with the pool off has no pool state: the driver did
+ * the caching, out of sight. For it, the rounding waste at the peak and
+ * the samples, if any, are all there is to say.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "poolview.h"
+
+#define FRAG_MAX_OOMS 32 /* out-of-memory events pictured; all are counted */
+#define FRAG_ROWS 12     /* parts of the run in the over-time table */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s frag [options] TRACE|DIR...\n\n"
+               "The caching pool at the peak of requested memory and at each\n"
+               "out-of-memory event: reserved, allocated, idle, pending and free\n"
+               "bytes, largest free block, free blocks, fragmentation (1 - largest\n"
+               "free / free), rounding waste against gaps, and the segments with\n"
+               "the most free space (--top of them); then fragmentation over the\n"
+               "run from the pool's samples.\n\n" GMT_COMMON_HELP, gmt_prog);
+}
+
+/* A moment to picture: the peak, or an out-of-memory event. */
+struct snap {
+    const struct oom *oom; /* NULL: the peak */
+    uint64_t seq, time;
+    int64_t device;        /* -1: every device */
+    bool taken;
+    struct pv_state st;
+};
+
+/* One part of the run: the sample with the most fragmentation in it. */
+struct row {
+    uint64_t n;            /* samples in this part */
+    uint64_t time;         /* of the one kept */
+    uint32_t device;
+    uint64_t v[4];         /* reserved, allocated, largest free, free blocks */
+    uint64_t pending;      /* from the rebuilt pool */
+    double frag;
+};
+
+struct scan {
+    struct snap snaps[1 + FRAG_MAX_OOMS];
+    struct snap *order[1 + FRAG_MAX_OOMS]; /* by sequence number */
+    size_t nsnaps;
+    struct row rows[FRAG_ROWS];
+    uint64_t samples, max_time;
+    double max_frag;
+    uint64_t odd;
+    bool nomem;
+};
+
+struct frag_ctx {
+    bool failed; /* a second pass failed: exit 2 */
+};
+
+static uint64_t rel_ns(const struct replay *r, uint64_t t)
+{
+    return t > r->hdr.start_monotonic_ns ? t - r->hdr.start_monotonic_ns : 0;
+}
+
+static double rel_s(const struct replay *r, uint64_t t)
+{
+    return (double)rel_ns(r, t) / 1e9;
+}
+
+/* ---- the second pass ----------------------------------------------------- */
+
+static int cmp_snap(const void *a, const void *b)
+{
+    const struct snap *x = *(struct snap *const *)a, *y = *(struct snap *const *)b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x < y ? -1 : x > y; /* the peak before an event of the same seq */
+}
+
+/* Which moments to picture. Out-of-memory events only with the pool:
+ * without it there is no pool state to show at them. */
+static void plan(struct scan *sc, const struct replay *r)
+{
+    if (r->peak_requested)
+        sc->snaps[sc->nsnaps++] = (struct snap){NULL, r->peak_requested_seq,
+                                                r->peak_requested_time, -1,
+                                                false, {0}};
+    for (size_t i = 0; r->pool && i < r->nooms && i < FRAG_MAX_OOMS; i++)
+        sc->snaps[sc->nsnaps++] = (struct snap){&r->ooms[i], r->ooms[i].seq,
+                                                r->ooms[i].time, r->ooms[i].device,
+                                                false, {0}};
+    for (size_t i = 0; i < sc->nsnaps; i++)
+        sc->order[i] = &sc->snaps[i];
+    qsort(sc->order, sc->nsnaps, sizeof *sc->order, cmp_snap);
+}
+
+/* Fragmentation at a sample. The sample has reserved, allocated and the
+ * largest free block but not the pending bytes, which the rebuilt pool
+ * knows: free = reserved - allocated - pending. (Idle memory alone would
+ * call a pool whose only idle memory is pending 100% fragmented.) */
+static double sample_frag(const uint64_t v[6], uint64_t pending)
+{
+    uint64_t idle = v[0] > v[1] ? v[0] - v[1] : 0;
+    uint64_t free_b = idle > pending ? idle - pending : 0;
+    if (free_b < v[2])
+        free_b = v[2]; /* samples and the rebuilt pool disagree: trust the sample */
+    return free_b ? 1.0 - (double)v[2] / (double)free_b : 0.0;
+}
+
+static void note_sample(struct scan *sc, const struct replay *r, const struct gmt_rec *rec,
+                        uint64_t pending)
+{
+    double f = sample_frag(rec->v, pending);
+    uint64_t dur = replay_duration(r);
+    double pos = dur ? (double)rel_ns(r, rec->time) / (double)dur * FRAG_ROWS : 0.0;
+    size_t k = pos < FRAG_ROWS - 1 ? (size_t)pos : FRAG_ROWS - 1;
+    struct row *w = &sc->rows[k];
+    if (w->n++ == 0 || f > w->frag) {
+        w->time = rec->time;
+        w->device = rec->device;
+        memcpy(w->v, rec->v, sizeof w->v);
+        w->pending = pending;
+        w->frag = f;
+    }
+    if (sc->samples++ == 0 || f > sc->max_frag) {
+        sc->max_frag = f;
+        sc->max_time = rec->time;
+    }
+}
+
+static void take(struct scan *sc, const struct poolview *v, struct snap *s)
+{
+    s->taken = pv_state(v, s->device, &s->st);
+    if (!s->taken)
+        sc->nomem = true;
+}
+
+/* Read the trace again, feeding the pool picture and taking each planned
+ * picture just before the first record past its moment. */
+static int rescan(const struct loaded *l, struct scan *sc, char *err, size_t errlen)
+{
+    struct gmt_reader *rd = gmt_reader_open(l->path, err, errlen);
+    if (rd == NULL)
+        return -1;
+    struct poolview v;
+    pv_init(&v);
+    struct gmt_rec rec;
+    size_t k = 0;
+    int got;
+    while ((got = gmt_reader_next(rd, &rec)) == 1) {
+        while (k < sc->nsnaps && rec.seq > sc->order[k]->seq)
+            take(sc, &v, sc->order[k++]);
+        if (rec.kind == GMT_K_SAMPLE)
+            note_sample(sc, &l->r, &rec, pv_pending(&v, rec.device));
+        pv_apply(&v, &rec);
+    }
+    while (k < sc->nsnaps)
+        take(sc, &v, sc->order[k++]);
+    if (got < 0)
+        snprintf(err, errlen, "%s", gmt_reader_error(rd));
+    sc->odd = v.odd;
+    sc->nomem |= v.nomem;
+    pv_free(&v);
+    gmt_reader_close(rd);
+    return got < 0 ? -1 : 0;
+}
+
+static void scan_free(struct scan *sc)
+{
+    if (sc == NULL)
+        return;
+    for (size_t i = 0; i < sc->nsnaps; i++)
+        pv_state_free(&sc->snaps[i].st);
+    free(sc);
+}
+
+/* ---- text -------------------------------------------------------------------- */
+
+static const char *plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
+static void figure(const char *label, const char *value, const char *note)
+{
+    printf("  %-15s %12s  %s\n", label, value, note);
+}
+
+static void text_figures(const struct gmt_common *c, const struct pv_state *s)
+{
+    char a[32], b[32], note[160];
+    snprintf(note, sizeof note, "in %zu segment%s", s->nsegs, plural(s->nsegs));
+    figure("reserved", gmt_size(c, a, (int64_t)s->reserved), note);
+    snprintf(note, sizeof note, "in %" PRIu64 " live block%s", s->live_blocks,
+             plural(s->live_blocks));
+    figure("allocated", gmt_size(c, a, (int64_t)s->allocated), note);
+    figure("idle", gmt_size(c, a, (int64_t)(s->reserved - s->allocated)),
+           "reserved - allocated");
+    figure("pending", gmt_size(c, a, (int64_t)s->pending), "freed, not yet reusable");
+    snprintf(note, sizeof note, "in %" PRIu64 " free block%s, largest %s", s->free_blocks,
+             plural(s->free_blocks), gmt_size(c, b, (int64_t)s->largest_free));
+    figure("free", gmt_size(c, a, (int64_t)s->free), note);
+    snprintf(a, sizeof a, "%.1f%%", 100.0 * s->frag);
+    figure("fragmentation", a, "1 - largest free / free");
+    snprintf(note, sizeof note, "block - requested bytes, against %s free in gaps",
+             gmt_size(c, b, (int64_t)s->free));
+    figure("rounding waste", gmt_size(c, a, (int64_t)s->waste), note);
+    if (s->unpooled_count) {
+        snprintf(note, sizeof note, "in %" PRIu64 " allocation%s the pool does not serve",
+                 s->unpooled_count, plural(s->unpooled_count));
+        figure("outside pool", gmt_size(c, a, (int64_t)s->unpooled_bytes), note);
+    }
+}
+
+static void seg_row(struct table *t, const struct gmt_common *c, const char *name,
+                    const struct pv_seg_stat *s)
+{
+    char sz[32], al[32], pe[32], fr[32], lg[32], gaps[24], live[24];
+    snprintf(gaps, sizeof gaps, "%" PRIu64, s->gaps);
+    snprintf(live, sizeof live, "%" PRIu64, s->live);
+    table_row(t, name, gmt_size(c, sz, (int64_t)s->size), gmt_size(c, al, (int64_t)s->allocated),
+              gmt_size(c, pe, (int64_t)s->pending), gmt_size(c, fr, (int64_t)s->free),
+              gmt_size(c, lg, (int64_t)s->largest_gap), gaps, live);
+}
+
+static size_t shown_segs(const struct gmt_common *c, const struct pv_state *s)
+{
+    return c->top && (size_t)c->top < s->nsegs ? (size_t)c->top : s->nsegs;
+}
+
+/* The segments with the most free space; the rest summed in one row. */
+static void text_segments(const struct gmt_common *c, const struct pv_state *s)
+{
+    if (s->nsegs == 0)
+        return;
+    static const char *const h[] = {"segment", "size", "allocated", "pending",
+                                    "free", "largest gap", "gaps", "live blocks"};
+    static const bool right[] = {false, true, true, true, true, true, true, true};
+    struct table *t = table_new(8, h, right);
+    if (t == NULL)
+        return;
+    size_t shown = shown_segs(c, s);
+    struct pv_seg_stat rest = {0};
+    for (size_t i = 0; i < s->nsegs; i++) {
+        const struct pv_seg_stat *g = &s->segs[i];
+        if (i < shown) {
+            char name[24];
+            snprintf(name, sizeof name, "0x%" PRIx64, g->addr);
+            seg_row(t, c, name, g);
+            continue;
+        }
+        rest.size += g->size;
+        rest.allocated += g->allocated;
+        rest.pending += g->pending;
+        rest.free += g->free;
+        rest.gaps += g->gaps;
+        rest.live += g->live;
+        if (g->largest_gap > rest.largest_gap)
+            rest.largest_gap = g->largest_gap;
+    }
+    if (shown < s->nsegs) {
+        char name[48];
+        snprintf(name, sizeof name, "(%zu more segments)", s->nsegs - shown);
+        seg_row(t, c, name, &rest);
+    }
+    table_print(t, c->markdown);
+    table_free(t);
+}
+
+static void text_oom_title(const struct gmt_common *c, const struct replay *r,
+                           const struct snap *s, size_t n)
+{
+    char a[32], b[32], e[32];
+    const struct oom *o = s->oom;
+    printf("\nat out-of-memory #%zu: %s requested on device %u at %.3f s\n", n,
+           gmt_size(c, a, (int64_t)o->size), o->device, rel_s(r, o->time));
+    if (o->has_state)
+        printf("  the pool recorded reserved %s, allocated %s, largest free %s\n",
+               gmt_size(c, a, (int64_t)o->state[2]), gmt_size(c, b, (int64_t)o->state[3]),
+               gmt_size(c, e, (int64_t)o->state[4]));
+}
+
+static void text_snap(const struct gmt_common *c, const struct replay *r,
+                      const struct snap *s, size_t n)
+{
+    char a[32];
+    if (s->oom)
+        text_oom_title(c, r, s, n);
+    else
+        printf("\nat the peak of requested memory: %s at %.3f s\n",
+               gmt_size(c, a, (int64_t)r->peak_requested), rel_s(r, s->time));
+    if (!s->taken) {
+        printf("  (not enough host memory to picture it)\n");
+        return;
+    }
+    text_figures(c, &s->st);
+    text_segments(c, &s->st);
+}
+
+static void text_rows(const struct gmt_common *c, const struct replay *r,
+                      const struct scan *sc)
+{
+    if (sc->samples == 0) {
+        printf("\nfragmentation over time: no samples in this trace (the pool was\n"
+               "off, or GPUMEMTRACE_SAMPLE_MS=0)\n");
+        return;
+    }
+    printf("\nfragmentation over time: %" PRIu64 " sample%s, highest %.1f%% at %.3f s\n"
+           "(per twelfth of the run, the sample with the most; pending bytes\n"
+           "from the rebuilt pool, the rest from the samples)\n",
+           sc->samples, plural(sc->samples), 100.0 * sc->max_frag, rel_s(r, sc->max_time));
+    static const char *const h[] = {"time", "reserved", "allocated", "pending",
+                                    "largest free", "free blocks", "frag"};
+    static const bool right[] = {true, true, true, true, true, true, true};
+    struct table *t = table_new(7, h, right);
+    if (t == NULL)
+        return;
+    for (size_t k = 0; k < FRAG_ROWS; k++) {
+        const struct row *w = &sc->rows[k];
+        if (w->n == 0)
+            continue;
+        char tm[32], a[32], b[32], p[32], e[32], n[24], f[16];
+        snprintf(n, sizeof n, "%" PRIu64, w->v[3]);
+        snprintf(f, sizeof f, "%.1f%%", 100.0 * w->frag);
+        table_row(t, gmt_seconds(tm, rel_ns(r, w->time)), gmt_size(c, a, (int64_t)w->v[0]),
+                  gmt_size(c, b, (int64_t)w->v[1]), gmt_size(c, p, (int64_t)w->pending),
+                  gmt_size(c, e, (int64_t)w->v[2]), n, f);
+    }
+    table_print(t, c->markdown);
+    table_free(t);
+}
+
+static void text_no_pool(const struct gmt_common *c, const struct replay *r,
+                         const struct scan *sc)
+{
+    char a[32];
+    printf("recorded without gpumemtrace's pool (GPUMEMTRACE_POOL=0)\n"
+           "no pool state to report: the driver does the caching, out of the trace's sight\n");
+    if (sc->nsnaps == 0 || !sc->snaps[0].taken) {
+        printf("no device allocations\n");
+        return;
+    }
+    const struct pv_state *s = &sc->snaps[0].st;
+    printf("\nat the peak of requested memory: %s at %.3f s\n",
+           gmt_size(c, a, (int64_t)r->peak_requested), rel_s(r, sc->snaps[0].time));
+    char note[96];
+    snprintf(note, sizeof note, "block - requested bytes of %" PRIu64 " live allocation%s",
+             s->allocations, plural(s->allocations));
+    figure("rounding waste", gmt_size(c, a, (int64_t)s->waste), note);
+}
+
+static void text(const struct loaded *l, const struct gmt_common *c, const struct scan *sc)
+{
+    const struct replay *r = &l->r;
+    printf("%s (pid %u): ", l->path, r->hdr.pid);
+    if (!r->pool) {
+        text_no_pool(c, r, sc);
+    } else {
+        printf("gpumemtrace's pool on; out-of-memory events: %" PRIu64 "\n", r->ooms_total);
+        if (sc->nsnaps == 0)
+            printf("no device allocations\n");
+        for (size_t i = 0, n = 0; i < sc->nsnaps; i++)
+            text_snap(c, r, &sc->snaps[i], sc->snaps[i].oom ? ++n : 0);
+        if (r->ooms_total > (uint64_t)(sc->nsnaps - (r->peak_requested ? 1 : 0)))
+            printf("\n(only the first %d out-of-memory events are pictured)\n",
+                   FRAG_MAX_OOMS);
+    }
+    text_rows(c, r, sc);
+    if (sc->odd)
+        printf("\nnote: %" PRIu64 " records did not fit the rebuilt pool (frees of unknown\n"
+               "blocks, overlapping segments, ...): the figures may be off\n", sc->odd);
+}
+
+/* ---- JSON --------------------------------------------------------------------- */
+
+static void json_segments(const struct gmt_common *c, const struct pv_state *s)
+{
+    size_t shown = shown_segs(c, s);
+    printf(",\"segment_table\":[");
+    for (size_t i = 0; i < shown; i++) {
+        const struct pv_seg_stat *g = &s->segs[i];
+        printf("%s{\"address\":\"0x%" PRIx64 "\",\"device\":%u,\"size\":%" PRIu64
+               ",\"allocated\":%" PRIu64 ",\"pending\":%" PRIu64 ",\"free\":%" PRIu64
+               ",\"largest_gap\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"live_blocks\":%" PRIu64 "}",
+               i ? "," : "", g->addr, g->device, g->size, g->allocated, g->pending, g->free,
+               g->largest_gap, g->gaps, g->live);
+    }
+    printf("],\"segments_omitted\":%zu", s->nsegs - shown);
+}
+
+static void json_pool_figures(const struct pv_state *s)
+{
+    printf(",\"reserved\":%" PRIu64 ",\"allocated\":%" PRIu64 ",\"idle\":%" PRIu64
+           ",\"pending\":%" PRIu64 ",\"free\":%" PRIu64 ",\"largest_free\":%" PRIu64
+           ",\"free_blocks\":%" PRIu64 ",\"fragmentation\":%.6f,\"segments\":%zu"
+           ",\"live_blocks\":%" PRIu64 ",\"unpooled_allocated\":%" PRIu64
+           ",\"unpooled_allocations\":%" PRIu64,
+           s->reserved, s->allocated, s->reserved - s->allocated, s->pending, s->free,
+           s->largest_free, s->free_blocks, s->frag, s->nsegs, s->live_blocks,
+           s->unpooled_bytes, s->unpooled_count);
+}
+
+static void json_oom(const struct oom *o)
+{
+    printf(",\"size\":%" PRIu64 ",\"device\":%u,\"recorded\":", o->size, o->device);
+    if (o->has_state)
+        printf("{\"reserved\":%" PRIu64 ",\"allocated\":%" PRIu64
+               ",\"largest_free\":%" PRIu64 "}", o->state[2], o->state[3], o->state[4]);
+    else
+        printf("null");
+}
+
+static void json_snap(const struct gmt_common *c, const struct replay *r,
+                      const struct snap *s)
+{
+    printf("{\"seq\":%" PRIu64 ",\"at_ns\":%" PRIu64, s->seq, rel_ns(r, s->time));
+    if (s->oom)
+        json_oom(s->oom);
+    if (s->taken) {
+        printf(",\"requested\":%" PRIu64 ",\"allocations\":%" PRIu64
+               ",\"rounding_waste\":%" PRIu64, s->st.requested, s->st.allocations,
+               s->st.waste);
+        if (r->pool) {
+            json_pool_figures(&s->st);
+            json_segments(c, &s->st);
+        }
+    }
+    printf("}");
+}
+
+static void json_rows(const struct replay *r, const struct scan *sc)
+{
+    printf(",\"samples\":%" PRIu64 ",\"max_sample_fragmentation\":%.6f"
+           ",\"max_sample_fragmentation_at_ns\":%" PRIu64 ",\"over_time\":[",
+           sc->samples, sc->max_frag, sc->samples ? rel_ns(r, sc->max_time) : 0);
+    bool first = true;
+    for (size_t k = 0; k < FRAG_ROWS; k++) {
+        const struct row *w = &sc->rows[k];
+        if (w->n == 0)
+            continue;
+        printf("%s{\"at_ns\":%" PRIu64 ",\"device\":%u,\"reserved\":%" PRIu64
+               ",\"allocated\":%" PRIu64 ",\"pending\":%" PRIu64 ",\"largest_free\":%" PRIu64
+               ",\"free_blocks\":%" PRIu64 ",\"fragmentation\":%.6f,\"samples\":%" PRIu64 "}",
+               first ? "" : ",", rel_ns(r, w->time), w->device, w->v[0], w->v[1], w->pending,
+               w->v[2], w->v[3], w->frag, w->n);
+        first = false;
+    }
+    printf("]");
+}
+
+static void json(const struct loaded *l, const struct gmt_common *c, const struct scan *sc)
+{
+    const struct replay *r = &l->r;
+    printf("{\"trace\":");
+    gmt_json_str(stdout, l->path);
+    printf(",\"pid\":%u,\"pool\":%s,\"inconsistencies\":%" PRIu64 ",\"peak\":",
+           r->hdr.pid, r->pool ? "true" : "false", sc->odd);
+    size_t i = 0;
+    if (sc->nsnaps && !sc->snaps[0].oom)
+        json_snap(c, r, &sc->snaps[i++]);
+    else
+        printf("null");
+    printf(",\"ooms_total\":%" PRIu64 ",\"ooms\":[", r->ooms_total);
+    for (size_t first = i; i < sc->nsnaps; i++) {
+        printf("%s", i > first ? "," : "");
+        json_snap(c, r, &sc->snaps[i]);
+    }
+    printf("]");
+    json_rows(r, sc);
+    printf("}");
+}
+
+/* ---- driver -------------------------------------------------------------------- */
+
+static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
+{
+    struct frag_ctx *fc = ctx;
+    struct scan *sc = calloc(1, sizeof *sc);
+    char err[512] = "out of memory";
+    if (sc)
+        plan(sc, &l->r);
+    if (sc == NULL || rescan(l, sc, err, sizeof err) != 0) {
+        gmt_errorf("%s: %s", l->path, err);
+        fc->failed = true;
+        if (c->json) { /* keep the document well-formed */
+            printf("{\"trace\":");
+            gmt_json_str(stdout, l->path);
+            printf(",\"error\":");
+            gmt_json_str(stdout, err);
+            printf("}");
+        }
+        scan_free(sc);
+        return;
+    }
+    if (sc->nomem)
+        gmt_warnf("%s: not enough host memory for the whole pool picture", l->path);
+    if (c->json)
+        json(l, c, sc);
+    else
+        text(l, c, sc);
+    scan_free(sc);
+}
+
+int cmd_frag(int argc, char **argv)
+{
+    static const struct gmt_command cmd = {
+        .schema = "gpumemtrace.frag/1",
+        .usage = usage,
+        .each = each,
+        .default_top = 10,
+    };
+    struct frag_ctx fc = {false};
+    int rc = gmt_run(argc, argv, &cmd, &fc);
+    return fc.failed ? EXIT_ERROR : rc;
+}

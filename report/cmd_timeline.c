@@ -1,0 +1,403 @@
+/* cmd_timeline.c - `gpumemreport timeline`: device memory over the run.
+ *
+ * Requested bytes (what the program holds) and reserved bytes (what the
+ * process holds from the driver for it: the pool's segments, or the
+ * allocations themselves without the pool) over time, as a chart for the
+ * terminal; with --csv or --json, the series itself, adding device memory
+ * in use per the driver (from the pool's samples) and pinned host memory.
+ *
+ * The series are the replay's time buckets (REPLAY_BUCKETS over the run):
+ * each holds the largest value seen in it, so no peak is lost however long
+ * the run. A bucket in which nothing happened repeats the bucket before
+ * it - nothing changed, though the level after a bucket's last event may
+ * be below that bucket's maximum. The chart merges buckets into columns,
+ * again by maximum, so the chart's highest point is the peak.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+enum { OPT_CSV = OPT_CMD_BASE, OPT_WIDTH, OPT_HEIGHT };
+
+#define TL_WIDTH 64  /* chart columns */
+#define TL_HEIGHT 16 /* chart rows */
+#define TL_LABEL 10  /* y-axis label width */
+
+struct tl_opts {
+    bool csv;
+    int width, height;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s timeline [options] TRACE|DIR...\n\n"
+               "Requested and reserved device memory over the run, as a chart\n"
+               "(# requested, : reserved, - device memory in use per the driver).\n\n"
+               "  --csv           the series as CSV: time_s,requested,reserved,\n"
+               "                  device_used,host (exact bytes, one row per bucket;\n"
+               "                  device_used empty before the first sample)\n"
+               "  --width N       chart columns (default %d, 16 to 400)\n"
+               "  --height N      chart rows (default %d, 4 to 100)\n"
+               "  --json          the series as JSON (docs/report-json.md)\n"
+               "  --markdown      the chart in a fenced block\n"
+               "  --bytes         exact byte counts in the text\n",
+            gmt_prog, TL_WIDTH, TL_HEIGHT);
+}
+
+static int number(const char *name, const char *arg, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (*arg == '\0' || *end || v < lo || v > hi) {
+        gmt_errorf("--%s needs a number from %d to %d, not '%s'", name, lo, hi, arg);
+        return -1;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static int option(int opt, const char *arg, void *ctx)
+{
+    struct tl_opts *o = ctx;
+    switch (opt) {
+    case OPT_CSV:
+        o->csv = true;
+        return 1;
+    case OPT_WIDTH:
+        return number("width", arg, 16, 400, &o->width);
+    case OPT_HEIGHT:
+        return number("height", arg, 4, 100, &o->height);
+    default:
+        return 0;
+    }
+}
+
+/* ---- the series ---------------------------------------------------------- */
+
+/* One point of the series; device_used 0: not known (no sample yet). */
+struct point {
+    uint64_t requested, reserved, device_used, host;
+};
+
+/* Buckets shown: up to the last one holding data, or to the end of the
+ * run if that is later (memory held until exit). */
+static size_t nbuckets(const struct replay *r)
+{
+    size_t last = 0;
+    for (size_t i = 0; i < REPLAY_BUCKETS; i++)
+        if (r->buckets[i].used)
+            last = i + 1;
+    uint64_t dur = replay_duration(r), w = r->bucket_ns ? r->bucket_ns : 1;
+    uint64_t span = dur / w + (dur % w != 0);
+    size_t n = span < REPLAY_BUCKETS ? (size_t)span : REPLAY_BUCKETS;
+    return n > last ? n : last;
+}
+
+/* A bucket that only holds a sample noted none of the other series (the
+ * replay fills them at allocations and frees): they carry on as well. */
+static bool sample_only(const struct bucket *b)
+{
+    return b->device_used && !b->requested && !b->reserved && !b->host;
+}
+
+/* The buckets as points, empty buckets carrying the one before forward.
+ * Returns the number of points (0 with *out NULL: none, or no memory). */
+static size_t series(const struct replay *r, struct point **out)
+{
+    size_t n = nbuckets(r);
+    *out = n ? calloc(n, sizeof **out) : NULL;
+    if (*out == NULL)
+        return 0;
+    struct point cur = {0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        const struct bucket *b = &r->buckets[i];
+        if (b->used && !sample_only(b)) {
+            cur.requested = b->requested;
+            cur.reserved = b->reserved;
+            cur.host = b->host;
+        }
+        if (b->used && b->device_used)
+            cur.device_used = b->device_used;
+        (*out)[i] = cur;
+    }
+    return n;
+}
+
+/* ---- CSV and JSON --------------------------------------------------------- */
+
+static void csv(const struct replay *r, const struct point *p, size_t n)
+{
+    printf("time_s,requested,reserved,device_used,host\n");
+    for (size_t i = 0; i < n; i++) {
+        printf("%.6f,%" PRIu64 ",%" PRIu64 ",", (double)i * (double)r->bucket_ns / 1e9,
+               p[i].requested, p[i].reserved);
+        if (p[i].device_used)
+            printf("%" PRIu64, p[i].device_used);
+        printf(",%" PRIu64 "\n", p[i].host);
+    }
+}
+
+static void json(const struct loaded *l, const struct point *p, size_t n)
+{
+    const struct replay *r = &l->r;
+    printf("{\"trace\":");
+    gmt_json_str(stdout, l->path);
+    printf(",\"pid\":%u,\"duration_ns\":%" PRIu64 ",\"bucket_ns\":%" PRIu64
+           ",\"peak_requested\":%" PRIu64 ",\"peak_reserved\":%" PRIu64 ",\"buckets\":[",
+           r->hdr.pid, replay_duration(r), r->bucket_ns, r->peak_requested,
+           r->peak_reserved);
+    for (size_t i = 0; i < n; i++) {
+        printf("%s{\"at_ns\":%" PRIu64 ",\"requested\":%" PRIu64 ",\"reserved\":%" PRIu64
+               ",\"device_used\":", i ? "," : "", (uint64_t)i * r->bucket_ns,
+               p[i].requested, p[i].reserved);
+        if (p[i].device_used)
+            printf("%" PRIu64, p[i].device_used);
+        else
+            printf("null");
+        printf(",\"host\":%" PRIu64 "}", p[i].host);
+    }
+    printf("]}");
+}
+
+/* ---- the chart ------------------------------------------------------------- */
+
+/* Columns: bucket maxima over each column's share of the buckets (a
+ * bucket spans several columns when there are fewer buckets). */
+static void columns(const struct point *p, size_t n, struct point *col, int width)
+{
+    for (int c = 0; c < width; c++) {
+        size_t lo = (size_t)c * n / (size_t)width;
+        size_t hi = (size_t)(c + 1) * n / (size_t)width;
+        if (hi <= lo)
+            hi = lo + 1;
+        struct point m = {0, 0, 0, 0};
+        for (size_t i = lo; i < hi && i < n; i++) {
+            if (p[i].requested > m.requested)
+                m.requested = p[i].requested;
+            if (p[i].reserved > m.reserved)
+                m.reserved = p[i].reserved;
+            if (p[i].device_used > m.device_used)
+                m.device_used = p[i].device_used;
+        }
+        col[c] = m;
+    }
+}
+
+/* The unit for the axis, and the top of the axis: the largest value
+ * rounded up to 1, 2, 2.5, 4, 5 or 8 times a power of ten of that unit, so
+ * that the quarter marks read well. */
+static double axis_top(uint64_t max, const char **unit, double *scale)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    *scale = 1;
+    while (u < 4 && (double)max >= *scale * 1024) {
+        *scale *= 1024;
+        u++;
+    }
+    *unit = units[u];
+    double v = (double)max / *scale, p = 1;
+    if (v <= 0)
+        return 1;
+    while (p * 10 < v)
+        p *= 10;
+    while (p > v)
+        p /= 10;
+    static const double steps[] = {1, 2, 2.5, 4, 5, 8, 10};
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
+        if (steps[i] * p >= v)
+            return steps[i] * p;
+    return 10 * p;
+}
+
+/* Cells from the bottom a value fills (any value above 0 fills one). */
+static int level(uint64_t v, double top_bytes, int height)
+{
+    double h = ceil((double)v / top_bytes * height - 1e-9);
+    return h < 0 ? 0 : h > height ? height : (int)h;
+}
+
+static char cell(const struct point *col, double top, int height, int y)
+{
+    if (y <= level(col->requested, top, height))
+        return '#';
+    if (y <= level(col->reserved, top, height))
+        return ':';
+    if (col->device_used && y == level(col->device_used, top, height))
+        return '-';
+    return ' ';
+}
+
+static void y_label(char *buf, size_t len, double v, const char *unit)
+{
+    snprintf(buf, len, "%.4g %s", v, unit);
+}
+
+static void plot(const struct point *col, const struct tl_opts *o, uint64_t max)
+{
+    const char *unit;
+    double scale, top = axis_top(max, &unit, &scale);
+    char *line = malloc((size_t)o->width + 1);
+    if (line == NULL)
+        return;
+    for (int y = o->height; y >= 1; y--) {
+        char label[32] = "";
+        if (y * 4 % o->height == 0) /* the quarters that fall on a row */
+            y_label(label, sizeof label, top * y / o->height, unit);
+        for (int c = 0; c < o->width; c++)
+            line[c] = cell(&col[c], top * scale, o->height, y);
+        line[o->width] = '\0';
+        printf("%*s |%s\n", TL_LABEL, label, line);
+    }
+    char zero[32];
+    y_label(zero, sizeof zero, 0, unit);
+    printf("%*s +", TL_LABEL, zero);
+    for (int c = 0; c < o->width; c++)
+        putchar('-');
+    putchar('\n');
+    free(line);
+}
+
+static void x_axis(const struct replay *r, size_t n, int width)
+{
+    char a[32], b[32], e[32];
+    double end = (double)n * (double)r->bucket_ns;
+    gmt_seconds(a, 0);
+    gmt_seconds(b, (uint64_t)(end / 2));
+    gmt_seconds(e, (uint64_t)end);
+    int half = width / 2, lb = (int)strlen(b), le = (int)strlen(e);
+    int gap1 = half - (int)strlen(a) - lb / 2, gap2 = width - half - (lb - lb / 2) - le;
+    printf("%*s  %s%*s%s%*s%s\n", TL_LABEL, "", a, gap1 > 1 ? gap1 : 1, "", b,
+           gap2 > 1 ? gap2 : 1, "", e);
+}
+
+static uint64_t max_of(const struct point *col, int width, bool *drv)
+{
+    uint64_t m = 0;
+    *drv = false;
+    for (int c = 0; c < width; c++) {
+        uint64_t v = col[c].reserved > col[c].requested ? col[c].reserved : col[c].requested;
+        if (col[c].device_used > v)
+            v = col[c].device_used;
+        if (v > m)
+            m = v;
+        *drv |= col[c].device_used != 0;
+    }
+    return m;
+}
+
+static uint64_t max_host(const struct point *p, size_t n)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (p[i].host > m)
+            m = p[i].host;
+    return m;
+}
+
+static void legend(const struct gmt_common *c, const struct replay *r, bool drv,
+                   uint64_t host)
+{
+    char a[32], b[32];
+    printf("%*s  # requested (peak %s)  : reserved (peak %s)%s\n", TL_LABEL, "",
+           gmt_size(c, a, (int64_t)r->peak_requested), gmt_size(c, b, (int64_t)r->peak_reserved),
+           drv ? "  - device used (driver)" : "");
+    if (host)
+        printf("%*s  pinned host memory: peak %s (not drawn)\n", TL_LABEL, "",
+               gmt_size(c, a, (int64_t)host));
+}
+
+static void chart(const struct loaded *l, const struct gmt_common *c,
+                  const struct tl_opts *o, const struct point *p, size_t n)
+{
+    const struct replay *r = &l->r;
+    char a[32];
+    printf("%s (pid %u): device memory over %s\n", l->path, r->hdr.pid,
+           gmt_seconds(a, replay_duration(r)));
+    struct point *col = calloc((size_t)o->width, sizeof *col);
+    if (n == 0 || col == NULL) {
+        printf("no device memory events\n");
+        free(col);
+        return;
+    }
+    columns(p, n, col, o->width);
+    bool drv;
+    uint64_t max = max_of(col, o->width, &drv);
+    if (c->markdown)
+        printf("```\n");
+    plot(col, o, max);
+    x_axis(r, n, o->width);
+    legend(c, r, drv, max_host(p, n));
+    if (c->markdown)
+        printf("```\n");
+    free(col);
+}
+
+/* ---- driver ------------------------------------------------------------------ */
+
+static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
+{
+    const struct tl_opts *o = ctx;
+    struct point *p;
+    size_t n = series(&l->r, &p);
+    if (c->json)
+        json(l, p, n);
+    else if (o->csv)
+        csv(&l->r, p, n);
+    else
+        chart(l, c, o, p, n);
+    free(p);
+}
+
+static const struct option tl_options[] = {
+    {"csv", no_argument, NULL, OPT_CSV},
+    {"width", required_argument, NULL, OPT_WIDTH},
+    {"height", required_argument, NULL, OPT_HEIGHT},
+    {NULL, 0, NULL, 0},
+};
+
+/* --csv and --json both write the series: refuse the pair before any
+ * output starts (gmt_run opens the JSON document at once). This looks at
+ * the options with the same table gmt_run uses, messages off. */
+static bool csv_and_json(int argc, char **argv)
+{
+    static const struct option common[] = {GMT_COMMON_LONGOPTS};
+    struct option opts[32];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof common / sizeof *common; i++)
+        opts[n++] = common[i];
+    for (const struct option *o = tl_options; o->name; o++)
+        opts[n++] = *o;
+    opts[n] = (struct option){NULL, 0, NULL, 0};
+    bool csv_seen = false, json_seen = false;
+    int saved = opterr, o;
+    opterr = 0;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        csv_seen |= o == OPT_CSV;
+        json_seen |= o == OPT_JSON;
+    }
+    opterr = saved;
+    optind = 1;
+    return csv_seen && json_seen;
+}
+
+int cmd_timeline(int argc, char **argv)
+{
+    static const struct gmt_command cmd = {
+        .schema = "gpumemtrace.timeline/1",
+        .options = tl_options,
+        .option = option,
+        .usage = usage,
+        .each = each,
+    };
+    if (csv_and_json(argc, argv)) {
+        gmt_errorf("timeline: --csv and --json exclude each other");
+        return EXIT_ERROR;
+    }
+    struct tl_opts o = {false, TL_WIDTH, TL_HEIGHT};
+    return gmt_run(argc, argv, &cmd, &o);
+}

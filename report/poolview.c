@@ -1,0 +1,502 @@
+/* poolview.c - the pool's segments and blocks, rebuilt (see poolview.h).
+ *
+ * Blocks live in an open-addressing table by address (one probe per
+ * record, as in the replay). Segments are an array sorted by address, so
+ * "which segment holds this address" is a binary search; each segment
+ * also lists the addresses of its blocks in order, which is what lets a
+ * picture be taken by sweeping a segment from its start to its end, and
+ * what finds the free run a large block was carved from. Segments are
+ * few (the pool's are 2 MiB and up) and a segment's block list is bounded
+ * by its size over 512 bytes, so inserting into these arrays stays cheap.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+#include "poolview.h"
+
+/* The pool (pool.c) keeps the rest of a large free block with the block
+ * carved from it when the rest is smaller than this. */
+#define PV_LARGE_SPLIT_MIN (1u << 20)
+
+enum { PV_ALLOC = 1, PV_PENDING = 2 };
+
+struct pv_block {
+    uint64_t addr;    /* 0: empty slot */
+    uint64_t req;     /* bytes requested */
+    uint64_t size;    /* bytes of the block */
+    uint32_t device;
+    uint8_t state;    /* PV_ALLOC or PV_PENDING */
+    bool pooled;      /* listed by the segment that holds it */
+};
+
+struct pv_segment {
+    uint64_t addr, size;
+    uint32_t device;
+    uint64_t *blk;    /* addresses of its blocks, ascending */
+    size_t nblk, cap;
+};
+
+void pv_init(struct poolview *v)
+{
+    memset(v, 0, sizeof *v);
+}
+
+void pv_free(struct poolview *v)
+{
+    for (size_t i = 0; i < v->nsegs; i++)
+        free(v->segs[i].blk);
+    free(v->segs);
+    free(v->blocks);
+    memset(v, 0, sizeof *v);
+}
+
+/* ---- blocks by address ------------------------------------------------- */
+
+static size_t slot(uint64_t addr, size_t cap)
+{
+    return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+}
+
+static struct pv_block *blk_find(const struct poolview *v, uint64_t addr)
+{
+    if (v->cap == 0 || addr == 0)
+        return NULL;
+    for (size_t j = slot(addr, v->cap); v->blocks[j].addr; j = (j + 1) & (v->cap - 1))
+        if (v->blocks[j].addr == addr)
+            return &v->blocks[j];
+    return NULL;
+}
+
+static bool blk_grow(struct poolview *v)
+{
+    size_t cap = v->cap ? v->cap * 2 : 1024;
+    struct pv_block *t = calloc(cap, sizeof *t);
+    if (t == NULL)
+        return false;
+    for (size_t i = 0; i < v->cap; i++) {
+        if (!v->blocks[i].addr)
+            continue;
+        size_t j = slot(v->blocks[i].addr, cap);
+        while (t[j].addr)
+            j = (j + 1) & (cap - 1);
+        t[j] = v->blocks[i];
+    }
+    free(v->blocks);
+    v->blocks = t;
+    v->cap = cap;
+    return true;
+}
+
+/* A new, zeroed entry for addr (not present); NULL without memory. */
+static struct pv_block *blk_insert(struct poolview *v, uint64_t addr)
+{
+    if ((v->n + 1) * 4 > v->cap * 3 && !blk_grow(v))
+        return NULL;
+    size_t j = slot(addr, v->cap);
+    while (v->blocks[j].addr)
+        j = (j + 1) & (v->cap - 1);
+    memset(&v->blocks[j], 0, sizeof v->blocks[j]);
+    v->blocks[j].addr = addr;
+    v->n++;
+    return &v->blocks[j];
+}
+
+/* Remove by shifting the rest of the probe run back (no tombstones). */
+static void blk_remove(struct poolview *v, struct pv_block *b)
+{
+    size_t cap = v->cap, hole = (size_t)(b - v->blocks), j = hole;
+    for (;;) {
+        j = (j + 1) & (cap - 1);
+        if (!v->blocks[j].addr)
+            break;
+        size_t home = slot(v->blocks[j].addr, cap);
+        if (((j - home) & (cap - 1)) >= ((j - hole) & (cap - 1))) {
+            v->blocks[hole] = v->blocks[j];
+            hole = j;
+        }
+    }
+    memset(&v->blocks[hole], 0, sizeof v->blocks[hole]);
+    v->n--;
+}
+
+/* Count a block in or out of its device's pending bytes. */
+static void pend(struct poolview *v, const struct pv_block *b, bool in)
+{
+    if (b->device >= PV_DEVICES)
+        return;
+    uint64_t *p = &v->pending[b->device];
+    *p = in ? *p + b->size : *p > b->size ? *p - b->size : 0;
+}
+
+uint64_t pv_pending(const struct poolview *v, uint32_t device)
+{
+    return device < PV_DEVICES ? v->pending[device] : 0;
+}
+
+/* ---- segments -------------------------------------------------------------- */
+
+static uint64_t seg_end(const struct pv_segment *s)
+{
+    return s->addr + s->size; /* no overflow: checked when it was added */
+}
+
+/* Index of the first segment whose base is >= addr. */
+static size_t seg_lower(const struct poolview *v, uint64_t addr)
+{
+    size_t lo = 0, hi = v->nsegs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v->segs[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The segment holding addr, or NULL. */
+static struct pv_segment *seg_holding(const struct poolview *v, uint64_t addr)
+{
+    size_t i = seg_lower(v, addr);
+    if (i < v->nsegs && v->segs[i].addr == addr)
+        return &v->segs[i];
+    if (i > 0 && addr < seg_end(&v->segs[i - 1]))
+        return &v->segs[i - 1];
+    return NULL;
+}
+
+/* Position of the first block address >= addr in s's list. */
+static size_t blk_lower(const struct pv_segment *s, uint64_t addr)
+{
+    size_t lo = 0, hi = s->nblk;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->blk[mid] < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool seg_list_add(struct pv_segment *s, uint64_t addr)
+{
+    if (s->nblk == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 16;
+        uint64_t *n = realloc(s->blk, cap * sizeof *n);
+        if (n == NULL)
+            return false;
+        s->blk = n;
+        s->cap = cap;
+    }
+    size_t i = blk_lower(s, addr);
+    memmove(s->blk + i + 1, s->blk + i, (s->nblk - i) * sizeof *s->blk);
+    s->blk[i] = addr;
+    s->nblk++;
+    return true;
+}
+
+static void seg_list_drop(struct pv_segment *s, uint64_t addr)
+{
+    size_t i = blk_lower(s, addr);
+    if (i < s->nblk && s->blk[i] == addr) {
+        memmove(s->blk + i, s->blk + i + 1, (s->nblk - i - 1) * sizeof *s->blk);
+        s->nblk--;
+    }
+}
+
+/* Where the free run starting at addr ends: the next block of s, or the
+ * end of s. */
+static uint64_t run_end(const struct pv_segment *s, uint64_t addr)
+{
+    size_t i = blk_lower(s, addr);
+    while (i < s->nblk && s->blk[i] <= addr)
+        i++;
+    return i < s->nblk ? s->blk[i] : seg_end(s);
+}
+
+/* Drop segment i and every block it lists. Returns how many of those
+ * blocks were still allocated. */
+static uint64_t seg_drop(struct poolview *v, size_t i)
+{
+    struct pv_segment *s = &v->segs[i];
+    uint64_t live = 0;
+    for (size_t k = 0; k < s->nblk; k++) {
+        struct pv_block *b = blk_find(v, s->blk[k]);
+        if (b == NULL)
+            continue;
+        live += b->state == PV_ALLOC;
+        if (b->state == PV_PENDING)
+            pend(v, b, false);
+        blk_remove(v, b);
+    }
+    free(s->blk);
+    memmove(s, s + 1, (v->nsegs - i - 1) * sizeof *s);
+    v->nsegs--;
+    return live;
+}
+
+/* ---- records --------------------------------------------------------------- */
+
+/* Forget a block: out of its segment's list and out of the table. */
+static void forget(struct poolview *v, struct pv_block *b)
+{
+    if (b->state == PV_PENDING)
+        pend(v, b, false);
+    if (b->pooled) {
+        struct pv_segment *s = seg_holding(v, b->addr);
+        if (s)
+            seg_list_drop(s, b->addr);
+    }
+    blk_remove(v, b);
+}
+
+/* The real size of a block carved at addr from segment s: the recorded
+ * 512-byte rounding, or for a large block the whole free run when what
+ * the pool would have split off is under PV_LARGE_SPLIT_MIN. */
+static uint64_t extent(const struct pv_segment *s, uint64_t addr, uint64_t block)
+{
+    if (block <= POOL_SMALL_MAX)
+        return block;
+    uint64_t run = run_end(s, addr) - addr;
+    return run > block && run - block < PV_LARGE_SPLIT_MIN ? run : block;
+}
+
+static bool is_host(unsigned api)
+{
+    api &= ~GMT_API_PTDS;
+    return api == GMT_API_MALLOC_HOST || api == GMT_API_HOST_ALLOC ||
+           api == GMT_API_FREE_HOST;
+}
+
+static void on_alloc(struct poolview *v, const struct gmt_rec *rec)
+{
+    if (rec->result || !rec->addr || !rec->size || is_host(rec->api))
+        return;
+    struct pv_block *b = blk_find(v, rec->addr);
+    if (b) { /* allocated again without a free: the old one is gone */
+        v->odd++;
+        forget(v, b);
+    }
+    uint64_t block = rec->size + rec->size2 < rec->size ? rec->size
+                                                        : rec->size + rec->size2;
+    struct pv_segment *s = seg_holding(v, rec->addr);
+    if (s && !seg_list_add(s, rec->addr)) {
+        v->nomem = true;
+        return;
+    }
+    if ((b = blk_insert(v, rec->addr)) == NULL) {
+        if (s)
+            seg_list_drop(s, rec->addr);
+        v->nomem = true;
+        return;
+    }
+    b->req = rec->size;
+    b->size = s ? extent(s, rec->addr, block) : block;
+    b->device = rec->device;
+    b->state = PV_ALLOC;
+    b->pooled = s != NULL;
+}
+
+static void on_free(struct poolview *v, const struct gmt_rec *rec)
+{
+    if (rec->result || !rec->addr || is_host(rec->api))
+        return;
+    struct pv_block *b = blk_find(v, rec->addr);
+    if (b == NULL || b->state != PV_ALLOC) {
+        v->odd++; /* never allocated, or freed twice */
+        return;
+    }
+    if (b->pooled) {
+        b->state = PV_PENDING; /* reusable after FREE_COMPLETED */
+        pend(v, b, true);
+    } else {
+        forget(v, b);          /* back to the driver at once */
+    }
+}
+
+static void on_completed(struct poolview *v, const struct gmt_rec *rec)
+{
+    struct pv_block *b = blk_find(v, rec->addr);
+    if (b == NULL || !b->pooled || b->state != PV_PENDING) {
+        v->odd++;
+        return;
+    }
+    if (rec->size != b->size)
+        v->odd++; /* the rebuilt block was not the pool's */
+    forget(v, b);
+}
+
+static void on_segment_alloc(struct poolview *v, const struct gmt_rec *rec)
+{
+    uint64_t a = rec->addr, end = a + rec->size;
+    if (!a || !rec->size || end < a) {
+        v->odd++;
+        return;
+    }
+    /* The driver handed out this range: nothing older can be in it. */
+    size_t i = seg_lower(v, a);
+    if (i > 0 && seg_end(&v->segs[i - 1]) > a)
+        i--;
+    while (i < v->nsegs && v->segs[i].addr < end) {
+        v->odd++;
+        seg_drop(v, i);
+    }
+    if (v->nsegs == v->cap_segs) {
+        size_t cap = v->cap_segs ? 2 * v->cap_segs : 64;
+        struct pv_segment *n = realloc(v->segs, cap * sizeof *n);
+        if (n == NULL) {
+            v->nomem = true;
+            return;
+        }
+        v->segs = n;
+        v->cap_segs = cap;
+    }
+    memmove(v->segs + i + 1, v->segs + i, (v->nsegs - i) * sizeof *v->segs);
+    v->segs[i] = (struct pv_segment){a, rec->size, rec->device, NULL, 0, 0};
+    v->nsegs++;
+}
+
+static void on_segment_free(struct poolview *v, const struct gmt_rec *rec)
+{
+    size_t i = seg_lower(v, rec->addr);
+    if (i >= v->nsegs || v->segs[i].addr != rec->addr) {
+        v->odd++; /* not a segment we know */
+        return;
+    }
+    if (v->segs[i].size != rec->size)
+        v->odd++;
+    if (seg_drop(v, i))
+        v->odd++; /* given back with blocks still allocated in it */
+}
+
+void pv_apply(struct poolview *v, const struct gmt_rec *rec)
+{
+    switch (rec->kind) {
+    case GMT_K_ALLOC:
+        on_alloc(v, rec);
+        break;
+    case GMT_K_FREE:
+        on_free(v, rec);
+        break;
+    case GMT_K_FREE_COMPLETED:
+        on_completed(v, rec);
+        break;
+    case GMT_K_SEGMENT_ALLOC:
+        on_segment_alloc(v, rec);
+        break;
+    case GMT_K_SEGMENT_FREE:
+        on_segment_free(v, rec);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- the picture ------------------------------------------------------------- */
+
+static void add_gap(struct pv_seg_stat *st, uint64_t gap)
+{
+    if (gap == 0)
+        return;
+    st->free += gap;
+    st->gaps++;
+    if (gap > st->largest_gap)
+        st->largest_gap = gap;
+}
+
+/* Sweep a segment from start to end. Blocks overlapping one another or
+ * running past the end are clipped, so the parts always add up to the
+ * segment's size. */
+static void seg_stat(const struct poolview *v, const struct pv_segment *s,
+                     struct pv_seg_stat *st)
+{
+    uint64_t end = seg_end(s), cur = s->addr;
+    memset(st, 0, sizeof *st);
+    st->addr = s->addr;
+    st->size = s->size;
+    st->device = s->device;
+    for (size_t i = 0; i < s->nblk; i++) {
+        const struct pv_block *b = blk_find(v, s->blk[i]);
+        if (b == NULL || b->addr < s->addr || b->addr >= end)
+            continue; /* listed blocks lie inside: cannot happen */
+        uint64_t lo = b->addr > cur ? b->addr : cur;
+        uint64_t hi = b->size < end - b->addr ? b->addr + b->size : end;
+        if (hi <= lo)
+            continue;
+        add_gap(st, lo - cur);
+        if (b->state == PV_ALLOC) {
+            st->allocated += hi - lo;
+            st->live++;
+        } else {
+            st->pending += hi - lo;
+        }
+        cur = hi;
+    }
+    add_gap(st, end - cur);
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const struct pv_seg_stat *x = a, *y = b;
+    if (x->free != y->free)
+        return x->free > y->free ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void add_segment(struct pv_state *out, const struct pv_seg_stat *st)
+{
+    out->segs[out->nsegs++] = *st;
+    out->reserved += st->size;
+    out->allocated += st->allocated;
+    out->pending += st->pending;
+    out->free += st->free;
+    out->free_blocks += st->gaps;
+    out->live_blocks += st->live;
+    if (st->largest_gap > out->largest_free)
+        out->largest_free = st->largest_gap;
+}
+
+static void add_allocations(const struct poolview *v, int64_t device,
+                            struct pv_state *out)
+{
+    for (size_t i = 0; i < v->cap; i++) {
+        const struct pv_block *b = &v->blocks[i];
+        if (!b->addr || b->state != PV_ALLOC || (device >= 0 && b->device != device))
+            continue;
+        out->requested += b->req;
+        out->waste += b->size > b->req ? b->size - b->req : 0;
+        out->allocations++;
+        if (!b->pooled) {
+            out->unpooled_bytes += b->size;
+            out->unpooled_count++;
+        }
+    }
+}
+
+bool pv_state(const struct poolview *v, int64_t device, struct pv_state *out)
+{
+    memset(out, 0, sizeof *out);
+    out->segs = calloc(v->nsegs ? v->nsegs : 1, sizeof *out->segs);
+    if (out->segs == NULL)
+        return false;
+    for (size_t i = 0; i < v->nsegs; i++) {
+        if (device >= 0 && v->segs[i].device != device)
+            continue;
+        struct pv_seg_stat st;
+        seg_stat(v, &v->segs[i], &st);
+        add_segment(out, &st);
+    }
+    add_allocations(v, device, out);
+    out->frag = out->free ? 1.0 - (double)out->largest_free / (double)out->free : 0.0;
+    qsort(out->segs, out->nsegs, sizeof *out->segs, cmp_seg);
+    return true;
+}
+
+void pv_state_free(struct pv_state *s)
+{
+    free(s->segs);
+    s->segs = NULL;
+    s->nsegs = 0;
+}
