@@ -319,8 +319,8 @@ static void text_rows(const struct gmt_common *c, const struct replay *r,
                       const struct scan *sc)
 {
     if (sc->samples == 0) {
-        printf("\nfragmentation over time: no samples in this trace (the pool was\n"
-               "off, or GPUMEMTRACE_SAMPLE_MS=0)\n");
+        printf("\nfragmentation over time: no samples in this trace (the pool takes\n"
+               "them at its allocations and frees, every GPUMEMTRACE_SAMPLE_MS)\n");
         return;
     }
     printf("\nfragmentation over time: %" PRIu64 " sample%s, highest %.1f%% at %.3f s\n"
@@ -503,7 +503,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
         if (c->json) { /* keep the document well-formed */
             printf("{\"trace\":");
             gmt_json_str(stdout, l->path);
-            printf(",\"error\":");
+            printf(",\"pid\":%u,\"error\":", l->r.hdr.pid);
             gmt_json_str(stdout, err);
             printf("}");
         }

@@ -326,6 +326,11 @@ static void chart(const struct loaded *l, const struct gmt_common *c,
     columns(p, n, col, o->width);
     bool drv;
     uint64_t max = max_of(col, o->width, &drv);
+    if (max == 0) {
+        printf("no device memory held at any time\n");
+        free(col);
+        return;
+    }
     if (c->markdown)
         printf("```\n");
     plot(col, o, max);
