@@ -34,11 +34,12 @@ CUDA_INC := -isystem $(CUDA_HOME)/include
 
 LIB      := $(O)/libgpumemtrace.so
 REPORT   := $(O)/gpumemreport
+LAUNCHER := $(O)/gpumemtrace
 SIMLIB   := $(O)/sim/libcudart.so.13
 
 PRELOAD_SRC := $(wildcard preload/*.c)
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o)
-REPORT_SRC  := $(wildcard report/*.c)
+REPORT_SRC  := $(filter-out report/launcher.c,$(wildcard report/*.c))
 REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o)
 SIM_SRC     := $(filter-out tests/sim/selftest.c,$(wildcard tests/sim/*.c))
 SIM_OBJ     := $(SIM_SRC:%.c=$(O)/%.o)
@@ -49,7 +50,7 @@ TESTLIBS    := $(TESTLIB_SRC:tests/progs/libs/%.c=$(O)/tests/lib%.so)
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNITS       := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/unit/%)
 
-all: $(LIB) $(REPORT)
+all: $(LIB) $(REPORT) $(LAUNCHER)
 
 # ---- the preload library --------------------------------------------------
 # Hidden by default; exports.map lets out only cuda* and gpumemtrace_*.
@@ -74,6 +75,12 @@ $(O)/report/%.o: report/%.c
 $(REPORT): $(REPORT_OBJ)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $(REPORT_OBJ) -ldw -lelf -ldl -lm
+
+# The launcher reads the library's options table (preload/internal.h) and
+# links the report code, minus its main, for the summary at exit.
+$(LAUNCHER): $(O)/report/launcher.o $(filter-out $(O)/report/main.o,$(REPORT_OBJ))
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $^ -ldw -lelf -ldl -lm
 
 # ---- tests: simulated runtime, test programs, unit tests ---------------------
 $(O)/tests/sim/%.o: tests/sim/%.c
@@ -155,6 +162,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemtrace.so
 	install -m 0755 $(REPORT) $(DESTDIR)$(PREFIX)/bin/gpumemreport
+	install -m 0755 $(LAUNCHER) $(DESTDIR)$(PREFIX)/bin/gpumemtrace
 
 clean:
 	rm -rf $(O)

@@ -56,6 +56,7 @@
 #define GMT_CHUNK_SIZE_MIN 4096u
 #define GMT_CHUNK_SIZE_MAX (16u * 1024u * 1024u)
 #define GMT_MAX_STACK_DEPTH 256u
+#define GMT_MAX_PY_FRAMES 256u /* Python frames per stack */
 
 /* Feature bits in gmt_file_header.features: what the recorder captured. */
 #define GMT_FEAT_NATIVE_STACKS (1ull << 0)
@@ -147,6 +148,8 @@ enum gmt_ext_kind {
     GMT_X_NOTE = 7,    /* level varint (0 info, 1 warning), text[rest] */
     GMT_X_SYMBOL = 8,  /* ip, start (the symbol's address), str name: a
                           symbol embedded at exit (GPUMEMTRACE_EMBED_SYMBOLS) */
+    GMT_X_PYCODE = 9,  /* id, firstlineno, line table format, str file,
+                          str name, line table[rest]: a Python code object */
 };
 /* "str" inside a payload = varint length, then that many bytes. */
 

@@ -23,6 +23,7 @@
 #define GMT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define GMT_TLS __thread __attribute__((tls_model("initial-exec")))
 #define GMT_MAX_DEVICES 64
+#define GMT_MAX_PY_DEPTH GMT_MAX_PY_FRAMES
 
 static inline uint64_t gmt_now_ns(void)
 {
@@ -37,9 +38,14 @@ static inline uint64_t gmt_now_ns(void)
  * README's options list and `--help` of the launcher all come from it. */
 #define GMT_OPTIONS(X)                                                        \
     X(OUTPUT, output, str, "gpumemtrace.%p.gmt", 0, 0,                        \
-      "trace file path; %p is the pid, %h the host name, %% a percent sign")  \
+      "trace file path; %p is the pid, %h the host name, %r the rank (RANK, " \
+      "SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, LOCAL_RANK; " \
+      "0 if none is set), %% a percent sign")                                 \
     X(STACK_DEPTH, stack_depth, int, 64, 0, GMT_MAX_STACK_DEPTH,              \
       "native frames recorded per call stack; 0 turns stacks off")            \
+    X(PYTHON, python, int, 128, 0, GMT_MAX_PY_DEPTH,                          \
+      "Python frames recorded per call stack when the process runs CPython "  \
+      "(3.9-3.13); 0 turns them off")                                         \
     X(DISABLE, disable, bool, 0, 0, 1,                                        \
       "1: trace nothing, pass every call straight through")                   \
     X(HOSTMEM, hostmem, bool, 1, 0, 1,                                        \
@@ -59,7 +65,10 @@ static inline uint64_t gmt_now_ns(void)
     X(CHUNK_KB, chunk_kb, int, 64, 4, 16384,                                  \
       "per-thread chunk size of the trace file in KiB (rounded up to 4 KiB)")                       \
     X(SESSION, session, hex, 0, 0, 0,                                         \
-      "session id shared by the processes of one run (set by the tool)")
+      "session id shared by the processes of one run (set by the tool)")      \
+    X(FORCED_ALLOCATOR, forced_allocator, str, "", 0, 0,                      \
+      "set by the launcher: the frameworks whose own caching it turned off "  \
+      "(pytorch, jax), so the library can explain failures that may cause")
 
 struct gmt_options {
 #define GMT_OPT_FIELD_str const char *
@@ -138,6 +147,7 @@ void gmt_trace_close(void);     /* flag the header closed, trim the file */
 void gmt_trace_reset_after_fork(void);
 uint64_t gmt_trace_events(void);/* events recorded so far */
 const char *gmt_trace_path(void);
+void gmt_trace_add_feature(uint64_t bit); /* GMT_FEAT_* found after open */
 /* Thread state that the hooks use directly. */
 struct gmt_thread {
     int guard;                  /* >0 while inside our hooks */
@@ -153,7 +163,8 @@ struct gmt_thread {
     uint32_t call_stack;        /* stack id of the hooked call in flight */
     int call_device;            /* its device when known (-1: ask) */
     bool upstream_failed;       /* the pool's real cudaMalloc failed */
-    void *frames[GMT_MAX_STACK_DEPTH + 32]; /* stack capture scratch */
+    /* stack capture scratch: native frames, then Python (code, offset) */
+    void *frames[GMT_MAX_STACK_DEPTH + 32 + 2 * GMT_MAX_PY_DEPTH];
 };
 
 /* ---- stack.c: native stacks, deduplicated --------------------------- */
@@ -165,6 +176,17 @@ void gmt_stack_init(void);
 /* Write a SYMBOL record for every distinct address of every stack. */
 void gmt_stack_embed_symbols(struct gmt_thread *t);
 void gmt_stack_reset_after_fork(void);
+
+/* ---- pystack.c: Python frames of the calling thread, without the GIL - */
+
+/* Find the interpreter (at tracer start); true if frames will be read.
+ * Writes a NOTE into the trace when a Python process cannot be read. */
+bool gmt_py_init(struct gmt_thread *t);
+/* Up to max frames of this thread, innermost first, as (code id,
+ * instruction offset in bytes) pairs in out[2 * i], out[2 * i + 1].
+ * Code objects seen for the first time are described (PYCODE). */
+int gmt_py_capture(struct gmt_thread *t, int64_t *out, int max);
+void gmt_py_reset_after_fork(void);
 
 /* ---- modules.c: the module map for offline symbolization ------------ */
 
@@ -260,5 +282,15 @@ void gmt_ev_pool(struct gmt_thread *t, unsigned kind, int dev, uint64_t addr,
 void gmt_ev_pool_sync(struct gmt_thread *t, int dev, int result);
 void gmt_ev_sample(struct gmt_thread *t, int dev, const uint64_t v[6]);
 void gmt_ev_oom(struct gmt_call *c, int dev, uint64_t size, const uint64_t v[5]);
+
+/* ---- api.c: the public API (markers), trace strings, NVTX injection -- */
+
+/* The id of string s[0..n) in this trace, its STRING record written the
+ * first time (before the id is returned); 0 if it could not be written.
+ * Lock-free once known. String ids are one namespace per trace: every
+ * STRING record takes its id here. Longer strings are cut. */
+#define GMT_STRING_MAX 1024u
+uint32_t gmt_string_id(struct gmt_thread *t, const char *s, size_t n);
+void gmt_api_reset_after_fork(void);
 
 #endif /* GMT_INTERNAL_H */

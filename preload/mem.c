@@ -50,11 +50,39 @@ bool gmt_capture_active(void)
                __atomic_load_n(&g_overflow, __ATOMIC_RELAXED) != 0;
 }
 
+/* Did the launcher turn this framework's own caching off? (GPUMEMTRACE_
+ * FORCED_ALLOCATOR: a comma-separated list, read with the options.) */
+static bool forced(const char *framework)
+{
+    size_t n = strlen(framework);
+    for (const char *s = gmt_opt.forced_allocator; s && *s;) {
+        size_t len = strcspn(s, ",");
+        if (len == n && strncmp(s, framework, n) == 0)
+            return true;
+        s += len + (s[len] == ',');
+    }
+    return false;
+}
+
+/* PyTorch without its caching allocator calls cudaMalloc even while a CUDA
+ * graph is being captured - deliberately, so that the combination fails
+ * loudly (a global-mode capture refuses the call). The user did not ask
+ * for that; the launcher did. Say so once, where the capture begins. */
+static void capture_hint(void)
+{
+    static int said;
+    if (forced("pytorch") && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        gmt_warn("CUDA graph capture with PyTorch's caching allocator turned "
+                 "off by the launcher; if capture fails, rerun with "
+                 "--keep-framework-allocator");
+}
+
 /* Count a capture before it starts, so that no synchronization of ours
  * can run inside it (the pool's synchronizations hold the same lock).
  * key: the stream as the trace names it (gmt_stream_of). */
 void gmt_capture_begin(uint64_t key)
 {
+    capture_hint();
     pthread_mutex_lock(&g_capture_lock);
     if (g_ncapturing < MAX_CAPTURES)
         g_capturing[g_ncapturing] = key;

@@ -21,11 +21,14 @@
 #define NBUCKETS (1u << BUCKET_BITS)
 #define SELF_SEARCH 24 /* our frames are among the innermost few */
 
+/* A stack is n native return addresses, then npy Python frames as
+ * (code id, instruction offset) pairs: one key, hashed and compared as
+ * n + 2 * npy words. */
 struct stack_entry {
     struct stack_entry *next;
     uint64_t hash;
     uint32_t id;
-    uint32_t n;
+    uint32_t n, npy;
     uintptr_t ip[];
 };
 
@@ -62,10 +65,10 @@ void gmt_stack_reset_after_fork(void)
     g_next_id = 0;
 }
 
-static inline uint64_t hash_frames(const uintptr_t *ip, uint32_t n)
+static inline uint64_t hash_frames(const uintptr_t *ip, uint32_t n, uint32_t npy)
 {
-    uint64_t h = 0x243f6a8885a308d3ull ^ n;
-    for (uint32_t i = 0; i < n; i++) {
+    uint64_t h = 0x243f6a8885a308d3ull ^ n ^ (uint64_t)npy << 32;
+    for (uint32_t i = 0; i < n + 2 * npy; i++) {
         h ^= ip[i];
         h *= 0x9e3779b97f4a7c15ull;
         h ^= h >> 29;
@@ -75,19 +78,20 @@ static inline uint64_t hash_frames(const uintptr_t *ip, uint32_t n)
 
 static struct stack_entry *find(struct stack_entry *e,
                                 const struct stack_entry *stop, uint64_t hash,
-                                const uintptr_t *ip, uint32_t n)
+                                const uintptr_t *ip, uint32_t n, uint32_t npy)
 {
     for (; e != NULL && e != stop;
          e = __atomic_load_n(&e->next, __ATOMIC_ACQUIRE))
-        if (e->hash == hash && e->n == n &&
-            memcmp(e->ip, ip, n * sizeof *ip) == 0)
+        if (e->hash == hash && e->n == n && e->npy == npy &&
+            memcmp(e->ip, ip, (n + 2 * npy) * sizeof *ip) == 0)
             return e;
     return NULL;
 }
 
 static bool write_definition(struct gmt_thread *t, const struct stack_entry *e)
 {
-    uint8_t buf[2 * GMT_VARINT_MAX + GMT_MAX_STACK_DEPTH * GMT_VARINT_MAX];
+    uint8_t buf[3 * GMT_VARINT_MAX + GMT_MAX_STACK_DEPTH * GMT_VARINT_MAX +
+                2 * GMT_MAX_PY_DEPTH * GMT_VARINT_MAX];
     uint8_t *p = gmt_put_varint(buf, e->id);
     p = gmt_put_varint(p, e->n);
     uintptr_t prev = 0;
@@ -95,11 +99,20 @@ static bool write_definition(struct gmt_thread *t, const struct stack_entry *e)
         p = gmt_put_svarint(p, (int64_t)(e->ip[i] - prev));
         prev = e->ip[i];
     }
+    /* Python frames are appended fields: a reader that predates them
+     * ignores the trailing bytes. */
+    if (e->npy) {
+        p = gmt_put_varint(p, e->npy);
+        for (uint32_t i = 0; i < e->npy; i++) {
+            p = gmt_put_varint(p, e->ip[e->n + 2 * i]);
+            p = gmt_put_svarint(p, (int64_t)e->ip[e->n + 2 * i + 1]);
+        }
+    }
     return gmt_trace_emit_ext(t, GMT_X_STACK, buf, (size_t)(p - buf));
 }
 
 static uint32_t insert(struct gmt_thread *t, uint64_t hash,
-                       const uintptr_t *ip, uint32_t n,
+                       const uintptr_t *ip, uint32_t n, uint32_t npy,
                        struct stack_entry *head)
 {
     /* New code (a library dlopen'ed since the last scan) must be in the
@@ -110,13 +123,15 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash,
             break;
         }
     }
-    struct stack_entry *e = malloc(sizeof *e + n * sizeof *ip);
+    size_t words = n + 2 * (size_t)npy;
+    struct stack_entry *e = malloc(sizeof *e + words * sizeof *ip);
     if (e == NULL)
         return 0;
     e->hash = hash;
     e->n = n;
+    e->npy = npy;
     e->id = __atomic_add_fetch(&g_next_id, 1, __ATOMIC_RELAXED);
-    memcpy(e->ip, ip, n * sizeof *ip);
+    memcpy(e->ip, ip, words * sizeof *ip);
     if (!write_definition(t, e)) {
         free(e);
         return 0;
@@ -128,7 +143,7 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash,
                                         __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
             return e->id;
         /* Someone published first: did they publish this very stack? */
-        struct stack_entry *dup = find(head, e->next, hash, ip, n);
+        struct stack_entry *dup = find(head, e->next, hash, ip, n, npy);
         if (dup != NULL) {
             free(e);
             return dup->id;
@@ -139,31 +154,38 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash,
 uint32_t gmt_stack_capture(struct gmt_thread *t)
 {
     int depth = (int)gmt_opt.stack_depth;
-    if (depth == 0 || g_buckets == NULL)
+    if (g_buckets == NULL)
         return 0;
-    int n = unw_backtrace(t->frames, depth + SELF_SEARCH);
-    if (n <= 0)
-        return 0;
-    /* Cut everything up to our outermost frame (the hook the program
-     * called): tracer and unwinder frames are not the user's stack. */
-    int first = 0;
-    int limit = n < SELF_SEARCH ? n : SELF_SEARCH;
-    for (int i = 0; i < limit; i++)
-        if (gmt_modules_self((uintptr_t)t->frames[i]))
-            first = i + 1;
-    n -= first;
-    if (n > depth)
-        n = depth;
-    if (n <= 0)
+    int n = 0, first = 0;
+    if (depth > 0) {
+        n = unw_backtrace(t->frames, depth + SELF_SEARCH);
+        if (n < 0)
+            n = 0;
+        /* Cut everything up to our outermost frame (the hook the program
+         * called): tracer and unwinder frames are not the user's stack. */
+        int limit = n < SELF_SEARCH ? n : SELF_SEARCH;
+        for (int i = 0; i < limit; i++)
+            if (gmt_modules_self((uintptr_t)t->frames[i]))
+                first = i + 1;
+        n -= first;
+        if (n > depth)
+            n = depth;
+        if (n < 0)
+            n = 0;
+    }
+    /* The Python frames go right after the native ones: one key. */
+    int npy = gmt_py_capture(t, (int64_t *)(t->frames + first + n),
+                             (int)gmt_opt.python);
+    if (n + npy == 0)
         return 0;
     const uintptr_t *ip = (const uintptr_t *)(t->frames + first);
-    uint64_t hash = hash_frames(ip, (uint32_t)n);
+    uint64_t hash = hash_frames(ip, (uint32_t)n, (uint32_t)npy);
     struct stack_entry *head =
         __atomic_load_n(&g_buckets[hash & (NBUCKETS - 1)], __ATOMIC_ACQUIRE);
-    struct stack_entry *e = find(head, NULL, hash, ip, (uint32_t)n);
+    struct stack_entry *e = find(head, NULL, hash, ip, (uint32_t)n, (uint32_t)npy);
     if (GMT_LIKELY(e != NULL))
         return e->id;
-    return insert(t, hash, ip, (uint32_t)n, head);
+    return insert(t, hash, ip, (uint32_t)n, (uint32_t)npy, head);
 }
 
 /* At exit, on request: name every return address of the recorded stacks
@@ -180,7 +202,7 @@ void gmt_stack_embed_symbols(struct gmt_thread *t)
         return;
     for (unsigned i = 0; i < NBUCKETS; i++) {
         for (struct stack_entry *e = g_buckets[i]; e; e = e->next) {
-            for (uint32_t k = 0; k < e->n; k++) {
+            for (uint32_t k = 0; k < e->n; k++) { /* native frames only */
                 uintptr_t ip = e->ip[k];
                 if ((n + 1) * 2 > cap) {
                     size_t nc = cap * 2;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "rank.h"
 
 #define MAX_WINDOWS 4096
 #define FIRST_WINDOW_CHUNKS 16u
@@ -65,7 +66,8 @@ static GMT_TLS struct gmt_thread *tls_thread;
 
 /* ---- the file ------------------------------------------------------- */
 
-/* Expand %p, %h and %% of the output pattern. */
+/* Expand %p (pid), %h (host name), %r (rank, rank.h) and %% of the
+ * output pattern; any other '%' is copied as it is. */
 static bool expand_path(const char *pat, char *out, size_t cap)
 {
     size_t n = 0;
@@ -75,6 +77,10 @@ static bool expand_path(const char *pat, char *out, size_t cap)
         size_t len = 1;
         if (s[0] == '%' && s[1] == 'p') {
             snprintf(tmp, sizeof tmp, "%d", (int)getpid());
+            add = tmp;
+            s++;
+        } else if (s[0] == '%' && s[1] == 'r') {
+            gmt_rank(tmp, sizeof tmp); /* "0" when no launcher set one */
             add = tmp;
             s++;
         } else if (s[0] == '%' && s[1] == 'h') {
@@ -233,6 +239,12 @@ void gmt_trace_close(void)
         __atomic_or_fetch(&g_file.hdr->flags, GMT_FLAG_CLOSED, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&g_file.lock);
+}
+
+void gmt_trace_add_feature(uint64_t bit)
+{
+    if (g_file.hdr)
+        __atomic_or_fetch(&g_file.hdr->features, bit, __ATOMIC_RELAXED);
 }
 
 const char *gmt_trace_path(void)
@@ -534,6 +546,10 @@ bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev)
         for (int i = 0; i < 5; i++)
             p = gmt_put_varint(p, ev->v[i]);
         p = gmt_put_varint(p, ev->stack);
+        break;
+    case GMT_K_MARKER:
+        *p++ = ev->api; /* GMT_MARK, _PUSH or _POP */
+        p = gmt_put_varint(p, ev->value); /* string id */
         break;
     }
     commit(t, p);

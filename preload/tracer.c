@@ -151,6 +151,8 @@ static void after_fork_child(void)
      * its own file, opened at its first CUDA call, in the same session. */
     gmt_trace_reset_after_fork();
     gmt_stack_reset_after_fork();
+    gmt_py_reset_after_fork();
+    gmt_api_reset_after_fork();
     gmt_modules_reset_after_fork();
     gmt_log_reset_after_fork();
     gmt_mem_reset_after_fork();
@@ -197,6 +199,8 @@ static bool start(void)
     gmt_modules_init();
     emit_process(t);
     gmt_modules_scan(t);
+    if (gmt_py_init(t))
+        gmt_trace_add_feature(GMT_FEAT_PYTHON_STACKS);
     gmt_mem_init();
     __atomic_store_n(&g_state, ST_ACTIVE, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_init_lock);

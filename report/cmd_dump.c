@@ -66,6 +66,8 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
         gmt_get_varint(rec->payload, rec->payload + rec->len, &id);
         const struct gmt_stack_def *st = gmt_defs_stack(d, (uint32_t)id);
         printf("stack          id=%" PRIu64 " frames=%u", id, st ? st->n : 0);
+        if (st && st->npy)
+            printf(" python=%u", st->npy);
         for (uint32_t i = 0; st && stacks && i < st->n; i++) {
             const struct gmt_frame *fr = &st->frames[i];
             if (fr->module >= 0) {
@@ -77,8 +79,31 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
                        fr->ip);
             }
         }
+        for (uint32_t i = 0; st && stacks && i < st->npy; i++)
+            printf("\n                                   py%-2u code=%u offset=%" PRId64,
+                   i, st->py[i].code, st->py[i].offset);
         break;
     }
+    case GMT_X_PYCODE: {
+        uint64_t id = 0;
+        gmt_get_varint(rec->payload, rec->payload + rec->len, &id);
+        const struct gmt_pycode_def *pc = gmt_defs_pycode(d, (uint32_t)id);
+        if (pc)
+            printf("pycode         id=%u %s (%s:%d) table=%u", pc->id, pc->name,
+                   pc->file, pc->firstlineno, pc->table_len);
+        break;
+    }
+    case GMT_X_STRING: {
+        uint64_t id = 0;
+        gmt_get_varint(rec->payload, rec->payload + rec->len, &id);
+        const char *text = gmt_defs_string(d, id);
+        printf("string         id=%" PRIu64 " \"%s\"", id, text ? text : "");
+        break;
+    }
+    case GMT_X_NOTE:
+        if (d->nnotes_kept)
+            printf("note           %s", d->notes[d->nnotes_kept - 1]);
+        break;
     case GMT_X_DEVICE: {
         uint64_t ord = 0;
         gmt_get_varint(rec->payload, rec->payload + rec->len, &ord);
@@ -101,7 +126,7 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
     }
 }
 
-static void print_event(const struct gmt_rec *rec)
+static void print_event(const struct gmt_rec *rec, const struct gmt_defs *d)
 {
     char s[32];
     const char *api = gmt_api_name(rec->api);
@@ -179,7 +204,12 @@ static void print_event(const struct gmt_rec *rec)
                rec->size, rec->v[0], rec->v[1], rec->v[2], rec->v[3], rec->v[4]);
         break;
     case GMT_K_MARKER:
-        printf("type=%u string=%" PRIu64, rec->api, rec->value);
+        printf("%s", rec->api == GMT_MARK ? "mark" : rec->api == GMT_MARK_PUSH ? "push"
+                     : rec->api == GMT_MARK_POP ? "pop" : "type=?");
+        if (rec->value) {
+            const char *name = gmt_defs_string(d, rec->value);
+            printf(" \"%s\"", name ? name : "(undefined)");
+        }
         break;
     }
     if (rec->stack)
@@ -253,7 +283,7 @@ int cmd_dump(int argc, char **argv)
             print_def(&rec, &d, stacks);
         } else {
             printf("%3u  ", rec.device);
-            print_event(&rec);
+            print_event(&rec, &d);
         }
         printf("\n");
     }

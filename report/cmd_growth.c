@@ -16,7 +16,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: %s growth [options] TRACE|DIR...\n\n"
                "Sites whose live device memory rises steadily through the run,\n"
                "with the rate per second. Start-up (the first 10%% of the run) is\n"
-               "not counted as growth.\n\n" GMT_COMMON_HELP, gmt_prog);
+               "not counted as growth. When the program marks its steps\n"
+               "(gpumemtrace_mark, NVTX marks), also the rise per interval of the\n"
+               "most frequent repeated mark (\"+256 KiB per step\").\n\n"
+               GMT_COMMON_HELP, gmt_prog);
 }
 
 static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
@@ -29,33 +32,59 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     for (size_t i = 0; i < n; i++)
         total += rows[i].bytes_per_s;
     char a[32], b[32], e[32];
+    int mark = gmt_growth_mark(l);
+    const char *mname = mark >= 0 ? l->r.mark[mark].name : NULL;
     if (c->json) {
         printf("{\"trace\":");
         gmt_json_str(stdout, l->path);
-        printf(",\"pid\":%u,\"growing_sites\":%zu,\"total_bytes_per_s\":%.0f,\"sites\":[",
-               l->r.hdr.pid, n, total);
+        printf(",\"pid\":%u,\"growing_sites\":%zu,\"total_bytes_per_s\":%.0f,"
+               "\"interval_mark\":", l->r.hdr.pid, n, total);
+        if (mname)
+            gmt_json_str(stdout, mname);
+        else
+            printf("null");
+        printf(",\"interval_marks\":%u,\"sites\":[", mname ? l->r.mark[mark].count : 0);
         for (size_t i = 0; i < shown; i++) {
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
             printf(",\"bytes_per_s\":%.0f,\"rise\":%" PRId64 ",\"from\":%" PRId64
-                   ",\"to\":%" PRId64 ",\"r2\":%.3f,\"rising_share\":%.3f}",
+                   ",\"to\":%" PRId64 ",\"r2\":%.3f,\"rising_share\":%.3f",
                    rows[i].bytes_per_s, rows[i].net, rows[i].from_bytes,
                    rows[i].to_bytes, rows[i].r2, rows[i].rising);
+            if (rows[i].has_interval)
+                printf(",\"rise_per_interval\":%" PRId64 "}", rows[i].per_interval);
+            else
+                printf(",\"rise_per_interval\":null}");
         }
         printf("]}");
     } else if (n == 0) {
         printf("%s: no site grows steadily\n", l->path);
     } else {
-        printf("%s: %zu growing site%s, %s/s in all\n", l->path, n, n == 1 ? "" : "s",
+        printf("%s: %zu growing site%s, %s/s in all", l->path, n, n == 1 ? "" : "s",
                gmt_size(c, a, (int64_t)total));
-        static const char *const h[] = {"rate/s", "rise", "from", "to", "site"};
-        static const bool right[] = {true, true, true, true, false};
-        struct table *t = table_new(5, h, right);
+        if (mname)
+            printf("; per interval of mark \"%s\" (%u marks)", mname,
+                   l->r.mark[mark].count);
+        printf("\n");
+        /* the per-interval column is named after the mark: "per step" */
+        char per[48];
+        snprintf(per, sizeof per, "per %.40s", mname ? mname : "");
+        static const char *const h5[] = {"rate/s", "rise", "from", "to", "site"};
+        const char *h6[] = {"rate/s", "rise", "from", "to", per, "site"};
+        static const bool right[] = {true, true, true, true, true, false};
+        struct table *t = mname ? table_new(6, h6, right) : table_new(5, h5, right + 1);
         for (size_t i = 0; i < shown; i++) {
-            char rate[32], rise[32];
-            table_row(t, gmt_size(c, rate, (int64_t)rows[i].bytes_per_s),
-                      gmt_size(c, rise, rows[i].net), gmt_size(c, b, rows[i].from_bytes),
-                      gmt_size(c, e, rows[i].to_bytes), rows[i].label);
+            char rate[32], rise[32], pi[40] = "+";
+            gmt_size(c, rate, (int64_t)rows[i].bytes_per_s);
+            gmt_size(c, rise, rows[i].net);
+            gmt_size(c, b, rows[i].from_bytes);
+            gmt_size(c, e, rows[i].to_bytes);
+            if (mname) {
+                gmt_size(c, pi + (rows[i].per_interval > 0), rows[i].per_interval);
+                table_row(t, rate, rise, b, e, pi, rows[i].label);
+            } else {
+                table_row(t, rate, rise, b, e, rows[i].label);
+            }
         }
         table_print(t, c->markdown);
         table_free(t);
@@ -68,7 +97,8 @@ int cmd_growth(int argc, char **argv)
     static const struct gmt_command cmd = {.schema = "gpumemtrace.growth/1",
                                            .usage = usage,
                                            .each = each,
-                                           .replay = {.growth = true},
+                                           .replay = {.growth = true,
+                                                      .mark_sites = true},
                                            .default_top = 10};
     return gmt_run(argc, argv, &cmd, NULL);
 }

@@ -153,8 +153,11 @@ static void text(const char *path, const struct gmt_reader *r,
     }
     printf("threads:    %zu\n", d->nthreads);
     printf("records:    %" PRIu64 " (%" PRIu64 " events, %" PRIu64
-           " definitions: %zu stacks, %zu modules)\n",
-           in->records, in->events, in->defs, d->nstacks, d->nmodules);
+           " definitions: %zu stacks, %zu modules, %zu Python code objects)\n",
+           in->records, in->events, in->defs, d->nstacks, d->nmodules,
+           d->npycodes);
+    for (size_t i = 0; i < d->nnotes_kept; i++)
+        printf("note:       %s\n", d->notes[i]);
     printf("\nevents by kind:\n");
     for (unsigned k = 1; k <= GMT_K_CORE_MAX; k++)
         if (in->by_kind[k])
@@ -216,9 +219,16 @@ static void json(const char *path, const struct gmt_reader *r,
         printf(",\"total_bytes\":%" PRIu64 "}", dv->total_mem);
     }
     printf("],\"threads\":%zu,\"records\":%" PRIu64 ",\"events\":%" PRIu64
-           ",\"definitions\":%" PRIu64 ",\"stacks\":%zu,\"modules\":%zu",
+           ",\"definitions\":%" PRIu64 ",\"stacks\":%zu,\"modules\":%zu"
+           ",\"python_code_objects\":%zu",
            d->nthreads, in->records, in->events, in->defs, d->nstacks,
-           d->nmodules);
+           d->nmodules, d->npycodes);
+    printf(",\"notes\":[");
+    for (size_t i = 0; i < d->nnotes_kept; i++) {
+        printf("%s", i ? "," : "");
+        gmt_json_str(stdout, d->notes[i]);
+    }
+    printf("]");
     printf(",\"by_kind\":{");
     bool first = true;
     for (unsigned k = 1; k <= GMT_K_CORE_MAX; k++) {

@@ -125,8 +125,16 @@ struct growth_row {
     double r2;            /* how straight the rise is */
     double rising;        /* share of bucket-to-bucket changes that rise */
     int64_t from_bytes, to_bytes;
+    /* with replay_opts.mark_sites and a repeated mark (gmt_growth_mark):
+     * the rise per interval between its occurrences, first to last */
+    bool has_interval;
+    int64_t per_interval;
 };
 size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
                   struct growth_row **out);
+/* The mark that divides the run into steps: the most frequent mark name
+ * occurring at least twice (ties: the first seen), as an index into
+ * l->r.mark; -1 if none (or the replay did not follow marks). */
+int gmt_growth_mark(const struct loaded *l);
 
 #endif /* GMT_COMMON_H */

@@ -198,11 +198,29 @@ static int stack(struct gmt_defs *d, struct cur *c)
         st->frames[i].ip = ip;
         st->frames[i].module = module_at(d, ip);
     }
+    /* Appended: Python frames, (code id, offset) pairs. */
+    uint64_t npy = c->bad || c->p == c->end ? 0 : u(c);
+    if (npy > GMT_MAX_PY_FRAMES)
+        c->bad = true;
+    if (!c->bad && npy) {
+        st->py = calloc(npy, sizeof *st->py);
+        if (st->py == NULL)
+            c->bad = true;
+        for (uint64_t i = 0; i < npy && !c->bad; i++) {
+            uint64_t code = u(c);
+            st->py[i].offset = s(c);
+            if (code == 0 || code > UINT32_MAX)
+                c->bad = true;
+            st->py[i].code = (uint32_t)code;
+        }
+    }
     if (c->bad) {
+        free(st->py);
         free(st->frames);
         free(st);
         return -1;
     }
+    st->npy = (uint32_t)npy;
     st->id = id32;
     st->n = (uint32_t)n;
     HASH_ADD(hh, d->stacks, id, sizeof st->id, st);
@@ -299,12 +317,210 @@ static int symbol(struct gmt_defs *d, struct cur *c)
     return 0;
 }
 
+static int pycode(struct gmt_defs *d, struct cur *c)
+{
+    uint64_t id = u(c), first = u(c), format = u(c);
+    size_t nfile = 0, nname = 0;
+    const uint8_t *file = str(c, &nfile, 4096);
+    const uint8_t *name = str(c, &nname, 4096);
+    if (c->bad || id == 0 || id > UINT32_MAX || first > INT32_MAX)
+        return -1;
+    struct gmt_pycode_def *pc;
+    uint32_t id32 = (uint32_t)id;
+    HASH_FIND(hh, d->pycodes, &id32, sizeof id32, pc);
+    if (pc != NULL)
+        return 0;
+    size_t nt = (size_t)(c->end - c->p);
+    if ((pc = calloc(1, sizeof *pc)) == NULL ||
+        (pc->file = dup_printable(file, nfile, '?')) == NULL ||
+        (pc->name = dup_printable(name, nname, '?')) == NULL ||
+        (pc->table = malloc(nt ? nt : 1)) == NULL) {
+        if (pc) {
+            free(pc->file);
+            free(pc->name);
+        }
+        free(pc);
+        return -1;
+    }
+    memcpy(pc->table, c->p, nt);
+    pc->table_len = (uint32_t)nt;
+    pc->id = id32;
+    pc->firstlineno = (int)first;
+    pc->format = format > 255 ? 255 : (unsigned)format;
+    HASH_ADD(hh, d->pycodes, id, sizeof pc->id, pc);
+    d->npycodes++;
+    return 0;
+}
+
+const struct gmt_pycode_def *gmt_defs_pycode(const struct gmt_defs *d,
+                                             uint32_t id)
+{
+    struct gmt_pycode_def *pc;
+    HASH_FIND(hh, d->pycodes, &id, sizeof id, pc);
+    return pc;
+}
+
+/* 3.9 co_lnotab: (byte delta, signed line delta) pairs. */
+/* Lines are summed in 64 bits: a hostile table must not overflow them. */
+static int64_t line_lnotab(const struct gmt_pycode_def *pc, int64_t addrq)
+{
+    int64_t line = pc->firstlineno;
+    int64_t addr = 0;
+    for (uint32_t i = 0; i + 1 < pc->table_len; i += 2) {
+        addr += pc->table[i];
+        if (addr > addrq)
+            break;
+        line += (int8_t)pc->table[i + 1];
+    }
+    return line;
+}
+
+/* 3.10 co_linetable: (byte delta, signed line delta or -128: none). */
+static int64_t line_310(const struct gmt_pycode_def *pc, int64_t addrq)
+{
+    int64_t computed = pc->firstlineno, line = -1;
+    int64_t end = 0;
+    for (uint32_t i = 0; i + 1 < pc->table_len; i += 2) {
+        int64_t start = end;
+        end += pc->table[i];
+        int8_t ld = (int8_t)pc->table[i + 1];
+        if (ld == -128) {
+            line = -1;
+        } else {
+            computed += ld;
+            line = computed;
+        }
+        if (start <= addrq && addrq < end)
+            return line;
+    }
+    return -1;
+}
+
+/* 3.11+ location table (CPython's Objects/locations.md): entries of a
+ * first byte 1cccclll (code c, length l+1 code units) and varints. */
+static unsigned loc_varint(const uint8_t *p, const uint8_t *end, const uint8_t **next)
+{
+    unsigned v = 0, shift = 0;
+    while (p < end) {
+        unsigned b = *p++;
+        if (shift < 30)
+            v |= (b & 63) << shift;
+        shift += 6;
+        if (!(b & 64))
+            break;
+    }
+    *next = p;
+    return v;
+}
+
+static int64_t line_locations(const struct gmt_pycode_def *pc, int64_t addrq)
+{
+    const uint8_t *p = pc->table, *end = pc->table + pc->table_len;
+    int64_t line = pc->firstlineno;
+    int64_t stop = 0;
+    while (p < end) {
+        unsigned first = *p;
+        if (!(first & 0x80))
+            return -1; /* not at an entry: a cut or corrupt table */
+        unsigned code = (first >> 3) & 15;
+        int delta = 0;
+        const uint8_t *q = p + 1;
+        if (code == 13 || code == 14) {
+            unsigned v = loc_varint(q, end, &q);
+            delta = (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
+        } else if (code >= 10 && code <= 12) {
+            delta = (int)code - 10;
+        }
+        line += delta;
+        int64_t start = stop;
+        stop += ((first & 7) + 1) * 2;
+        if (start <= addrq && addrq < stop)
+            return code == 15 ? -1 : line;
+        for (p++; p < end && !(*p & 0x80); p++)
+            ;
+    }
+    return -1;
+}
+
+int gmt_pycode_line(const struct gmt_pycode_def *pc, int64_t offset)
+{
+    if (offset < 0)
+        return pc->firstlineno;
+    int64_t line = pc->format == 0 ? line_lnotab(pc, offset)
+                 : pc->format == 1 ? line_310(pc, offset)
+                 : pc->format == 2 ? line_locations(pc, offset) : -1;
+    return line < 0 || line > INT32_MAX ? pc->firstlineno : (int)line;
+}
+
 const struct gmt_symbol_def *gmt_defs_symbol(const struct gmt_defs *d,
                                              uint64_t ip)
 {
     struct gmt_symbol_def *s;
     HASH_FIND(hh, d->symbols, &ip, sizeof ip, s);
     return s;
+}
+
+/* What the recorder wanted the reader to know (Python frames off, ...).
+ * The first 64 are kept. */
+static int note(struct gmt_defs *d, struct cur *c)
+{
+    uint64_t level = u(c);
+    if (c->bad)
+        return -1;
+    if (d->nnotes_kept >= 64)
+        return 0;
+    size_t n = (size_t)(c->end - c->p);
+    if (n > 1024)
+        n = 1024;
+    char *text = dup_printable(c->p, n, '?');
+    char *line = text ? malloc(n + 16) : NULL;
+    char **nn = line ? realloc(d->notes, (d->nnotes_kept + 1) * sizeof *nn) : NULL;
+    if (nn == NULL) {
+        free(text);
+        free(line);
+        return 0; /* out of memory: the note is lost, the trace is fine */
+    }
+    snprintf(line, n + 16, "%s%s", level ? "warning: " : "", text);
+    free(text);
+    d->notes = nn;
+    d->notes[d->nnotes_kept++] = line;
+    return 0;
+}
+
+#define MAX_STRING 4096
+
+/* A STRING: id, then the bytes. The recorder may repeat a definition
+ * (same id, same text); the first one stays. */
+static int string(struct gmt_defs *d, struct cur *c)
+{
+    uint64_t id = u(c);
+    if (c->bad || id == 0 || id > UINT32_MAX)
+        return -1;
+    uint32_t id32 = (uint32_t)id;
+    struct gmt_string_def *sd;
+    HASH_FIND(hh, d->strings, &id32, sizeof id32, sd);
+    if (sd != NULL)
+        return 0;
+    size_t n = (size_t)(c->end - c->p);
+    if ((sd = calloc(1, sizeof *sd)) == NULL ||
+        (sd->text = dup_printable(c->p, n > MAX_STRING ? MAX_STRING : n,
+                                  '?')) == NULL) {
+        free(sd);
+        return -1;
+    }
+    sd->id = id32;
+    HASH_ADD(hh, d->strings, id, sizeof sd->id, sd);
+    return 0;
+}
+
+const char *gmt_defs_string(const struct gmt_defs *d, uint64_t id)
+{
+    struct gmt_string_def *sd;
+    uint32_t id32 = (uint32_t)id;
+    if (id > UINT32_MAX)
+        return NULL;
+    HASH_FIND(hh, d->strings, &id32, sizeof id32, sd);
+    return sd ? sd->text : NULL;
 }
 
 int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
@@ -338,10 +554,18 @@ int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
         what = "symbol";
         rc = symbol(d, &c);
         break;
+    case GMT_X_PYCODE:
+        what = "Python code";
+        rc = pycode(d, &c);
+        break;
     case GMT_X_STRING:
+        what = "string";
+        rc = string(d, &c);
         d->nstrings++;
         break;
     case GMT_X_NOTE:
+        what = "note";
+        rc = note(d, &c);
         d->nnotes++;
         break;
     default:
@@ -385,7 +609,22 @@ void gmt_defs_free(struct gmt_defs *d)
     HASH_ITER(hh, d->stacks, st, tmp) {
         HASH_DEL(d->stacks, st);
         free(st->frames);
+        free(st->py);
         free(st);
+    }
+    struct gmt_pycode_def *pc, *pctmp;
+    HASH_ITER(hh, d->pycodes, pc, pctmp) {
+        HASH_DEL(d->pycodes, pc);
+        free(pc->file);
+        free(pc->name);
+        free(pc->table);
+        free(pc);
+    }
+    struct gmt_string_def *sd, *sdtmp;
+    HASH_ITER(hh, d->strings, sd, sdtmp) {
+        HASH_DEL(d->strings, sd);
+        free(sd->text);
+        free(sd);
     }
     struct gmt_symbol_def *sy, *sytmp;
     HASH_ITER(hh, d->symbols, sy, sytmp) {
@@ -398,6 +637,9 @@ void gmt_defs_free(struct gmt_defs *d)
         HASH_DEL(d->threads, t);
         free(t);
     }
+    for (size_t i = 0; i < d->nnotes_kept; i++)
+        free(d->notes[i]);
+    free(d->notes);
     for (size_t i = 0; i < d->nmodules; i++)
         free(d->modules[i].path);
     free(d->modules);

@@ -27,10 +27,28 @@ struct gmt_frame {
     int32_t module; /* index into gmt_defs.modules, -1 if in none */
 };
 
+struct gmt_pyframe {
+    uint32_t code;  /* gmt_pycode_def id */
+    int64_t offset; /* instruction offset in bytes; < 0: not started */
+};
+
 struct gmt_stack_def {
     uint32_t id;
     uint32_t n;
     struct gmt_frame *frames; /* innermost first */
+    uint32_t npy;
+    struct gmt_pyframe *py;   /* Python frames, innermost first */
+    UT_hash_handle hh;
+};
+
+/* A Python code object (PYCODE). */
+struct gmt_pycode_def {
+    uint32_t id;
+    int firstlineno;
+    unsigned format;          /* line table format: 0 3.9, 1 3.10, 2 3.11+ */
+    char *file, *name;
+    uint8_t *table;
+    uint32_t table_len;
     UT_hash_handle hh;
 };
 
@@ -44,6 +62,12 @@ struct gmt_thread_def {
 struct gmt_symbol_def { /* embedded by the recorder at exit */
     uint64_t ip, start;
     char *name;
+    UT_hash_handle hh;
+};
+
+struct gmt_string_def { /* STRING: marker names */
+    uint32_t id;
+    char *text; /* printable UTF-8, at most 4096 bytes */
     UT_hash_handle hh;
 };
 
@@ -77,6 +101,11 @@ struct gmt_defs {
     size_t ndevices;
     struct gmt_symbol_def *symbols; /* uthash by ip */
     size_t nsymbols;
+    struct gmt_pycode_def *pycodes; /* uthash by id */
+    size_t npycodes;
+    char **notes;       /* NOTE texts, "warning: " prefixed, first 64 */
+    size_t nnotes_kept;
+    struct gmt_string_def *strings; /* uthash by id */
     size_t nstrings, nnotes, nunknown;
 };
 
@@ -92,6 +121,13 @@ const struct gmt_device_def *gmt_defs_device(const struct gmt_defs *d,
                                              uint32_t ordinal);
 const struct gmt_symbol_def *gmt_defs_symbol(const struct gmt_defs *d,
                                              uint64_t ip);
+const struct gmt_pycode_def *gmt_defs_pycode(const struct gmt_defs *d,
+                                             uint32_t id);
+/* The source line of a Python frame at byte offset `offset` of code c,
+ * from its line table; the first line when the table has none. */
+int gmt_pycode_line(const struct gmt_pycode_def *c, int64_t offset);
+/* The text of string `id`, NULL if the trace does not define it. */
+const char *gmt_defs_string(const struct gmt_defs *d, uint64_t id);
 void gmt_defs_free(struct gmt_defs *d);
 
 #endif /* GMT_DEFS_H */

@@ -11,6 +11,12 @@
  * and the net rise is at least 1 MiB. A training loop that keeps each
  * step's autograd graph alive looks exactly like this; a cache that fills
  * once and plateaus does not (its R^2 drops, its late steps are flat).
+ *
+ * When the program marks its steps (gpumemtrace_mark("step") or an NVTX
+ * mark), a growing site's rise is also given per step: its live bytes at
+ * the last occurrence of the most frequent repeated mark minus those at
+ * the first, over the intervals between them - exact, and the same from
+ * run to run, unlike a rate per second.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -45,6 +51,16 @@ static void fit(const int64_t *v, int from, int to, double *slope, double *r2)
     *r2 = vx > 0 && vy > 0 ? (c * c) / (vx * vy) : 0;
 }
 
+int gmt_growth_mark(const struct loaded *l)
+{
+    int best = -1;
+    for (int j = 0; j < l->r.nmarks; j++)
+        if (l->r.mark[j].count >= 2 &&
+            (best < 0 || l->r.mark[j].count > l->r.mark[best].count))
+            best = j;
+    return best;
+}
+
 size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
                   struct growth_row **out)
 {
@@ -57,11 +73,13 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
         return 0;
     }
     uint64_t t0 = l->r.t0;
+    int mark = gmt_growth_mark(l);
     /* sites grouped by label: sum their series, widen their spans */
     struct series {
         const char *label;
         int64_t v[REPLAY_GROWTH_BUCKETS];
         uint64_t first, last;
+        int64_t at_first_mark, at_last_mark;
         UT_hash_handle hh;
     } *map = NULL, *e, *tmp;
     for (size_t i = 0; i < l->r.nsites; i++) {
@@ -83,6 +101,11 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
             e->first = s->first_time;
         if (s->last_time > e->last)
             e->last = s->last_time;
+        int64_t mf, ml;
+        if (mark >= 0 && replay_site_mark(&l->r, s, mark, &mf, &ml)) {
+            e->at_first_mark += mf;
+            e->at_last_mark += ml;
+        }
     }
     HASH_ITER(hh, map, e, tmp) {
         int lo = e->first > t0 ? (int)((e->first - t0) / width) : 0;
@@ -116,7 +139,10 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
             }
             rows[n++] = (struct growth_row){
                 e->label, slope * 1e9 / (double)width, net, r2,
-                (double)ups / steps, e->v[from], e->v[nb_site - 1]};
+                (double)ups / steps, e->v[from], e->v[nb_site - 1], mark >= 0,
+                mark >= 0 ? (e->at_last_mark - e->at_first_mark) /
+                                (int64_t)(l->r.mark[mark].count - 1)
+                          : 0};
         }
         HASH_DEL(map, e);
         free(e);

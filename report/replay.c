@@ -105,8 +105,10 @@ static struct site *site_new(struct replay *r, uint32_t id, uint32_t *index)
     if (s == NULL)
         return NULL;
     s->stack = id;
-    if (r->want_growth &&
-        (s->growth = calloc(REPLAY_GROWTH_BUCKETS, sizeof *s->growth)) == NULL) {
+    if ((r->want_growth &&
+         (s->growth = calloc(REPLAY_GROWTH_BUCKETS, sizeof *s->growth)) == NULL) ||
+        (r->want_marks && (s->marks = calloc(1, sizeof *s->marks)) == NULL)) {
+        free(s->growth);
         free(s);
         return NULL;
     }
@@ -243,6 +245,60 @@ static void note_series(struct replay *r, uint64_t t)
         b->host = (uint64_t)r->host;
 }
 
+/* ---- markers --------------------------------------------------------------- */
+
+/* Per-site values at the followed marks, lazily: an occurrence only counts
+ * itself. A site about to change checks each followed mark: if it occurred
+ * since the site's last change, the site's live bytes until now are its
+ * value at that occurrence (and at the first one, if that is the one). So
+ * a mark costs O(1) however many sites there are, a change O(slots). */
+static void marks_before_change(const struct replay *r, struct site *s)
+{
+    struct site_marks *m = s->marks;
+    if (m == NULL)
+        return;
+    for (int j = 0; j < r->nmarks; j++) {
+        if (r->mark[j].count > m->stamp[j]) {
+            if (m->stamp[j] == 0)
+                m->first[j] = s->live_bytes;
+            m->last[j] = s->live_bytes;
+            m->stamp[j] = r->mark[j].count;
+        }
+    }
+}
+
+bool replay_site_mark(const struct replay *r, const struct site *s, int slot,
+                      int64_t *first, int64_t *last)
+{
+    if (slot < 0 || slot >= r->nmarks || r->mark[slot].count == 0 ||
+        s->marks == NULL)
+        return false;
+    const struct site_marks *m = s->marks;
+    bool since = r->mark[slot].count > m->stamp[slot]; /* unchanged since */
+    *first = m->stamp[slot] == 0 ? s->live_bytes : m->first[slot];
+    *last = since ? s->live_bytes : m->last[slot];
+    return true;
+}
+
+static void on_marker(struct replay *r, const struct gmt_rec *rec)
+{
+    r->markers++;
+    if (r->want_marks && rec->api == GMT_MARK) {
+        const char *name = gmt_defs_string(&r->defs, rec->value);
+        int j = 0;
+        while (j < r->nmarks && (name == NULL || strcmp(r->mark[j].name, name)))
+            j++;
+        if (j == r->nmarks && name != NULL && j < REPLAY_MARK_SLOTS &&
+            (r->mark[j].name = strdup(name)) != NULL)
+            r->nmarks++;
+        if (j < r->nmarks)
+            r->mark[j].count++;
+    }
+    if (r->on_marker)
+        r->on_marker(r, rec, r->marker_ctx);
+    r->window_peak = (uint64_t)(r->requested > 0 ? r->requested : 0);
+}
+
 /* ---- events --------------------------------------------------------------- */
 
 static int mem_of(unsigned api)
@@ -263,6 +319,8 @@ static bool pooled(const struct replay *r, unsigned api)
 
 static void new_peak_check(struct replay *r, const struct gmt_rec *rec)
 {
+    if (r->requested > 0 && (uint64_t)r->requested > r->window_peak)
+        r->window_peak = (uint64_t)r->requested;
     if ((uint64_t)r->requested > r->peak_requested) {
         r->peak_requested = (uint64_t)r->requested;
         r->peak_requested_time = rec->time;
@@ -372,7 +430,10 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
             d->reserved += (int64_t)LIVE_BLOCK(l);
             r->reserved += (int64_t)LIVE_BLOCK(l);
         }
+        r->allocs++;
+        r->alloc_bytes += l->size;
         if (s) {
+            marks_before_change(r, s);
             if (s->first_time == 0)
                 s->first_time = rec->time;
             s->last_time = rec->time;
@@ -414,6 +475,7 @@ static void on_free(struct replay *r, const struct gmt_rec *rec)
             r->reserved -= (int64_t)LIVE_BLOCK(l);
         }
         if (s) {
+            marks_before_change(r, s);
             s->last_time = rec->time;
             s->live_bytes -= (int64_t)l->size;
             s->live_count--;
@@ -488,6 +550,9 @@ int replay_trace(const char *path, struct replay *r,
 {
     memset(r, 0, sizeof *r);
     r->want_growth = opts && opts->growth;
+    r->want_marks = opts && opts->mark_sites;
+    r->on_marker = opts ? opts->on_marker : NULL;
+    r->marker_ctx = opts ? opts->marker_ctx : NULL;
     struct gmt_reader *rd = gmt_reader_open(path, err, errlen);
     if (rd == NULL)
         return -1;
@@ -553,6 +618,9 @@ int replay_trace(const char *path, struct replay *r,
             r->oom_state_pending = true;
             memcpy(r->oom_state, rec.v, sizeof r->oom_state);
             break;
+        case GMT_K_MARKER:
+            on_marker(r, &rec);
+            break;
         default:
             break;
         }
@@ -586,8 +654,11 @@ void replay_free(struct replay *r)
 {
     for (size_t i = 0; i < r->nsites; i++) {
         free(r->sites[i]->growth);
+        free(r->sites[i]->marks);
         free(r->sites[i]);
     }
+    for (int j = 0; j < r->nmarks; j++)
+        free(r->mark[j].name);
     struct site_hash *h, *tmp;
     HASH_ITER(hh, r->site_big, h, tmp) {
         HASH_DEL(r->site_big, h);

@@ -27,6 +27,7 @@
 #define REPLAY_BUCKETS 256       /* timeline */
 #define REPLAY_GROWTH_BUCKETS 32 /* per-site growth series */
 #define REPLAY_MAX_OOMS 1000     /* details kept; all are counted */
+#define REPLAY_MARK_SLOTS 8      /* mark names followed per site */
 
 enum { MEM_DEVICE = 0, MEM_MANAGED = 1, MEM_HOST = 2 };
 
@@ -43,6 +44,20 @@ struct site {
     uint64_t set_bytes, set_count;
     int64_t *growth;              /* live bytes at the end of each bucket */
     uint64_t first_time, last_time; /* of its allocations and frees */
+    struct site_marks *marks;     /* replay_opts.mark_sites */
+};
+
+/* Live bytes of a site at the first and the latest occurrence of each
+ * followed mark name (replay.mark[]), kept lazily: see replay.c. */
+struct site_marks {
+    int64_t first[REPLAY_MARK_SLOTS], last[REPLAY_MARK_SLOTS];
+    uint32_t stamp[REPLAY_MARK_SLOTS]; /* occurrence the values are of */
+};
+
+/* A mark name (MARKER type mark) followed per site. */
+struct replay_mark {
+    char *name;
+    uint32_t count;               /* occurrences so far */
 };
 
 struct device_state {
@@ -112,11 +127,31 @@ struct replay {
     uint64_t g_bucket_ns;         /* growth buckets */
     int g_last;                   /* last growth bucket written */
     bool want_growth;
+    /* markers */
+    uint64_t markers;             /* MARKER records so far */
+    uint64_t allocs, alloc_bytes; /* device allocations so far, requested bytes */
+    uint64_t window_peak;         /* highest `requested` since the last marker */
+    struct replay_mark mark[REPLAY_MARK_SLOTS]; /* first mark names seen */
+    int nmarks;
+    bool want_marks;
+    void (*on_marker)(struct replay *r, const struct gmt_rec *rec, void *ctx);
+    void *marker_ctx;
 };
 
 /* What a command needs beyond the basics. */
 struct replay_opts {
     bool growth; /* keep per-site growth series */
+    /* per site, live bytes at the first and latest occurrence of each of
+     * the first REPLAY_MARK_SLOTS mark names (replay_site_mark) */
+    bool mark_sites;
+    /* Called at every MARKER, after every earlier event was applied: the
+     * replay's counters describe that moment (requested, allocs,
+     * alloc_bytes, and window_peak: the highest `requested` since the
+     * previous marker or the start, reset after the call). The marker's
+     * name: gmt_defs_string(&r->defs, rec->value) (its definition comes
+     * first); rec->api is its type (GMT_MARK, _PUSH, _POP). */
+    void (*on_marker)(struct replay *r, const struct gmt_rec *rec, void *ctx);
+    void *marker_ctx;
 };
 
 /* Replay a whole trace. 0 on success; -1 with err set (one line). A trace
@@ -145,5 +180,9 @@ struct live {         /* 32 bytes: two per cache line */
 uint64_t replay_duration(const struct replay *r);
 /* Number of growth buckets in use and their width. */
 int replay_growth_buckets(const struct replay *r, uint64_t *width_ns);
+/* Live bytes of site s at the first and the latest occurrence of mark
+ * r->mark[slot] (replay_opts.mark_sites); false if it never occurred. */
+bool replay_site_mark(const struct replay *r, const struct site *s, int slot,
+                      int64_t *first, int64_t *last);
 
 #endif /* GMT_REPLAY_H */

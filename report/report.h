@@ -24,6 +24,7 @@ int cmd_frag(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);
 int cmd_leaks(int argc, char **argv);
 int cmd_growth(int argc, char **argv);
+int cmd_phases(int argc, char **argv);
 int cmd_transfers(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -302,11 +302,25 @@ static bool runtime_frame(const struct sym *f)
            !strncmp(f->module, "libcuda.so", 10);
 }
 
-/* The user frames of a stack, innermost first. */
+/* The interpreter and its calling glue: what runs Python code, which the
+ * Python frames describe better. */
+static bool interpreter_frame(const struct sym *f)
+{
+    return !strncmp(f->module, "libpython", 9) ||
+           !strncmp(f->module, "python", 6) ||
+           !strncmp(f->module, "_ctypes", 7) ||
+           !strncmp(f->module, "libffi", 6);
+}
+
+/* The user frames of a stack, innermost first, in call order: native
+ * frames without the leading runtime frames (and, when there are Python
+ * frames, up to the interpreter), then the Python frames. *npy_out: how
+ * many Python frames end the list. */
 static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
-                       int max)
+                       int max, int *npy_out)
 {
     const struct gmt_stack_def *st = gmt_defs_stack(s->defs, stack);
+    *npy_out = 0;
     if (st == NULL)
         return 0;
     int n = 0;
@@ -314,6 +328,8 @@ static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
     for (uint32_t i = 0; i < st->n && n < max; i++) {
         struct sym tmp[MAX_INLINE];
         int k = sym_frames(s, &st->frames[i], tmp, MAX_INLINE);
+        if (st->npy && interpreter_frame(&tmp[0]))
+            break;
         for (int j = 0; j < k && n < max; j++) {
             if (leading && runtime_frame(&tmp[j]))
                 continue;
@@ -321,7 +337,42 @@ static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
             out[n++] = tmp[j];
         }
     }
+    int npy = 0;
+    for (uint32_t i = 0; i < st->npy && n < max; i++) {
+        const struct gmt_pycode_def *pc = gmt_defs_pycode(s->defs, st->py[i].code);
+        struct sym f = {.module = "python", .python = true};
+        if (pc) {
+            f.function = pc->name;
+            f.file = pc->file;
+            f.line = gmt_pycode_line(pc, st->py[i].offset);
+        } else {
+            f.function = "?";
+        }
+        out[n++] = f;
+        npy++;
+    }
+    *npy_out = npy;
     return n;
+}
+
+/* Python code of installed packages and the standard library: a site is
+ * named by the innermost frame of the user's own code instead (the line
+ * of their model, not the torch.nn module it called). */
+static bool library_file(const char *file)
+{
+    return file == NULL || strstr(file, "/site-packages/") ||
+           strstr(file, "/dist-packages/") || !strncmp(file, "<frozen ", 8) ||
+           (strstr(file, "/lib/python3") && !strstr(file, "-packages/"));
+}
+
+/* A native function name without its parameter list: the op's name. */
+static const char *short_name(struct symbolizer *s, const struct sym *f)
+{
+    const char *t = sym_format(s, f, false); /* in s->buf: copy it */
+    const char *paren = f->function ? strchr(t, '(') : NULL;
+    if (paren == NULL || paren == t)
+        return intern0(s, t);
+    return intern(s, t, (size_t)(paren - t));
 }
 
 static const char *cached_label(struct symbolizer *s, uint64_t key)
@@ -356,21 +407,41 @@ const char *sym_site(struct symbolizer *s, uint32_t stack, enum site_grain grain
     const char *t = cached_label(s, key);
     if (t)
         return t;
-    struct sym frames[256];
-    int n = user_frames(s, stack, frames, 256);
+    struct sym frames[512];
+    int npy;
+    int n = user_frames(s, stack, frames, 512, &npy);
     char text[8192];
     size_t len = 0;
     text[0] = '\0';
+    /* Python frames first when there are any, from the innermost frame of
+     * the user's own code (all of them when none is); the op after them. */
+    const struct sym *f = npy ? frames + (n - npy) : frames;
+    int nf = npy ? npy : n;
+    if (npy) {
+        int user = 0;
+        while (user < nf && library_file(f[user].file))
+            user++;
+        if (user < nf) {
+            f += user;
+            nf -= user;
+        }
+    }
+    const char *op = npy && n > npy ? short_name(s, &frames[n - npy - 1]) : NULL;
     if (n == 0) {
         snprintf(text, sizeof text, "(stack %u: no user frames)", stack);
     } else if (grain == GRAIN_STACK) {
-        int upto = depth ? (depth < n ? depth : n) : n;
+        int upto = depth ? (depth < nf ? depth : nf) : nf;
         for (int i = 0; i < upto && len < sizeof text - 1; i++)
             len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
-                                    i ? " <- " : "", sym_format(s, &frames[i], true));
+                                    i ? " <- " : "", sym_format(s, &f[i], true));
+        if (op && len < sizeof text - 1)
+            snprintf(text + len, sizeof text - len, " > %s", op);
     } else {
-        int i = depth < n ? depth : n - 1;
-        snprintf(text, sizeof text, "%s", sym_format(s, &frames[i], grain == GRAIN_LINE));
+        int i = depth < nf ? depth : nf - 1;
+        len = (size_t)snprintf(text, sizeof text, "%s",
+                               sym_format(s, &f[i], grain == GRAIN_LINE));
+        if (op && grain == GRAIN_LINE && len < sizeof text - 1)
+            snprintf(text + len, sizeof text - len, " > %s", op);
     }
     return store_label(s, key, text);
 }
@@ -381,20 +452,23 @@ const char *sym_folded(struct symbolizer *s, uint32_t stack, int depth)
     const char *t = cached_label(s, key);
     if (t)
         return t;
-    struct sym frames[256];
-    int n = stack ? user_frames(s, stack, frames, 256) : 0;
+    struct sym frames[512];
+    int npy = 0;
+    int n = stack ? user_frames(s, stack, frames, 512, &npy) : 0;
     int from = depth && depth < n ? depth : n;
     char text[16384];
     size_t len = 0;
     text[0] = '\0';
+    /* outermost first: the Python frames, then the native ones under them */
     for (int i = from - 1; i >= 0 && len < sizeof text - 1; i--) {
-        const char *f = sym_format(s, &frames[i], false);
+        const char *fr = frames[i].python ? sym_format(s, &frames[i], true)
+                                          : sym_format(s, &frames[i], false);
         len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
-                                len ? ";" : "", f);
+                                len ? ";" : "", fr);
     }
     /* folded format: ';' separates frames, the line ends with a count */
     for (size_t i = 0; i < len; i++)
-        if (text[i] == '\n' || (text[i] == ' ' && 0))
+        if (text[i] == '\n')
             text[i] = ' ';
     if (len == 0)
         snprintf(text, sizeof text, "[no stack]");

@@ -11,6 +11,15 @@
  * is made from the user's frames - the recorded stack without its leading
  * frames in the CUDA runtime or the tracer - at one of three grains:
  * function, line, or the whole stack to a depth.
+ *
+ * Python. When a stack carries Python frames, they name the site: the
+ * innermost frame of the user's own code (not of an installed package or
+ * the standard library: the model's line, not torch.nn's) is the line,
+ * and the native frame the interpreter called (the op:
+ * `THPVariable_linear`, a ctypes callee) is shown after it. The
+ * interpreter's own frames are dropped; the native frames between the op
+ * and the CUDA runtime, and the library's Python frames, stay in the
+ * flamegraph view.
  */
 #ifndef GMT_SYMBOLS_H
 #define GMT_SYMBOLS_H
@@ -30,6 +39,7 @@ struct sym {
     const char *module;   /* basename */
     unsigned long long offset; /* in the module */
     bool inlined;
+    bool python;          /* a Python frame: file, line, function */
 };
 
 enum site_grain { GRAIN_FUNCTION, GRAIN_LINE, GRAIN_STACK };

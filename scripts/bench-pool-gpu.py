@@ -2,7 +2,7 @@
 """Step time and memory of PyTorch training under each allocator, on a GPU.
 
 usage: scripts/bench-pool-gpu.py [--bundle DIR] [--repeats N] [--json FILE]
-                                 [--workloads transformer,mlp]
+                                 [--workloads transformer,mlp] [--configs a,b,...]
 
 Two workloads (tests/gpu/torch_train.py): the GPU-bound transformer
 (TransformerEncoder, 6 layers, d=1024, 16 heads, FFN 4096, batch 16x512,
@@ -12,7 +12,9 @@ LayerNorm, batch 64, Adam). Configurations:
   baseline       PyTorch's caching allocator, no library
   uncached       PYTORCH_NO_CUDA_MEMORY_CACHING=1, no library
   pool           uncached + libgpumemtrace.so, stacks off
-  pool+stacks    uncached + libgpumemtrace.so, default 64-frame stacks
+  pool+native    uncached + libgpumemtrace.so, native stacks only (64 frames)
+  pool+stacks    uncached + libgpumemtrace.so, the default: native and
+                 Python stacks
   expandable     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   async          PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 
@@ -43,6 +45,7 @@ BUNDLE = os.path.abspath(arg("--bundle", os.path.join(ROOT, ".gpubundle")))
 REPEATS = int(arg("--repeats", "2"))
 JSON_OUT = arg("--json", None)
 WORKLOADS = arg("--workloads", "transformer,mlp").split(",")
+CONFIG_NAMES = arg("--configs", None)
 LIB = os.path.join(BUNDLE, "libgpumemtrace.so")
 REPORT = os.path.join(BUNDLE, "gpumemreport")
 TRAIN = os.path.join(ROOT, "tests", "gpu", "torch_train.py")
@@ -53,10 +56,16 @@ CONFIGS = {
     "baseline": ({}, False),
     "uncached": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, False),
     "pool": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0"}, True),
+    "pool+native": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_PYTHON": "0"}, True),
     "pool+stacks": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, True),
     "expandable": ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, False),
     "async": ({"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, False),
 }
+
+
+if CONFIG_NAMES:
+    CONFIGS = {c: CONFIGS[c] for c in ["baseline"] + [c for c in CONFIG_NAMES.split(",")
+                                                     if c != "baseline"]}
 
 
 def replay(trace):

@@ -1,5 +1,5 @@
 #!/bin/sh
-# scripts/gpu-bundle.sh [DIR] - put the built library, the report tool and
+# scripts/gpu-bundle.sh [DIR] - put the built library, the launcher, the report tool and
 # the shared libraries they need but a GPU host may lack (libunwind) into
 # DIR (default .gpubundle/, ignored by git), for carrying to a GPU machine.
 # The library's RUNPATH is $ORIGIN, so it finds libunwind next to itself.
@@ -8,7 +8,7 @@ dir=${1:-.gpubundle}
 make -s all
 mkdir -p "$dir"
 make -s build/tests/bench_pool
-cp build/libgpumemtrace.so build/gpumemreport build/tests/bench_pool "$dir/"
+cp build/libgpumemtrace.so build/gpumemreport build/gpumemtrace build/tests/bench_pool "$dir/"
 for lib in libunwind.so.8 libunwind-x86_64.so.8; do
     src=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
     [ -n "$src" ] || { echo "gpu-bundle: $lib not found" >&2; exit 1; }

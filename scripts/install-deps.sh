@@ -5,7 +5,7 @@
 # from NVIDIA): the build needs its headers, found through CUDA_HOME
 # (default /usr/local/cuda).
 set -eu
-pkgs="make gcc g++ clang libclang-rt-dev libunwind-dev uthash-dev libdw-dev libelf-dev python3 binutils"
+pkgs="make gcc g++ clang libclang-rt-dev libunwind-dev uthash-dev libdw-dev libelf-dev python3 python3-dev binutils"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

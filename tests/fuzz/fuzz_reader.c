@@ -2,7 +2,8 @@
  *
  * Each input is written to a memory file and read the way gpumemreport
  * reads a trace: every record in order, definitions parsed, events
- * replayed (report.c) into the tables the commands print. Any crash,
+ * replayed (report.c) into the tables the commands print, Python frames
+ * turned into lines through their code objects' line tables. Any crash,
  * sanitizer report, hang or unbounded allocation is a bug.
  *
  * Build and run: scripts/fuzz.sh (libFuzzer, clang). The test suite runs
@@ -40,6 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         while (gmt_reader_next(r, &rec) == 1)
             if (rec.kind == GMT_K_EXT && gmt_defs_add(&d, &rec, err, sizeof err))
                 break;
+        /* Python frames: decode every line from the (hostile) line tables */
+        volatile unsigned sink = 0;
+        for (struct gmt_stack_def *st = d.stacks; st; st = st->hh.next)
+            for (uint32_t i = 0; i < st->npy; i++) {
+                const struct gmt_pycode_def *pc = gmt_defs_pycode(&d, st->py[i].code);
+                if (pc)
+                    sink += (unsigned)gmt_pycode_line(pc, st->py[i].offset);
+            }
+        (void)sink;
         gmt_defs_free(&d);
         gmt_reader_close(r);
     }

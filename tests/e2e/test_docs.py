@@ -1,0 +1,35 @@
+"""The docs tell the truth about the options: every GPUMEMTRACE_* option
+of the table in preload/internal.h is in the README's options table with
+its default, and the README lists no option the library doesn't have."""
+import os
+import re
+
+from gmt import *
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def table_options():
+    text = open(os.path.join(ROOT, "preload", "internal.h")).read()
+    block = text.split("#define GMT_OPTIONS(X)", 1)[1].split("\nstruct gmt_options", 1)[0]
+    # hex options (the session id) are generated, not defaulted
+    return {m.group(1): (m.group(3).strip() if m.group(2) != "hex" else None)
+            for m in re.finditer(r"X\((\w+),\s*\w+,\s*(\w+),\s*(\"[^\"]*\"|[\w.]+),", block)}
+
+
+def test_readme_lists_every_option_with_its_default():
+    opts = table_options()
+    expect(len(opts) >= 10, opts)
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    rows = dict(re.findall(r"^\| `GPUMEMTRACE_(\w+)` \| ([^|]*) \|", readme, re.M))
+    for name, default in opts.items():
+        expect(name in rows, f"GPUMEMTRACE_{name} is not in the README's options table")
+        shown = rows[name].strip().strip("`")
+        if default is None:
+            continue
+        if default.startswith('"'):
+            expect(shown == default.strip('"'), f"{name}: README says {shown}, table {default}")
+        elif default.isdigit():
+            expect(shown == default, f"{name}: README says {shown}, table {default}")
+    for name in rows:
+        expect(name in opts, f"README lists GPUMEMTRACE_{name}, which the library lacks")
