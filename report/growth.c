@@ -3,17 +3,24 @@
  * The replay keeps, per site, its live bytes at the end of each of up to
  * 32 time buckets. Each site is judged over its own active span - from
  * its first allocation to its last allocation or free - so a program that
- * grows for a while and then does something else still shows it. A site
- * grows when, after the first 10% of that span (start-up allocations are
- * not growth): its least-squares slope is
- * positive, the line explains the series well (R^2 >= 0.8), most steps go
- * up (>= 60% of bucket-to-bucket changes are rises, none large falls),
- * and the net rise is at least 1 MiB. A training loop that keeps each
+ * grows for a while and then does something else still shows it. What is
+ * judged is the site's floor: at each bucket, the least it holds from then
+ * to the end of its span. A training step allocates and frees the same
+ * site many times (activations made in forward, freed in backward), so its
+ * live bytes swing by far more than one step's leak; the floor drops the
+ * swings and keeps what is never given back. A site grows when, after the
+ * first 10% of that span (start-up allocations are not growth): its
+ * floor's least-squares slope is
+ * positive, the line explains the series well (R^2 >= 0.8), it rose in
+ * at least 3 bucket-to-bucket steps with none making half of the rise (a
+ * buffer allocated once, late, is not growth), and the net rise is at
+ * least 1 MiB. A training loop that keeps each
  * step's autograd graph alive looks exactly like this; a cache that fills
  * once and plateaus does not (its R^2 drops, its late steps are flat).
  *
- * When the program marks its steps (gpumemtrace_mark("step") or an NVTX
- * mark), a growing site's rise is also given per step: its live bytes at
+ * When the program marks its steps (gpumemtrace_mark("step"), an NVTX mark,
+ * or a region pushed each step: its start counts), a growing site's rise
+ * is also given per step: its live bytes at
  * the last occurrence of the most frequent repeated mark minus those at
  * the first, over the intervals between them - exact, and the same from
  * run to run, unlike a rate per second.
@@ -116,21 +123,26 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
             lo = hi;
         int from = lo + (hi - lo) / 10;
         int nb_site = hi;
+        for (int k = nb_site - 2; k >= from; k--) /* the floor */
+            if (e->v[k + 1] < e->v[k])
+                e->v[k] = e->v[k + 1];
         double slope = 0, r2 = 0;
         if (nb_site - from >= 4)
             fit(e->v, from, nb_site, &slope, &r2);
         int ups = 0, steps = 0;
-        int64_t worst_fall = 0;
+        int64_t biggest_rise = 0;
         for (int k = from + 1; k < nb_site; k++) {
-            int64_t d = e->v[k] - e->v[k - 1];
+            int64_t d = e->v[k] - e->v[k - 1]; /* >= 0: a floor never falls */
             steps++;
             ups += d > 0;
-            if (-d > worst_fall)
-                worst_fall = -d;
+            if (d > biggest_rise)
+                biggest_rise = d;
         }
         int64_t net = nb_site - from >= 4 ? e->v[nb_site - 1] - e->v[from] : 0;
-        if (slope > 0 && r2 >= 0.8 && steps && ups * 10 >= steps * 6 &&
-            net >= (int64_t)MIN_GROWTH && worst_fall * 4 < net) {
+        /* steady: a line explains it, it rose in several steps, and no one
+         * step (a buffer allocated once, late) made half of it */
+        if (slope > 0 && r2 >= 0.8 && ups >= 3 && net >= (int64_t)MIN_GROWTH &&
+            biggest_rise * 2 <= net) {
             if (n == cap) {
                 struct growth_row *g = realloc(rows, (cap *= 2) * sizeof *rows);
                 if (g == NULL)

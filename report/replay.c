@@ -283,7 +283,9 @@ bool replay_site_mark(const struct replay *r, const struct site *s, int slot,
 static void on_marker(struct replay *r, const struct gmt_rec *rec)
 {
     r->markers++;
-    if (r->want_marks && rec->api == GMT_MARK) {
+    /* a region's start counts as an occurrence of its name too: NVTX
+     * users mark steps with ranges */
+    if (r->want_marks && (rec->api == GMT_MARK || rec->api == GMT_MARK_PUSH)) {
         const char *name = gmt_defs_string(&r->defs, rec->value);
         int j = 0;
         while (j < r->nmarks && (name == NULL || strcmp(r->mark[j].name, name)))

@@ -183,3 +183,18 @@ def test_layout_table_matches_each_interpreters_headers():
         expect(row in table, f"Python {ver}: measured {row}\nnot in the table:\n{table}")
         checked += 1
     expect(checked >= 1, "no interpreter with headers to check the table against")
+
+
+def test_growth_through_swings_within_each_step():
+    """A site that swings by 10 MiB within every step but keeps 2 MiB per
+    step grows; per step of the "step" region, by exactly 2 MiB."""
+    python, ver = interpreters()[0]
+    app = os.path.join(HERE, "py", "leak_app.py")
+    run([python, app], PYALLOC_LIB=prog("libpyalloc.so"), GPUMEMTRACE_OUTPUT="g.gmt")
+    L = site_lines(app)
+    doc = json.loads(report("growth", "--json", "g.gmt").stdout)["traces"][0]
+    sites = {s["site"]: s for s in doc["sites"]}
+    site = f"forward (leak_app.py:{L['act']}) > pyalloc_alloc"
+    expect(site in sites, f"{site} not among {list(sites)}")
+    expect(doc["interval_mark"] == "step" and doc["interval_marks"] == 16, doc)
+    expect(sites[site]["rise_per_interval"] == 2 * MiB, sites[site])
