@@ -365,14 +365,33 @@ static bool library_file(const char *file)
            (strstr(file, "/lib/python3") && !strstr(file, "-packages/"));
 }
 
-/* A native function name without its parameter list: the op's name. */
+/* A native function name without its parameter list, or the return type
+ * a template's demangled name starts with: the op's name ("_object*
+ * f<&g>(a, b)" -> "f<&g>"). */
 static const char *short_name(struct symbolizer *s, const struct sym *f)
 {
     const char *t = sym_format(s, f, false); /* in s->buf: copy it */
-    const char *paren = f->function ? strchr(t, '(') : NULL;
-    if (paren == NULL || paren == t)
+    if (f->function == NULL)
         return intern0(s, t);
-    return intern(s, t, (size_t)(paren - t));
+    /* the parameter list is the last top-level (...) group; a space at
+     * the top level before it ends a return type */
+    size_t start = 0, end = strlen(t), cut = end;
+    int depth = 0;
+    for (size_t i = 0; i < end; i++) {
+        if (t[i] == '<' || t[i] == '(') {
+            if (t[i] == '(' && depth == 0 && i > 0)
+                cut = i;
+            depth++;
+        } else if ((t[i] == '>' || t[i] == ')') && depth > 0) {
+            depth--;
+        } else if (depth == 0 && t[i] == ' ' && cut == end) {
+            start = i + 1;
+        }
+    }
+    if (start >= cut)
+        start = 0;
+    end = cut;
+    return intern(s, t + start, end - start);
 }
 
 static const char *cached_label(struct symbolizer *s, uint64_t key)

@@ -1,10 +1,12 @@
 /* fuzz_reader.c - libFuzzer entry point for the trace reader.
  *
  * Each input is written to a memory file and read the way gpumemreport
- * reads a trace: every record in order, definitions parsed, events
- * replayed (report.c) into the tables the commands print, Python frames
- * turned into lines through their code objects' line tables. Any crash,
- * sanitizer report, hang or unbounded allocation is a bug.
+ * reads a trace: every record in order through the validating reader,
+ * definitions parsed (gmt_defs_add), and every Python frame turned into a
+ * line through its code object's line table. The replay engine and the
+ * commands are not in this target yet (the e2e byte-flip tests run them
+ * over damaged traces). Any crash, sanitizer report, hang or unbounded
+ * allocation is a bug.
  *
  * Build and run: scripts/fuzz.sh (libFuzzer, clang). The test suite runs
  * the same entry point over the corpus and a few thousand mutations
