@@ -552,6 +552,9 @@ bad:
 static bool rekey_top(struct gmt_reader *r, struct cursor *c)
 {
     if (c->pos < c->end) {
+        /* one cursor left (the heap only shrinks): its order is its own */
+        if (r->nheap == 1)
+            return true;
         if (!peek_seq(r, c, &r->heap[0].key))
             return false;
     } else if (c->next < c->nchunks) {
