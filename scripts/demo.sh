@@ -3,8 +3,8 @@
 #
 # Installs what the build needs (scripts/install-deps.sh), builds
 # gpumemtrace, then runs tests/progs/example.c - a small training loop
-# written against the CUDA runtime - under LD_PRELOAD=libgpumemtrace.so and
-# reports on the trace. With an NVIDIA GPU and nvcc, the example runs on
+# written against the CUDA runtime - under the gpumemtrace launcher and
+# reports on the trace: summary, peak, growth, leaks. With an NVIDIA GPU and nvcc, the example runs on
 # the GPU; otherwise it runs on the simulated CUDA runtime of tests/sim,
 # and says so.
 set -eu
@@ -24,12 +24,13 @@ else
     export LD_LIBRARY_PATH="$PWD/build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 root=$(pwd)
-echo "== LD_PRELOAD=build/libgpumemtrace.so example 20"
-(cd "$out" && LD_PRELOAD="$root/build/libgpumemtrace.so" GPUMEMTRACE_OUTPUT=example.gmt ./example 20)
-echo "== gpumemreport info $out/example.gmt"
-build/gpumemreport info "$out/example.gmt"
+echo "== build/gpumemtrace -- example 20   (the launcher: preloads the library)"
+(cd "$out" && "$root/build/gpumemtrace" -o example.gmt -- ./example 20)
+for cmd in "summary" "peak --group stack --depth 2" "growth" "leaks"; do
+    echo
+    echo "== gpumemreport $cmd example.gmt"
+    # shellcheck disable=SC2086
+    build/gpumemreport $cmd "$out/example.gmt"
+done
 echo
-echo "== gpumemreport dump (first records)"
-build/gpumemreport dump --no-stacks --limit 30 "$out/example.gmt"
-echo
-echo "trace kept in $out/example.gmt"
+echo "trace kept in $out/example.gmt (more: gpumemreport --help, docs/usage.md)"
