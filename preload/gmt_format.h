@@ -309,6 +309,25 @@ static inline const uint8_t *gmt_get_varint(const uint8_t *p,
                                             const uint8_t *end, uint64_t *out)
 {
     uint64_t v = 0;
+    if (end - p >= 8) {
+        /* Up to 8 bytes (56-bit values: nearly every field) without a
+         * branch per byte: find the first byte without the continuation
+         * bit in one load, then gather the 7-bit groups. Little-endian
+         * hosts only, as the format. */
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t stop = ~x & 0x8080808080808080ull;
+        if (stop) {
+            unsigned n = ((unsigned)__builtin_ctzll(stop) >> 3) + 1;
+            uint64_t m = n == 8 ? x : x & ((1ull << (8 * n)) - 1);
+            v = (m & 0x7full) | ((m >> 1) & (0x7full << 7)) |
+                ((m >> 2) & (0x7full << 14)) | ((m >> 3) & (0x7full << 21)) |
+                ((m >> 4) & (0x7full << 28)) | ((m >> 5) & (0x7full << 35)) |
+                ((m >> 6) & (0x7full << 42)) | ((m >> 7) & (0x7full << 49));
+            *out = v;
+            return p + n;
+        }
+    }
     if (end - p >= GMT_VARINT_MAX) {
         /* room for the longest varint: no bounds check per byte */
         for (unsigned i = 0; i < GMT_VARINT_MAX; i++) {

@@ -25,6 +25,25 @@ static void varint_roundtrip(void)
     CHECK(gmt_put_varint(b, UINT64_MAX) - b == GMT_VARINT_MAX);
 }
 
+/* The 8-byte fast path of the decoder: values of every length with
+ * bytes after them (set high bits, as the next field's may be). */
+static void varint_with_bytes_after(void)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (unsigned bits = 0; bits <= 64; bits++) {
+        for (int k = 0; k < 50; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint64_t want = bits == 64 ? x : bits == 0 ? 0 : x & ((1ull << bits) - 1);
+            uint8_t buf[32];
+            memset(buf, k & 1 ? 0xff : 0x80 | (uint8_t)k, sizeof buf);
+            uint8_t *end = gmt_put_varint(buf, want);
+            uint64_t got = ~want;
+            CHECK(gmt_get_varint(buf, buf + sizeof buf, &got) == end);
+            CHECK(got == want);
+        }
+    }
+}
+
 static void varint_rejects_overlong(void)
 {
     uint64_t v;
@@ -72,6 +91,7 @@ static void json_strings(void)
 int main(void)
 {
     varint_roundtrip();
+    varint_with_bytes_after();
     varint_rejects_overlong();
     zigzag();
     sizes();
