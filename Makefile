@@ -2,7 +2,7 @@
 #
 #   make            build the preload library, the report tool, the tests' helpers
 #   make test       build and run the test suite (CPU only, simulated CUDA runtime)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (lib, bin, include/gpumemtrace.h)
 #   make clean
 #   V=1             show full commands; CC=clang to build with clang
 #
@@ -161,8 +161,9 @@ test: tests
 
 # ---- install ------------------------------------------------------------------
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemtrace.so
+	install -m 0644 preload/gpumemtrace.h $(DESTDIR)$(PREFIX)/include/gpumemtrace.h
 	install -m 0755 $(REPORT) $(DESTDIR)$(PREFIX)/bin/gpumemreport
 	install -m 0755 $(LAUNCHER) $(DESTDIR)$(PREFIX)/bin/gpumemtrace
 
