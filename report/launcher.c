@@ -275,7 +275,10 @@ static void usage(FILE *f)
     wrap(f, "With the pool on (the default), framework allocators are routed "
             "to it so every tensor is traced: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
             "and XLA_PYTHON_CLIENT_ALLOCATOR=platform are set unless already "
-            "set. CuPy's pool can only be turned off from code "
+            "set (JAX then allocates buffer by buffer, but through the "
+            "driver API, which is not traced yet: use "
+            "--keep-framework-allocator for JAX). CuPy's pool can only be "
+            "turned off from code "
             "(cupy.cuda.set_allocator(None)). NVTX_INJECTION64_PATH is set to "
             "the library unless already set.", 0, 0);
     fprintf(f, "\nlibrary options (environment variables; --set NAME=VALUE):\n");
