@@ -150,6 +150,10 @@ enum gmt_ext_kind {
                           symbol embedded at exit (GPUMEMTRACE_EMBED_SYMBOLS) */
     GMT_X_PYCODE = 9,  /* id, firstlineno, line table format, str file,
                           str name, line table[rest]: a Python code object */
+    GMT_X_VMM = 10,    /* api (GMT_API_CU_MEM_MAP...ADDRESS_FREE), result,
+                          device, addr, size, offset, handle, stack: a
+                          virtual address range mapped, unmapped, reserved
+                          or freed (driver API; no memory of its own) */
 };
 /* "str" inside a payload = varint length, then that many bytes. */
 
@@ -211,6 +215,28 @@ enum gmt_api {
     GMT_API_STREAM_CREATE = 96,
     GMT_API_STREAM_CREATE_WITH_FLAGS = 97,
     GMT_API_STREAM_CREATE_WITH_PRIORITY = 98,
+    /* driver API, seen by the driver-level observer: allocations */
+    GMT_API_CU_MEM_ALLOC = 100,
+    GMT_API_CU_MEM_ALLOC_PITCH = 101,
+    GMT_API_CU_MEM_ALLOC_MANAGED = 102,
+    GMT_API_CU_MEM_ALLOC_HOST = 103,
+    GMT_API_CU_MEM_HOST_ALLOC = 104,
+    GMT_API_CU_MEM_ALLOC_ASYNC = 105,
+    GMT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC = 106,
+    GMT_API_CU_MEM_CREATE = 107,      /* physical memory on a device; the
+                                         address field holds the handle */
+    GMT_API_CU_MEM_CREATE_HOST = 108, /* physical memory on the host (not
+                                         device memory); addr: the handle */
+    /* driver API: frees */
+    GMT_API_CU_MEM_FREE = 112,
+    GMT_API_CU_MEM_FREE_HOST = 113,
+    GMT_API_CU_MEM_FREE_ASYNC = 114,
+    GMT_API_CU_MEM_RELEASE = 115,     /* addr: the handle */
+    /* driver API: address space (GMT_X_VMM records) */
+    GMT_API_CU_MEM_MAP = 120,
+    GMT_API_CU_MEM_UNMAP = 121,
+    GMT_API_CU_MEM_ADDRESS_RESERVE = 122,
+    GMT_API_CU_MEM_ADDRESS_FREE = 123,
     GMT_API_API_MAX = 127,
 };
 /* Bit 7 of the api byte: the call was the per-thread-default-stream variant
@@ -244,10 +270,11 @@ static inline unsigned gmt_addr_reg(unsigned kind, unsigned api, unsigned dir,
                                     unsigned which)
 {
     api &= 0x7fu; /* without the per-thread-stream bit */
-    if (kind == 1 /* ALLOC */)
-        return api == 5 /* MALLOC_HOST */ || api == 6 /* HOST_ALLOC */;
+    if (kind == 1 /* ALLOC: host memory and VMM handles use B */)
+        return api == 5 /* MALLOC_HOST */ || api == 6 /* HOST_ALLOC */ ||
+               api == 103 || api == 104 || api == 107 || api == 108;
     if (kind == 2 /* FREE */)
-        return api == 17 /* FREE_HOST */;
+        return api == 17 /* FREE_HOST */ || api == 113 || api == 115;
     if (kind == 6 /* MEMCPY */) {
         switch (dir & 7u) {
         case 1: /* H2H */

@@ -3,8 +3,8 @@
  * Prototypes are grouped under the file that defines them, so this header
  * reads as a table of contents of preload/. Names: `gpumemtrace_` is the
  * public API (gpumemtrace.h), `gmt_` is shared between files of the
- * library, everything else is static to its file. Only hooks.c and api.c
- * define exported symbols; the build hides everything else.
+ * library, everything else is static to its file. Only hooks.c, driver.c
+ * and api.c define exported symbols; the build hides everything else.
  */
 #ifndef GMT_INTERNAL_H
 #define GMT_INTERNAL_H
@@ -114,6 +114,25 @@ int gmt_quiet_get_device(int fallback);
 enum { GMT_PTR_UNKNOWN, GMT_PTR_PAGEABLE, GMT_PTR_PINNED, GMT_PTR_DEVICE };
 int gmt_quiet_ptr_class(const void *p);
 bool gmt_real_cuda_loaded(void);        /* is libcuda.so in the process? */
+/* Does the process's runtime define function idx? (no warning if not) */
+bool gmt_real_present(unsigned idx);
+
+/* ---- driver.c: the driver-level observer (dlsym, cuGetProcAddress) --- */
+
+/* glibc's dlsym (ours interposes it). */
+void *gmt_real_dlsym(void *handle, const char *name);
+/* A device as the driver describes it; false if no driver is loaded. */
+struct gmt_devinfo {
+    char name[256];
+    uint64_t total;
+    uint8_t uuid[16];
+    int attr[5]; /* PCI domain, bus, device; compute capability major, minor */
+};
+bool gmt_drv_device_info(int dev, struct gmt_devinfo *out);
+/* The current device's free and total memory, from the driver. */
+bool gmt_drv_mem_info(size_t *free_b, size_t *total_b);
+/* Why a process that used the driver has no trace (NULL: it didn't). */
+const char *gmt_drv_silence_reason(void);
 
 /* ---- trace.c: the trace file, its chunks and the record encoder ------- */
 

@@ -226,8 +226,12 @@ static const struct pool_observer g_observer = {
 static void release_at_exit(void)
 {
     struct pool *p = __atomic_load_n(&g_pool, __ATOMIC_ACQUIRE);
-    if (p && gmt_tracer_active())
+    struct gmt_thread *t;
+    if (p && gmt_tracer_active() && (t = gmt_thread_get()) != NULL) {
+        t->guard = 1; /* the driver observer must not see these frees */
         pool_release_all(p);
+        t->guard = 0;
+    }
 }
 
 void gmt_mem_init(void)
@@ -277,7 +281,10 @@ static uint64_t host_rss(void)
 /* The driver's view of dev (the thread's current device): used bytes. */
 static bool driver_info(size_t *free_b, size_t *total_b)
 {
-    if (GMT_REAL(cudaPeekAtLastError)() != cudaSuccess)
+    if (gmt_drv_mem_info(free_b, total_b))
+        return true;
+    if (!gmt_real_present(GMT_R_cudaMemGetInfo) ||
+        GMT_REAL(cudaPeekAtLastError)() != cudaSuccess)
         return false;
     if (GMT_REAL(cudaMemGetInfo)(free_b, total_b) != cudaSuccess) {
         GMT_REAL(cudaGetLastError)();

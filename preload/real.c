@@ -49,9 +49,8 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-void *gmt_real_resolve(unsigned idx)
+static void *lookup(const char *name)
 {
-    const char *name = g_names[idx];
     void *f = dlsym(RTLD_NEXT, name);
     if (f == NULL) {
         void *handle = NULL;
@@ -61,6 +60,21 @@ void *gmt_real_resolve(unsigned idx)
             dlclose(handle); /* drops the NOLOAD reference only */
         }
     }
+    return f;
+}
+
+bool gmt_real_present(unsigned idx)
+{
+    void *f = __atomic_load_n(&gmt_real_fn[idx], __ATOMIC_ACQUIRE);
+    if (f == NULL && (f = lookup(g_names[idx])) != NULL)
+        __atomic_store_n(&gmt_real_fn[idx], f, __ATOMIC_RELEASE);
+    return f != NULL && f != (void *)missing_function;
+}
+
+void *gmt_real_resolve(unsigned idx)
+{
+    const char *name = g_names[idx];
+    void *f = lookup(name);
     if (f == NULL) {
         gmt_error_once(GMT_ERR_NOSYM,
                        "the CUDA runtime in this process has no %s; "

@@ -271,14 +271,12 @@ void gmt_call_finish(struct gmt_call *c)
     errno = c->saved_errno;
 }
 
-/* Describe a device the first time an event happens on it. Only a
- * description actually read counts: with an error pending (the call being
- * recorded failed, say) nothing is asked and the next event tries again. */
-void gmt_device_seen(struct gmt_thread *t, int dev)
+/* The runtime's description of dev; false if it could not be read. */
+static bool runtime_device_info(int dev, struct gmt_devinfo *out)
 {
-    if (GMT_REAL(cudaPeekAtLastError)() != cudaSuccess ||
-        __atomic_exchange_n(&g_device_written[dev], 1, __ATOMIC_RELAXED))
-        return;
+    if (!gmt_real_present(GMT_R_cudaGetDeviceProperties) ||
+        GMT_REAL(cudaPeekAtLastError)() != cudaSuccess)
+        return false;
     /* cudaDeviceProp grows between CUDA versions; only its stable prefix
      * (name, uuid, ...) is read, from a buffer larger than any version.
      * No lock and no static buffer: a fork must not find them held. */
@@ -289,29 +287,53 @@ void gmt_device_seen(struct gmt_thread *t, int dev)
         if (props)
             GMT_REAL(cudaGetLastError)();
         free(props);
-        __atomic_store_n(&g_device_written[dev], 0, __ATOMIC_RELAXED);
-        return;
+        return false;
     }
     static const enum cudaDeviceAttr attrs[] = {
         cudaDevAttrPciDomainId, cudaDevAttrPciBusId, cudaDevAttrPciDeviceId,
         cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor};
-    int val[5] = {0};
     for (int i = 0; i < 5; i++) {
-        if (GMT_REAL(cudaDeviceGetAttribute)(&val[i], attrs[i], dev) !=
-            cudaSuccess) {
+        if (GMT_REAL(cudaDeviceGetAttribute)(&out->attr[i], attrs[i], dev) !=
+                cudaSuccess ||
+            out->attr[i] < 0) {
             GMT_REAL(cudaGetLastError)();
-            val[i] = 0;
+            out->attr[i] = 0;
         }
     }
     const struct cudaDeviceProp *pr = (const struct cudaDeviceProp *)props;
+    size_t n = strnlen(pr->name, sizeof pr->name);
+    if (n >= sizeof out->name)
+        n = sizeof out->name - 1;
+    memcpy(out->name, pr->name, n);
+    out->name[n] = '\0';
+    out->total = pr->totalGlobalMem;
+    memcpy(out->uuid, &pr->uuid, 16);
+    free(props);
+    return true;
+}
+
+/* Describe a device the first time an event happens on it: from the
+ * program's runtime when it has one, else from the driver (a statically
+ * linked runtime). Only a description actually read counts: with an error
+ * pending (the call being recorded failed, say) nothing is asked and the
+ * next event tries again. */
+void gmt_device_seen(struct gmt_thread *t, int dev)
+{
+    if (__atomic_exchange_n(&g_device_written[dev], 1, __ATOMIC_RELAXED))
+        return;
+    struct gmt_devinfo info;
+    memset(&info, 0, sizeof info);
+    if (!runtime_device_info(dev, &info) && !gmt_drv_device_info(dev, &info)) {
+        __atomic_store_n(&g_device_written[dev], 0, __ATOMIC_RELAXED);
+        return;
+    }
     uint8_t buf[512];
     uint8_t *p = gmt_put_varint(buf, (uint64_t)dev);
-    p = put_str(p, pr->name, strnlen(pr->name, sizeof pr->name));
-    p = gmt_put_varint(p, pr->totalGlobalMem);
-    p = put_str(p, &pr->uuid, 16);
+    p = put_str(p, info.name, strlen(info.name));
+    p = gmt_put_varint(p, info.total);
+    p = put_str(p, info.uuid, 16);
     for (int i = 0; i < 5; i++)
-        p = gmt_put_varint(p, (uint64_t)(val[i] < 0 ? 0 : val[i]));
-    free(props);
+        p = gmt_put_varint(p, (uint64_t)info.attr[i]);
     gmt_trace_emit_ext(t, GMT_X_DEVICE, buf, (size_t)(p - buf));
 }
 
@@ -327,10 +349,9 @@ __attribute__((destructor)) static void gmt_fini(void)
                      (unsigned long long)gmt_trace_events());
         return;
     }
+    const char *why;
     if (!__atomic_load_n(&g_intercepted, __ATOMIC_RELAXED) &&
-        gmt_real_cuda_loaded())
-        gmt_warn("this process loaded the CUDA driver but made no call "
-                 "through a dynamically linked CUDA runtime, so nothing was "
-                 "recorded (a statically linked cudart, nvcc's default, is "
-                 "invisible to LD_PRELOAD: build with -cudart shared)");
+        gmt_real_cuda_loaded() && (why = gmt_drv_silence_reason()) != NULL)
+        gmt_warn("this process used the CUDA driver but nothing was "
+                 "recorded: %s", why);
 }

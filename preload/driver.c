@@ -1,0 +1,671 @@
+/* driver.c - the driver-level observer: what the runtime hooks can't see.
+ *
+ * Every CUDA runtime - the shared libcudart, a statically linked one
+ * (nvcc's default), the copies inside CuPy and JAX - reaches the driver
+ * the same way: dlopen("libcuda.so.1"), dlsym(handle, "cuGetProcAddress_v2")
+ * and then every entry point through cuGetProcAddress. Frameworks that
+ * call the driver themselves (JAX's XLA plugin) dlsym each function.
+ * Measured on the H200; docs/driver-observer.md has the evidence and why
+ * this beats a CUPTI subscriber (one per process: it would take
+ * torch.profiler's place).
+ *
+ * So the observer wraps dlsym: a lookup whose result is one of the driver
+ * functions we watch returns our wrapper instead, and cuGetProcAddress's
+ * results get the same treatment. Results are swapped by pointer, never
+ * by name: whichever ABI version or per-thread-stream variant the caller
+ * asked for, it gets the wrapper of exactly that variant, and variants we
+ * don't wrap (the 32-bit v1 functions) pass untouched. Programs linked
+ * against libcuda bind to the same wrappers through the exported names.
+ *
+ * Counted once: a driver call made while one of our runtime hooks is in
+ * flight on the same thread (the runtime's cudaMalloc calling
+ * cuMemAlloc_v2, the pool taking a segment) is not recorded again - the
+ * thread's guard makes gmt_call_begin decline it.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define GMT_EXPORT __attribute__((visibility("default")))
+
+/* The cuda.h macros rename some of these (cuGetProcAddress ->
+ * cuGetProcAddress_v2); the table only ever stringizes or pastes the
+ * names, which macros don't touch. */
+#define GMT_DRV_WRAPPED(X)                                                    \
+    X(cuGetProcAddress_v2) X(cuGetProcAddress) X(cuInit)                      \
+    X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemFree_v2)                    \
+    X(cuMemAllocManaged) X(cuMemAllocHost_v2) X(cuMemHostAlloc)               \
+    X(cuMemFreeHost) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)               \
+    X(cuMemUnmap) X(cuMemAddressReserve) X(cuMemAddressFree)                  \
+    X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)     \
+    X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz)
+/* Called by the observer itself, never wrapped. */
+#define GMT_DRV_SELF(X)                                                       \
+    X(cuCtxGetDevice) X(cuDeviceGet) X(cuDeviceGetName)                       \
+    X(cuDeviceTotalMem_v2) X(cuDeviceGetUuid_v2) X(cuDeviceGetAttribute)     \
+    X(cuMemGetInfo_v2)
+
+enum {
+#define GMT_DRV_ENUM(n) D_##n,
+    GMT_DRV_WRAPPED(GMT_DRV_ENUM) GMT_DRV_SELF(GMT_DRV_ENUM) D_COUNT
+#undef GMT_DRV_ENUM
+};
+#define D_WRAPPED_COUNT D_cuCtxGetDevice /* the first of GMT_DRV_SELF */
+
+static const char *const g_names[D_COUNT] = {
+#define GMT_DRV_NAME(n) [D_##n] = #n,
+    GMT_DRV_WRAPPED(GMT_DRV_NAME) GMT_DRV_SELF(GMT_DRV_NAME)
+#undef GMT_DRV_NAME
+};
+
+static void *g_real[D_COUNT];    /* libcuda's own functions */
+static bool g_table_ready;       /* g_real filled (release/acquire) */
+static pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_observe = true;    /* GPUMEMTRACE_DRIVER, _DISABLE */
+static uint64_t g_handed_out;    /* wrappers given to the program */
+static bool g_driver_init;       /* the program called cuInit */
+
+static void *(*g_real_dlsym)(void *, const char *);
+
+static void *find_real_dlsym(void)
+{
+    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (f == NULL)
+        f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    __atomic_store_n(&g_real_dlsym, (void *(*)(void *, const char *))f,
+                     __ATOMIC_RELEASE);
+    return f;
+}
+
+void *gmt_real_dlsym(void *handle, const char *name)
+{
+    void *(*f)(void *, const char *) =
+        __atomic_load_n(&g_real_dlsym, __ATOMIC_ACQUIRE);
+    if (f == NULL && (f = find_real_dlsym()) == NULL)
+        return NULL;
+    return f(handle, name);
+}
+
+/* Fill g_real from the libcuda that `any` (one of its functions, or NULL
+ * for "the libcuda.so.1 already loaded") lives in. */
+static bool table_init(const void *any)
+{
+    if (__atomic_load_n(&g_table_ready, __ATOMIC_ACQUIRE))
+        return true;
+    const char *path = "libcuda.so.1";
+    Dl_info di;
+    if (any != NULL) {
+        if (!dladdr(any, &di) || di.dli_fname == NULL)
+            return false;
+        const char *base = strrchr(di.dli_fname, '/');
+        base = base ? base + 1 : di.dli_fname;
+        if (strncmp(base, "libcuda.so", 10) != 0)
+            return false;
+        path = di.dli_fname;
+    }
+    pthread_mutex_lock(&g_table_lock);
+    if (!g_table_ready) {
+        void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL) { /* kept open: the driver stays to the end */
+            for (int i = 0; i < D_COUNT; i++)
+                g_real[i] = gmt_real_dlsym(h, g_names[i]);
+            __atomic_store_n(&g_table_ready, true, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&g_table_lock);
+    return __atomic_load_n(&g_table_ready, __ATOMIC_ACQUIRE);
+}
+
+static void *const g_wrappers[D_WRAPPED_COUNT];
+
+/* The wrapper of p if p is a driver function we watch, else p. */
+static void *swap(void *p)
+{
+    if (p == NULL || !table_init(p))
+        return p;
+    for (int i = 0; i < D_WRAPPED_COUNT; i++) {
+        if (g_real[i] == p) {
+            __atomic_add_fetch(&g_handed_out, 1, __ATOMIC_RELAXED);
+            return g_wrappers[i];
+        }
+    }
+    return p;
+}
+
+/* RTLD_NEXT means "after the caller", and glibc finds the caller from the
+ * return address: that lookup must leave as a sibling call (a jump), so
+ * the caller glibc sees is ours. The build keeps sibling calls on for
+ * this function whatever CFLAGS say; tests/progs/libs/nexter.c checks. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("optimize-sibling-calls")))
+#endif
+GMT_EXPORT void *dlsym(void *handle, const char *name)
+{
+    void *(*f)(void *, const char *) =
+        __atomic_load_n(&g_real_dlsym, __ATOMIC_ACQUIRE);
+    if (GMT_UNLIKELY(f == NULL) &&
+        (f = (void *(*)(void *, const char *))find_real_dlsym()) == NULL)
+        return NULL;
+    if (handle == RTLD_NEXT || !g_observe ||
+        name[0] != 'c' || name[1] != 'u')
+        return f(handle, name);
+    return swap(f(handle, name));
+}
+
+/* The real function of a wrapper; the first call of an exported wrapper
+ * by a program linked with -lcuda may come before any lookup. */
+static void *real(int i)
+{
+    if (GMT_UNLIKELY(!__atomic_load_n(&g_table_ready, __ATOMIC_ACQUIRE)))
+        table_init(NULL);
+    return g_real[i];
+}
+#define REAL(n) ((__typeof__(&gmtw_##n))real(D_##n))
+#define MISSING(n) (real(D_##n) == NULL)
+
+/* ---- recording ------------------------------------------------------------ */
+
+static bool begin(struct gmt_call *c, bool stamp_before)
+{
+    return g_observe && gmt_call_begin(c, stamp_before);
+}
+
+static int device_now(struct gmt_thread *t)
+{
+    CUdevice d;
+    CUresult (*f)(CUdevice *) = (CUresult(*)(CUdevice *))real(D_cuCtxGetDevice);
+    if (f && f(&d) == CUDA_SUCCESS && d >= 0)
+        return d;
+    return t->last_device;
+}
+
+static void emit(struct gmt_call *c, unsigned kind, unsigned api, CUresult r,
+                 int dev, uint64_t addr, uint64_t size, uint64_t extra,
+                 uint64_t flags, uint64_t stream)
+{
+    struct gmt_event ev = {
+        .kind = (uint8_t)kind,
+        .api = (uint8_t)api,
+        .result = (int32_t)r,
+        .device = dev,
+        .addr = r == CUDA_SUCCESS || kind != GMT_K_ALLOC ? addr : 0,
+        .size = size,
+        .size2 = extra,
+        .flags = flags,
+    };
+    if (stream != GMT_NO_STREAM) {
+        ev.has_stream = true;
+        ev.stream = stream;
+    }
+    c->t->last_device = dev;
+    gmt_call_emit(c, &ev);
+}
+
+static void alloc_done(struct gmt_call *c, unsigned api, CUresult r,
+                       int dev, uint64_t addr, uint64_t size, uint64_t extra,
+                       uint64_t flags, uint64_t stream)
+{
+    gmt_call_errno(c);
+    emit(c, GMT_K_ALLOC, api, r, dev, addr, size, extra, flags, stream);
+    gmt_mem_maybe_sample(c->t, dev);
+    gmt_call_finish(c);
+}
+
+static void free_done(struct gmt_call *c, unsigned api, CUresult r,
+                      uint64_t addr, uint64_t stream)
+{
+    gmt_call_errno(c);
+    emit(c, GMT_K_FREE, api, r, c->t->last_device, addr, 0, 0, 0, stream);
+    gmt_call_finish(c);
+}
+
+static void vmm_done(struct gmt_call *c, unsigned api, CUresult r, int dev,
+                     uint64_t addr, uint64_t size, uint64_t offset,
+                     uint64_t handle)
+{
+    gmt_call_errno(c);
+    uint8_t buf[8 * GMT_VARINT_MAX], *p = buf;
+    p = gmt_put_varint(p, api);
+    p = gmt_put_varint(p, (uint64_t)r);
+    p = gmt_put_varint(p, (uint64_t)(dev < 0 ? 0 : dev));
+    p = gmt_put_varint(p, addr);
+    p = gmt_put_varint(p, size);
+    p = gmt_put_varint(p, offset);
+    p = gmt_put_varint(p, handle);
+    p = gmt_put_varint(p, c->stack);
+    gmt_trace_emit_ext(c->t, GMT_X_VMM, buf, (size_t)(p - buf));
+    gmt_call_finish(c);
+}
+
+/* ---- the wrappers ----------------------------------------------------------
+ * Each has the exact type of the driver function it stands for, and is
+ * exported under that function's name (for programs linked with -lcuda).
+ */
+#define WRAPPER(ret, n, params) GMT_EXPORT ret gmtw_##n params __asm__(#n)
+
+/* A lookup through the driver: swap what it found like dlsym does. */
+WRAPPER(CUresult, cuGetProcAddress_v2,
+        (const char *symbol, void **pfn, int version, cuuint64_t flags,
+         CUdriverProcAddressQueryResult *status));
+CUresult gmtw_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                  cuuint64_t flags,
+                                  CUdriverProcAddressQueryResult *status)
+{
+    if (MISSING(cuGetProcAddress_v2))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuGetProcAddress_v2)(symbol, pfn, version, flags, status);
+    if (r == CUDA_SUCCESS && pfn != NULL && g_observe)
+        *pfn = swap(*pfn);
+    return r;
+}
+
+WRAPPER(CUresult, cuGetProcAddress,
+        (const char *symbol, void **pfn, int version, cuuint64_t flags));
+CUresult gmtw_cuGetProcAddress(const char *symbol, void **pfn, int version,
+                               cuuint64_t flags)
+{
+    if (MISSING(cuGetProcAddress))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuGetProcAddress)(symbol, pfn, version, flags);
+    if (r == CUDA_SUCCESS && pfn != NULL && g_observe)
+        *pfn = swap(*pfn);
+    return r;
+}
+
+WRAPPER(CUresult, cuInit, (unsigned int flags));
+CUresult gmtw_cuInit(unsigned int flags)
+{
+    if (MISSING(cuInit))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuInit)(flags);
+    if (r == CUDA_SUCCESS)
+        __atomic_store_n(&g_driver_init, true, __ATOMIC_RELAXED);
+    return r;
+}
+
+/* Device memory. */
+WRAPPER(CUresult, cuMemAlloc_v2, (CUdeviceptr *dptr, size_t size));
+CUresult gmtw_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemAlloc_v2))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, false))
+        return REAL(cuMemAlloc_v2)(dptr, size);
+    CUresult r = REAL(cuMemAlloc_v2)(dptr, size);
+    alloc_done(&c, GMT_API_CU_MEM_ALLOC, r, device_now(c.t),
+               r == CUDA_SUCCESS ? *dptr : 0, size, 0, 0, GMT_NO_STREAM);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemAllocPitch_v2,
+        (CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+         unsigned int elem));
+CUresult gmtw_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch,
+                                 size_t width, size_t height,
+                                 unsigned int elem)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemAllocPitch_v2))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, false))
+        return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
+    CUresult r = REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
+    uint64_t want = (uint64_t)width * height;
+    uint64_t block = r == CUDA_SUCCESS ? (uint64_t)*pitch * height : want;
+    alloc_done(&c, GMT_API_CU_MEM_ALLOC_PITCH, r, device_now(c.t),
+               r == CUDA_SUCCESS ? *dptr : 0, want,
+               block > want ? block - want : 0, 0, GMT_NO_STREAM);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemAllocManaged,
+        (CUdeviceptr *dptr, size_t size, unsigned int flags));
+CUresult gmtw_cuMemAllocManaged(CUdeviceptr *dptr, size_t size,
+                                unsigned int flags)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemAllocManaged))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, false))
+        return REAL(cuMemAllocManaged)(dptr, size, flags);
+    CUresult r = REAL(cuMemAllocManaged)(dptr, size, flags);
+    alloc_done(&c, GMT_API_CU_MEM_ALLOC_MANAGED, r, device_now(c.t),
+               r == CUDA_SUCCESS ? *dptr : 0, size, 0, flags, GMT_NO_STREAM);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemFree_v2, (CUdeviceptr dptr));
+CUresult gmtw_cuMemFree_v2(CUdeviceptr dptr)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemFree_v2))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, true))
+        return REAL(cuMemFree_v2)(dptr);
+    CUresult r = REAL(cuMemFree_v2)(dptr);
+    free_done(&c, GMT_API_CU_MEM_FREE, r, dptr, GMT_NO_STREAM);
+    return r;
+}
+
+/* Pinned host memory. */
+WRAPPER(CUresult, cuMemAllocHost_v2, (void **pp, size_t size));
+CUresult gmtw_cuMemAllocHost_v2(void **pp, size_t size)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemAllocHost_v2))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, false))
+        return REAL(cuMemAllocHost_v2)(pp, size);
+    CUresult r = REAL(cuMemAllocHost_v2)(pp, size);
+    alloc_done(&c, GMT_API_CU_MEM_ALLOC_HOST, r, c.t->last_device,
+               r == CUDA_SUCCESS ? (uintptr_t)*pp : 0, size, 0, 0,
+               GMT_NO_STREAM);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemHostAlloc, (void **pp, size_t size, unsigned int flags));
+CUresult gmtw_cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemHostAlloc))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, false))
+        return REAL(cuMemHostAlloc)(pp, size, flags);
+    CUresult r = REAL(cuMemHostAlloc)(pp, size, flags);
+    alloc_done(&c, GMT_API_CU_MEM_HOST_ALLOC, r, c.t->last_device,
+               r == CUDA_SUCCESS ? (uintptr_t)*pp : 0, size, 0, flags,
+               GMT_NO_STREAM);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemFreeHost, (void *p));
+CUresult gmtw_cuMemFreeHost(void *p)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemFreeHost))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, true))
+        return REAL(cuMemFreeHost)(p);
+    CUresult r = REAL(cuMemFreeHost)(p);
+    free_done(&c, GMT_API_CU_MEM_FREE_HOST, r, (uintptr_t)p, GMT_NO_STREAM);
+    return r;
+}
+
+/* Virtual memory: physical allocations are the memory; mappings and
+ * reservations are address space (GMT_X_VMM). */
+WRAPPER(CUresult, cuMemCreate,
+        (CUmemGenericAllocationHandle *handle, size_t size,
+         const CUmemAllocationProp *prop, unsigned long long flags));
+CUresult gmtw_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                          const CUmemAllocationProp *prop,
+                          unsigned long long flags)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemCreate))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, false))
+        return REAL(cuMemCreate)(handle, size, prop, flags);
+    CUresult r = REAL(cuMemCreate)(handle, size, prop, flags);
+    bool on_device = prop == NULL ||
+                     prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    int dev = on_device && prop != NULL && prop->location.id >= 0
+                  ? prop->location.id
+                  : c.t->last_device;
+    alloc_done(&c,
+               on_device ? GMT_API_CU_MEM_CREATE : GMT_API_CU_MEM_CREATE_HOST,
+               r, dev, r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size, 0,
+               flags, GMT_NO_STREAM);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemRelease, (CUmemGenericAllocationHandle handle));
+CUresult gmtw_cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemRelease))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, true))
+        return REAL(cuMemRelease)(handle);
+    CUresult r = REAL(cuMemRelease)(handle);
+    free_done(&c, GMT_API_CU_MEM_RELEASE, r, (uint64_t)handle, GMT_NO_STREAM);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemMap,
+        (CUdeviceptr ptr, size_t size, size_t offset,
+         CUmemGenericAllocationHandle handle, unsigned long long flags));
+CUresult gmtw_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                       CUmemGenericAllocationHandle handle,
+                       unsigned long long flags)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemMap))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, false))
+        return REAL(cuMemMap)(ptr, size, offset, handle, flags);
+    CUresult r = REAL(cuMemMap)(ptr, size, offset, handle, flags);
+    vmm_done(&c, GMT_API_CU_MEM_MAP, r, c.t->last_device, ptr, size, offset,
+             (uint64_t)handle);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemUnmap, (CUdeviceptr ptr, size_t size));
+CUresult gmtw_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemUnmap))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, true))
+        return REAL(cuMemUnmap)(ptr, size);
+    CUresult r = REAL(cuMemUnmap)(ptr, size);
+    vmm_done(&c, GMT_API_CU_MEM_UNMAP, r, c.t->last_device, ptr, size, 0, 0);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemAddressReserve,
+        (CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+         unsigned long long flags));
+CUresult gmtw_cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
+                                  size_t alignment, CUdeviceptr addr,
+                                  unsigned long long flags)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemAddressReserve))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, false))
+        return REAL(cuMemAddressReserve)(ptr, size, alignment, addr, flags);
+    CUresult r = REAL(cuMemAddressReserve)(ptr, size, alignment, addr, flags);
+    vmm_done(&c, GMT_API_CU_MEM_ADDRESS_RESERVE, r, c.t->last_device,
+             r == CUDA_SUCCESS ? *ptr : 0, size, 0, 0);
+    return r;
+}
+
+WRAPPER(CUresult, cuMemAddressFree, (CUdeviceptr ptr, size_t size));
+CUresult gmtw_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    struct gmt_call c;
+    if (MISSING(cuMemAddressFree))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!begin(&c, true))
+        return REAL(cuMemAddressFree)(ptr, size);
+    CUresult r = REAL(cuMemAddressFree)(ptr, size);
+    vmm_done(&c, GMT_API_CU_MEM_ADDRESS_FREE, r, c.t->last_device, ptr, size,
+             0, 0);
+    return r;
+}
+
+/* Stream-ordered allocation; the _ptsz variants take stream 0 as the
+ * per-thread stream. */
+static CUresult alloc_async(int fn, bool ptsz, CUdeviceptr *dptr, size_t size,
+                            CUmemoryPool pool, CUstream stream)
+{
+    typedef CUresult (*plain_t)(CUdeviceptr *, size_t, CUstream);
+    typedef CUresult (*pool_t)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+    void *f = real(fn);
+    if (f == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool from_pool = fn == D_cuMemAllocFromPoolAsync ||
+                     fn == D_cuMemAllocFromPoolAsync_ptsz;
+    struct gmt_call c;
+    bool rec = begin(&c, false);
+    CUresult r = from_pool ? ((pool_t)f)(dptr, size, pool, stream)
+                           : ((plain_t)f)(dptr, size, stream);
+    if (!rec)
+        return r;
+    unsigned api = (from_pool ? GMT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC
+                              : GMT_API_CU_MEM_ALLOC_ASYNC) |
+                   (ptsz ? GMT_API_PTDS : 0);
+    alloc_done(&c, api, r, device_now(c.t), r == CUDA_SUCCESS ? *dptr : 0,
+               size, 0, (uintptr_t)pool, gmt_stream_of(stream, ptsz));
+    return r;
+}
+
+static CUresult free_async(int fn, bool ptsz, CUdeviceptr dptr,
+                           CUstream stream)
+{
+    CUresult (*f)(CUdeviceptr, CUstream) =
+        (CUresult(*)(CUdeviceptr, CUstream))real(fn);
+    if (f == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct gmt_call c;
+    if (!begin(&c, true))
+        return f(dptr, stream);
+    CUresult r = f(dptr, stream);
+    free_done(&c, GMT_API_CU_MEM_FREE_ASYNC | (ptsz ? GMT_API_PTDS : 0), r,
+              dptr, gmt_stream_of(stream, ptsz));
+    return r;
+}
+
+WRAPPER(CUresult, cuMemAllocAsync,
+        (CUdeviceptr *dptr, size_t size, CUstream stream));
+CUresult gmtw_cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+    return alloc_async(D_cuMemAllocAsync, false, dptr, size, NULL, stream);
+}
+
+WRAPPER(CUresult, cuMemAllocAsync_ptsz,
+        (CUdeviceptr *dptr, size_t size, CUstream stream));
+CUresult gmtw_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size,
+                                   CUstream stream)
+{
+    return alloc_async(D_cuMemAllocAsync_ptsz, true, dptr, size, NULL, stream);
+}
+
+WRAPPER(CUresult, cuMemAllocFromPoolAsync,
+        (CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream stream));
+CUresult gmtw_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size,
+                                      CUmemoryPool pool, CUstream stream)
+{
+    return alloc_async(D_cuMemAllocFromPoolAsync, false, dptr, size, pool,
+                       stream);
+}
+
+WRAPPER(CUresult, cuMemAllocFromPoolAsync_ptsz,
+        (CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream stream));
+CUresult gmtw_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size,
+                                           CUmemoryPool pool, CUstream stream)
+{
+    return alloc_async(D_cuMemAllocFromPoolAsync_ptsz, true, dptr, size, pool,
+                       stream);
+}
+
+WRAPPER(CUresult, cuMemFreeAsync, (CUdeviceptr dptr, CUstream stream));
+CUresult gmtw_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+    return free_async(D_cuMemFreeAsync, false, dptr, stream);
+}
+
+WRAPPER(CUresult, cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream stream));
+CUresult gmtw_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
+{
+    return free_async(D_cuMemFreeAsync_ptsz, true, dptr, stream);
+}
+
+static void *const g_wrappers[D_WRAPPED_COUNT] = {
+#define GMT_DRV_WRAP(n) [D_##n] = (void *)gmtw_##n,
+    GMT_DRV_WRAPPED(GMT_DRV_WRAP)
+#undef GMT_DRV_WRAP
+};
+
+/* ---- what the rest of the library asks ------------------------------------ */
+
+bool gmt_drv_device_info(int dev, struct gmt_devinfo *out)
+{
+    if (!__atomic_load_n(&g_table_ready, __ATOMIC_ACQUIRE))
+        return false;
+    CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))
+        g_real[D_cuDeviceGet];
+    CUresult (*name)(char *, int, CUdevice) = (CUresult(*)(char *, int,
+                                                           CUdevice))
+        g_real[D_cuDeviceGetName];
+    CUresult (*total)(size_t *, CUdevice) = (CUresult(*)(size_t *, CUdevice))
+        g_real[D_cuDeviceTotalMem_v2];
+    CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))
+        g_real[D_cuDeviceGetUuid_v2];
+    CUresult (*attr)(int *, CUdevice_attribute, CUdevice) =
+        (CUresult(*)(int *, CUdevice_attribute, CUdevice))
+            g_real[D_cuDeviceGetAttribute];
+    CUdevice d;
+    size_t bytes = 0;
+    CUuuid u;
+    memset(out, 0, sizeof *out);
+    if (!get || !name || !total || get(&d, dev) != CUDA_SUCCESS ||
+        name(out->name, (int)sizeof out->name - 1, d) != CUDA_SUCCESS ||
+        total(&bytes, d) != CUDA_SUCCESS)
+        return false;
+    out->total = bytes;
+    if (uuid && uuid(&u, d) == CUDA_SUCCESS)
+        memcpy(out->uuid, u.bytes, 16);
+    static const CUdevice_attribute attrs[5] = {
+        CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+        CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR};
+    for (int i = 0; i < 5; i++)
+        if (!attr || attr(&out->attr[i], attrs[i], d) != CUDA_SUCCESS ||
+            out->attr[i] < 0)
+            out->attr[i] = 0;
+    return true;
+}
+
+bool gmt_drv_mem_info(size_t *free_b, size_t *total_b)
+{
+    if (!__atomic_load_n(&g_table_ready, __ATOMIC_ACQUIRE))
+        return false;
+    CUresult (*f)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))
+        g_real[D_cuMemGetInfo_v2];
+    return f && f(free_b, total_b) == CUDA_SUCCESS;
+}
+
+/* Why nothing was recorded in a process that used the driver (at exit,
+ * when no hooked call happened); NULL: it did not use the driver. */
+const char *gmt_drv_silence_reason(void)
+{
+    if (!__atomic_load_n(&g_driver_init, __ATOMIC_RELAXED) &&
+        !__atomic_load_n(&g_table_ready, __ATOMIC_ACQUIRE))
+        return NULL;
+    if (!g_observe)
+        return "the driver-level observer is off (GPUMEMTRACE_DRIVER=0) and "
+               "no call went through a dynamically linked CUDA runtime";
+    if (__atomic_load_n(&g_handed_out, __ATOMIC_RELAXED) == 0)
+        return "the program reached the CUDA driver without looking its "
+               "functions up through dlsym or cuGetProcAddress, so "
+               "gpumemtrace could not see its memory calls";
+    return "the program made no CUDA memory call (allocation, free, "
+           "mapping)";
+}
+
+/* Read before main, while the process is single-threaded: dlsym runs long
+ * before the tracer loads its options. */
+__attribute__((constructor)) static void driver_options(void)
+{
+    const char *d = getenv("GPUMEMTRACE_DRIVER");
+    const char *off = getenv("GPUMEMTRACE_DISABLE");
+    if ((d && strcmp(d, "0") == 0) || (off && strcmp(off, "1") == 0))
+        g_observe = false;
+}
