@@ -41,7 +41,8 @@ PRELOAD_SRC := $(wildcard preload/*.c)
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o)
 REPORT_SRC  := $(filter-out report/launcher.c,$(wildcard report/*.c))
 REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o)
-SIM_SRC     := $(filter-out tests/sim/selftest.c,$(wildcard tests/sim/*.c))
+SIM_SRC     := $(filter-out tests/sim/selftest.c tests/sim/sim_driver.c,$(wildcard tests/sim/*.c))
+SIMDRV      := $(O)/sim/libcuda.so.1
 SIM_OBJ     := $(SIM_SRC:%.c=$(O)/%.o)
 PROG_SRC    := $(wildcard tests/progs/*.c)
 PROGS       := $(PROG_SRC:tests/progs/%.c=$(O)/tests/%)
@@ -59,6 +60,9 @@ $(O)/preload/%.o: preload/%.c
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -fPIC -fvisibility=hidden -c $< -o $@
+
+# dlsym's RTLD_NEXT path must be a tail call (see driver.c), even in -O0 builds.
+$(O)/preload/driver.o: override CFLAGS += -O2 -foptimize-sibling-calls
 
 $(LIB): $(PRELOAD_OBJ) preload/exports.map
 	$(call say,LD,$@)
@@ -96,6 +100,40 @@ $(SIMLIB): $(SIM_OBJ) tests/sim/libcudart.map
 	$(Q)$(CC) $(CFLAGS) -shared -pthread -o $@ $(SIM_OBJ) \
 	    -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/sim/libcudart.map
 	$(Q)ln -sf libcudart.so.13 $(O)/sim/libcudart.so
+
+# The simulated driver: what a statically linked runtime, or a program that
+# calls the driver API, finds as libcuda.so.1.
+$(SIMDRV): tests/sim/sim_driver.c tests/sim/libcuda.map
+	$(call say,LD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -fPIC -shared -o $@ $< \
+	    -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/sim/libcuda.map
+	$(Q)ln -sf libcuda.so.1 $(O)/sim/libcuda.so
+
+# Driver API programs: no runtime at all. drv_calls finds the driver as a
+# static cudart does (dlopen + cuGetProcAddress); drv_linked links -lcuda;
+# nexter checks that dlsym(RTLD_NEXT) still starts after its caller.
+DRV_PROGS := $(O)/tests/drv_calls $(O)/tests/drv_linked $(O)/tests/nexter
+$(O)/tests/drv_calls: tests/progs/driver/drv_calls.c $(SIMDRV)
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -o $@ $< -Wl,-rpath,'$$ORIGIN/../sim' -ldl
+
+$(O)/tests/drv_linked: tests/progs/driver/drv_linked.c $(SIMDRV)
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -o $@ $< -L$(O)/sim \
+	    -Wl,-rpath,'$$ORIGIN/../sim' -lcuda
+
+$(O)/tests/libnext_%.so: tests/progs/driver/next_%.c
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+
+$(O)/tests/nexter: tests/progs/driver/nexter.c $(O)/tests/libnext_a.so $(O)/tests/libnext_b.so
+	$(call say,CC,$@)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -o $@ $< -L$(O)/tests -Wl,-rpath,'$$ORIGIN' \
+	    -Wl,--no-as-needed -lnext_a -lnext_b
 
 # Test programs link the simulated runtime exactly as a CUDA program links the
 # real one (-lcudart, dynamic), and keep frame info for the stack tests.
@@ -153,7 +191,8 @@ $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) pre
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
 	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c $(FUZZ_SRC)
 
-tests: all $(SIMLIB) $(PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) $(O)/tests/sim-selftest \
+tests: all $(SIMLIB) $(SIMDRV) $(PROGS) $(DRV_PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) \
+       $(O)/tests/sim-selftest \
        $(O)/tests/fuzz_smoke
 
 test: tests

@@ -66,6 +66,7 @@ static void *g_real[D_COUNT];    /* libcuda's own functions */
 static bool g_table_ready;       /* g_real filled (release/acquire) */
 static pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_observe = true;    /* GPUMEMTRACE_DRIVER, _DISABLE */
+static bool g_disabled;          /* GPUMEMTRACE_DISABLE=1 */
 static uint64_t g_handed_out;    /* wrappers given to the program */
 static bool g_driver_init;       /* the program called cuInit */
 
@@ -138,11 +139,9 @@ static void *swap(void *p)
 
 /* RTLD_NEXT means "after the caller", and glibc finds the caller from the
  * return address: that lookup must leave as a sibling call (a jump), so
- * the caller glibc sees is ours. The build keeps sibling calls on for
- * this function whatever CFLAGS say; tests/progs/libs/nexter.c checks. */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("optimize-sibling-calls")))
-#endif
+ * that the caller glibc sees is the program's, not ours. The Makefile
+ * builds this file with sibling calls on whatever CFLAGS say, and the
+ * test suite checks the result (tests/progs/driver/nexter.c). */
 GMT_EXPORT void *dlsym(void *handle, const char *name)
 {
     void *(*f)(void *, const char *) =
@@ -646,12 +645,14 @@ bool gmt_drv_mem_info(size_t *free_b, size_t *total_b)
  * when no hooked call happened); NULL: it did not use the driver. */
 const char *gmt_drv_silence_reason(void)
 {
+    if (g_disabled)
+        return NULL; /* the user asked for nothing */
+    if (!g_observe) /* the caller saw libcuda loaded */
+        return "the driver-level observer is off (GPUMEMTRACE_DRIVER=0) and "
+               "no call went through a dynamically linked CUDA runtime";
     if (!__atomic_load_n(&g_driver_init, __ATOMIC_RELAXED) &&
         !__atomic_load_n(&g_table_ready, __ATOMIC_ACQUIRE))
         return NULL;
-    if (!g_observe)
-        return "the driver-level observer is off (GPUMEMTRACE_DRIVER=0) and "
-               "no call went through a dynamically linked CUDA runtime";
     if (__atomic_load_n(&g_handed_out, __ATOMIC_RELAXED) == 0)
         return "the program reached the CUDA driver without looking its "
                "functions up through dlsym or cuGetProcAddress, so "
@@ -666,6 +667,7 @@ __attribute__((constructor)) static void driver_options(void)
 {
     const char *d = getenv("GPUMEMTRACE_DRIVER");
     const char *off = getenv("GPUMEMTRACE_DISABLE");
-    if ((d && strcmp(d, "0") == 0) || (off && strcmp(off, "1") == 0))
+    g_disabled = off && strcmp(off, "1") == 0;
+    if ((d && strcmp(d, "0") == 0) || g_disabled)
         g_observe = false;
 }

@@ -54,6 +54,10 @@ static inline uint64_t gmt_now_ns(void)
     X(POOL, pool, bool, 1, 0, 1,                                              \
       "serve cudaMalloc/cudaFree from gpumemtrace's caching pool; 0: pass "   \
       "every call through to the runtime")                                    \
+    X(DRIVER, driver, bool, 1, 0, 1,                                          \
+      "observe the CUDA driver's memory calls too (a statically linked "      \
+      "cudart, CuPy, JAX, PyTorch's expandable segments); 0: runtime hooks "  \
+      "only")                                                                 \
     X(SAMPLE_MS, sample_ms, int, 50, 0, 60000,                                \
       "milliseconds between samples of pool and device memory; 0: none")      \
     X(EMBED_SYMBOLS, embed_symbols, bool, 0, 0, 1,                            \

@@ -113,6 +113,15 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
                    dv->ordinal, dv->name, dv->total_mem);
         break;
     }
+    case GMT_X_VMM: {
+        struct gmt_vmm v;
+        if (gmt_vmm_decode(rec, &v) == 0)
+            printf("%-14s addr=0x%" PRIx64 " size=%" PRIu64 " offset=%" PRIu64
+                   " handle=0x%" PRIx64 " device=%u result=%u stack=%u",
+                   gmt_api_name(v.api), v.addr, v.size, v.offset, v.handle,
+                   v.device, v.result, v.stack);
+        break;
+    }
     case GMT_X_SYMBOL: {
         uint64_t ip = 0;
         gmt_get_varint(rec->payload, rec->payload + rec->len, &ip);

@@ -112,6 +112,15 @@ static void text(struct loaded *l, const struct gmt_common *c)
         host += r->dev[dv].peak_host;
     if (host)
         printf("pinned host:     %-12s peak\n", gmt_size(c, a, (int64_t)host));
+    if (r->vmm_ops)
+        printf("virtual memory:  %-12s peak mapped, %s peak address space "
+               "reserved (physical memory is in the peaks above)\n",
+               gmt_size(c, a, (int64_t)r->peak_mapped),
+               gmt_size(c, b, (int64_t)r->peak_va_reserved));
+    if (r->driver_allocs)
+        printf("driver level:    %" PRIu64 " of the allocations were seen "
+               "at the CUDA driver (cuMem*), not the runtime\n",
+               r->driver_allocs);
     printf("leaked at exit:  %-12s in %" PRIu64 " allocations%s%s\n",
            gmt_size(c, a, (int64_t)leak), nleak,
            hleak ? ", pinned host " : "", hleak ? gmt_size(c, b, (int64_t)hleak) : "");
@@ -165,6 +174,9 @@ static void json(struct loaded *l, const struct gmt_common *c)
            r->peak_reserved_time > r->hdr.start_monotonic_ns
                ? r->peak_reserved_time - r->hdr.start_monotonic_ns : 0,
            untracked(r), leak, nleak, hleak, r->ooms_total);
+    printf(",\"driver_allocations\":%" PRIu64 ",\"peak_mapped\":%" PRIu64
+           ",\"peak_address_reserved\":%" PRIu64,
+           r->driver_allocs, r->peak_mapped, r->peak_va_reserved);
     printf(",\"devices\":[");
     bool first = true;
     for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++) {

@@ -568,6 +568,12 @@ int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
         rc = note(d, &c);
         d->nnotes++;
         break;
+    case GMT_X_VMM: { /* an event, not a definition: the replay takes it */
+        struct gmt_vmm v;
+        what = "virtual memory";
+        rc = gmt_vmm_decode(rec, &v);
+        break;
+    }
     default:
         d->nunknown++; /* from a newer minor version: skipped */
         break;
@@ -649,4 +655,19 @@ void gmt_defs_free(struct gmt_defs *d)
     free(d->process.host);
     free(d->process.exe);
     memset(d, 0, sizeof *d);
+}
+
+int gmt_vmm_decode(const struct gmt_rec *rec, struct gmt_vmm *out)
+{
+    const uint8_t *p = rec->payload, *end = rec->payload + rec->len;
+    uint64_t v[8];
+    for (int i = 0; i < 8; i++)
+        if ((p = gmt_get_varint(p, end, &v[i])) == NULL)
+            return -1;
+    if (v[0] < GMT_API_CU_MEM_MAP || v[0] > GMT_API_CU_MEM_ADDRESS_FREE ||
+        v[1] > UINT32_MAX || v[2] > UINT32_MAX || v[7] > UINT32_MAX)
+        return -1;
+    *out = (struct gmt_vmm){(unsigned)v[0], (uint32_t)v[1], (uint32_t)v[2],
+                            (uint32_t)v[7], v[3], v[4], v[5], v[6]};
+    return 0;
 }

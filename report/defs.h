@@ -126,6 +126,15 @@ const struct gmt_pycode_def *gmt_defs_pycode(const struct gmt_defs *d,
 /* The source line of a Python frame at byte offset `offset` of code c,
  * from its line table; the first line when the table has none. */
 int gmt_pycode_line(const struct gmt_pycode_def *c, int64_t offset);
+/* A GMT_X_VMM record: an address range mapped, unmapped, reserved or
+ * freed through the driver's virtual memory API. */
+struct gmt_vmm {
+    unsigned api;      /* GMT_API_CU_MEM_MAP ... GMT_API_CU_MEM_ADDRESS_FREE */
+    uint32_t result, device, stack;
+    uint64_t addr, size, offset, handle;
+};
+/* 0 and *out filled, or -1: malformed. */
+int gmt_vmm_decode(const struct gmt_rec *rec, struct gmt_vmm *out);
 /* The text of string `id`, NULL if the trace does not define it. */
 const char *gmt_defs_string(const struct gmt_defs *d, uint64_t id);
 void gmt_defs_free(struct gmt_defs *d);

@@ -77,6 +77,23 @@ const char *gmt_api_name(unsigned api)
         [GMT_API_STREAM_CREATE] = "cudaStreamCreate",
         [GMT_API_STREAM_CREATE_WITH_FLAGS] = "cudaStreamCreateWithFlags",
         [GMT_API_STREAM_CREATE_WITH_PRIORITY] = "cudaStreamCreateWithPriority",
+        [GMT_API_CU_MEM_ALLOC] = "cuMemAlloc",
+        [GMT_API_CU_MEM_ALLOC_PITCH] = "cuMemAllocPitch",
+        [GMT_API_CU_MEM_ALLOC_MANAGED] = "cuMemAllocManaged",
+        [GMT_API_CU_MEM_ALLOC_HOST] = "cuMemAllocHost",
+        [GMT_API_CU_MEM_HOST_ALLOC] = "cuMemHostAlloc",
+        [GMT_API_CU_MEM_ALLOC_ASYNC] = "cuMemAllocAsync",
+        [GMT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC] = "cuMemAllocFromPoolAsync",
+        [GMT_API_CU_MEM_CREATE] = "cuMemCreate",
+        [GMT_API_CU_MEM_CREATE_HOST] = "cuMemCreate(host)",
+        [GMT_API_CU_MEM_FREE] = "cuMemFree",
+        [GMT_API_CU_MEM_FREE_HOST] = "cuMemFreeHost",
+        [GMT_API_CU_MEM_FREE_ASYNC] = "cuMemFreeAsync",
+        [GMT_API_CU_MEM_RELEASE] = "cuMemRelease",
+        [GMT_API_CU_MEM_MAP] = "cuMemMap",
+        [GMT_API_CU_MEM_UNMAP] = "cuMemUnmap",
+        [GMT_API_CU_MEM_ADDRESS_RESERVE] = "cuMemAddressReserve",
+        [GMT_API_CU_MEM_ADDRESS_FREE] = "cuMemAddressFree",
     };
     api &= ~GMT_API_PTDS;
     return api <= GMT_API_API_MAX && names[api] ? names[api] : "unknown";

@@ -263,11 +263,23 @@ static uint64_t extent(const struct pv_segment *s, uint64_t addr, uint64_t block
     return run > block && run - block < PV_LARGE_SPLIT_MIN ? run : block;
 }
 
+/* Host memory, and virtual memory handles: not device addresses. */
 static bool is_host(unsigned api)
 {
-    api &= ~GMT_API_PTDS;
-    return api == GMT_API_MALLOC_HOST || api == GMT_API_HOST_ALLOC ||
-           api == GMT_API_FREE_HOST;
+    switch (api & ~GMT_API_PTDS) {
+    case GMT_API_MALLOC_HOST:
+    case GMT_API_HOST_ALLOC:
+    case GMT_API_FREE_HOST:
+    case GMT_API_CU_MEM_ALLOC_HOST:
+    case GMT_API_CU_MEM_HOST_ALLOC:
+    case GMT_API_CU_MEM_FREE_HOST:
+    case GMT_API_CU_MEM_CREATE:
+    case GMT_API_CU_MEM_CREATE_HOST:
+    case GMT_API_CU_MEM_RELEASE:
+        return true;
+    default:
+        return false;
+    }
 }
 
 static void on_alloc(struct poolview *v, const struct gmt_rec *rec)

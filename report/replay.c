@@ -305,12 +305,48 @@ static void on_marker(struct replay *r, const struct gmt_rec *rec)
 
 static int mem_of(unsigned api)
 {
-    api &= ~GMT_API_PTDS;
-    if (api == GMT_API_MALLOC_HOST || api == GMT_API_HOST_ALLOC)
+    switch (api & ~GMT_API_PTDS) {
+    case GMT_API_MALLOC_HOST:
+    case GMT_API_HOST_ALLOC:
+    case GMT_API_CU_MEM_ALLOC_HOST:
+    case GMT_API_CU_MEM_HOST_ALLOC:
+    case GMT_API_CU_MEM_CREATE_HOST: /* host-located virtual memory */
         return MEM_HOST;
-    if (api == GMT_API_MALLOC_MANAGED)
+    case GMT_API_MALLOC_MANAGED:
+    case GMT_API_CU_MEM_ALLOC_MANAGED:
         return MEM_MANAGED;
-    return MEM_DEVICE;
+    default:
+        return MEM_DEVICE;
+    }
+}
+
+/* Virtual memory: physical memory is counted by its cuMemCreate (an
+ * allocation keyed by its handle); mappings and reservations are address
+ * space, counted apart. */
+static void on_vmm(struct replay *r, const struct gmt_rec *rec)
+{
+    struct gmt_vmm v;
+    if (gmt_vmm_decode(rec, &v) != 0 || v.result != 0)
+        return;
+    r->vmm_ops++;
+    switch (v.api) {
+    case GMT_API_CU_MEM_MAP:
+        r->mapped += (int64_t)v.size;
+        if (r->mapped > 0 && (uint64_t)r->mapped > r->peak_mapped)
+            r->peak_mapped = (uint64_t)r->mapped;
+        break;
+    case GMT_API_CU_MEM_UNMAP:
+        r->mapped -= (int64_t)v.size;
+        break;
+    case GMT_API_CU_MEM_ADDRESS_RESERVE:
+        r->va_reserved += (int64_t)v.size;
+        if (r->va_reserved > 0 && (uint64_t)r->va_reserved > r->peak_va_reserved)
+            r->peak_va_reserved = (uint64_t)r->va_reserved;
+        break;
+    case GMT_API_CU_MEM_ADDRESS_FREE:
+        r->va_reserved -= (int64_t)v.size;
+        break;
+    }
 }
 
 /* Is this allocation's memory one of the pool's segments? */
@@ -407,6 +443,8 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
     if ((l = live_insert(r, rec->addr)) == NULL)
         return;
     int mem = mem_of(rec->api);
+    if ((rec->api & ~GMT_API_PTDS) >= GMT_API_CU_MEM_ALLOC)
+        r->driver_allocs++;
     l->size = rec->size;
     l->extra = rec->size2 > UINT32_MAX ? UINT32_MAX : (uint32_t)rec->size2;
     l->stack = rec->stack;
@@ -577,6 +615,8 @@ int replay_trace(const char *path, struct replay *r,
                 gmt_reader_close(rd);
                 return -1;
             }
+            if (rec.ext == GMT_X_VMM)
+                on_vmm(r, &rec);
             continue;
         }
         r->events++;

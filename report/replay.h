@@ -111,6 +111,11 @@ struct replay {
     uint64_t peak_requested, peak_requested_time, peak_requested_seq;
     uint64_t peak_reserved, peak_reserved_time;
     uint64_t unknown_frees;       /* frees of addresses never seen allocated */
+    uint64_t driver_allocs;       /* allocations seen at the driver level */
+    /* virtual memory address space (GMT_X_VMM), all devices */
+    uint64_t vmm_ops;
+    int64_t mapped, va_reserved;
+    uint64_t peak_mapped, peak_va_reserved;
     /* transfers */
     uint64_t copy_bytes[5][3], copy_count[5][3]; /* [dir][hostmem] */
     uint64_t set_bytes, set_count;

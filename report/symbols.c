@@ -294,12 +294,18 @@ const char *sym_format(struct symbolizer *s, const struct sym *f, bool with_line
     return s->buf;
 }
 
-/* Frames in the CUDA runtime or the tracer itself are not the user's. */
+/* Frames in the CUDA runtime or the tracer itself are not the user's. A
+ * statically linked runtime lives in the program: its entry points
+ * (cudaMalloc, ...) and its internals (libcudart_static_<hash>) are known
+ * by name. */
 static bool runtime_frame(const struct sym *f)
 {
+    const char *fn = f->function;
     return !strncmp(f->module, "libcudart", 9) ||
            !strncmp(f->module, "libgpumemtrace", 14) ||
-           !strncmp(f->module, "libcuda.so", 10);
+           !strncmp(f->module, "libcuda.so", 10) ||
+           (fn && (!strncmp(fn, "libcudart_static_", 17) ||
+                   (!strncmp(fn, "cuda", 4) && fn[4] >= 'A' && fn[4] <= 'Z')));
 }
 
 /* The interpreter and its calling glue: what runs Python code, which the

@@ -15,8 +15,14 @@ LayerNorm, batch 64, Adam). Configurations:
   pool+native    uncached + libgpumemtrace.so, native stacks only (64 frames)
   pool+stacks    uncached + libgpumemtrace.so, the default: native and
                  Python stacks
+  pool+stacks-nodriver
+                 the default without the driver-level observer
+                 (GPUMEMTRACE_DRIVER=0): its cost is pool+stacks over this
   expandable     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  expandable+tool  the same under libgpumemtrace.so: the driver observer
+                 sees its virtual memory calls
   async          PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+  async+tool     the same under libgpumemtrace.so
 
 Runs alternate between configurations, REPEATS rounds; each figure is the
 median step time (warm-up steps dropped) divided by the baseline's, from
@@ -48,6 +54,7 @@ WORKLOADS = arg("--workloads", "transformer,mlp").split(",")
 CONFIG_NAMES = arg("--configs", None)
 LIB = os.path.join(BUNDLE, "libgpumemtrace.so")
 REPORT = os.path.join(BUNDLE, "gpumemreport")
+REPORT_ENV = dict(os.environ, LD_LIBRARY_PATH=BUNDLE)  # libdw and friends
 TRAIN = os.path.join(ROOT, "tests", "gpu", "torch_train.py")
 STEPS = {"transformer": 25, "mlp": 400}
 WARMUP = {"transformer": 5, "mlp": 50}
@@ -58,8 +65,12 @@ CONFIGS = {
     "pool": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0"}, True),
     "pool+native": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_PYTHON": "0"}, True),
     "pool+stacks": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, True),
+    "pool+stacks-nodriver": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+                              "GPUMEMTRACE_DRIVER": "0"}, True),
     "expandable": ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, False),
+    "expandable+tool": ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, True),
     "async": ({"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, False),
+    "async+tool": ({"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, True),
 }
 
 
@@ -71,7 +82,7 @@ if CONFIG_NAMES:
 def replay(trace):
     """Peak live requested bytes and peak reserved bytes from a trace."""
     out = subprocess.run([REPORT, "dump", "--no-stacks", trace], capture_output=True,
-                         text=True, check=True).stdout
+                         text=True, check=True, env=REPORT_ENV).stdout
     live, segs = {}, {}
     req = res = peak_req = peak_res = 0
     for line in out.splitlines()[1:]:
@@ -115,7 +126,7 @@ def run(workload, config, tmp):
     r["step"] = statistics.median(r["step_times"][WARMUP[workload]:])
     if traced:
         info = json.loads(subprocess.run([REPORT, "info", "--json", trace], capture_output=True,
-                                         text=True, check=True).stdout)[0]
+                                         text=True, check=True, env=REPORT_ENV).stdout)[0]
         r["pool_syncs"] = info["pool"]["syncs"]
         r["peak_requested"], r["peak_reserved"] = replay(trace)
         os.unlink(trace)

@@ -17,8 +17,8 @@ root=$(cd "$here/../.." && pwd)
 cuda_inc=${CUDA_INC:-/usr/local/cuda/include}
 cflags="-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -Wall -Wextra -Werror -pthread -I$cuda_inc"
 
-# Library sources: every .c here except the self test.
-lib_srcs=$(ls "$here"/*.c | grep -v '/selftest\.c$')
+# Runtime sources: every .c here except the self test and the driver.
+lib_srcs=$(ls "$here"/*.c | grep -v -e '/selftest\.c$' -e '/sim_driver\.c$')
 
 build() { # build <cc> <outdir> [extra flags...]
     cc=$1 out=$2
@@ -28,6 +28,9 @@ build() { # build <cc> <outdir> [extra flags...]
     $cc $cflags "$@" -shared -Wl,-soname,libcudart.so.13 \
         -Wl,--version-script="$here/libcudart.map" -o "$out/libcudart.so.13" $lib_srcs
     ln -sf libcudart.so.13 "$out/libcudart.so"
+    $cc $cflags "$@" -shared -Wl,-soname,libcuda.so.1 \
+        -Wl,--version-script="$here/libcuda.map" -o "$out/libcuda.so.1" "$here/sim_driver.c"
+    ln -sf libcuda.so.1 "$out/libcuda.so"
     # shellcheck disable=SC2086
     $cc $cflags "$@" -I"$here" -o "$out/selftest" "$here/selftest.c" \
         -L"$out" -lcudart -Wl,-rpath,"$out"

@@ -76,6 +76,7 @@ struct sim_alloc {
     bool freeing;          /* a free is in flight (cudaFree draining, FreeAsync queued) */
     struct CUmemPoolHandle_st *pool; /* stream-ordered allocations only */
     struct cudaArray *array;         /* SIM_MEM_ARRAY only */
+    uintptr_t drv_ptr;               /* SIM_CUDA_DRIVER=1: the driver's twin allocation (0: none) */
     /* AVL tree links */
     struct sim_alloc *left, *right;
     int height;
@@ -278,7 +279,8 @@ size_t sim_reg_collect(struct sim_alloc ***out);           /* all, in order; cal
 /* sim_mem.c */
 /* Unlinks a from the registry and accounting (lock held). */
 void sim_alloc_unlink(struct sim_alloc *a);
-/* Poisons and releases the memory of an unlinked allocation (lock NOT held). */
+/* Poisons and releases the memory of an unlinked allocation, and its
+ * driver twin (lock NOT held). */
 void sim_alloc_destroy(struct sim_alloc *a);
 bool sim_array_is_live(const struct cudaArray *arr); /* lock held */
 

@@ -9,13 +9,151 @@
  * against the device's capacity (SIM_CUDA_MEM); pinned host memory is not.
  * Before memory goes back to libc it is filled with 0xDB, so a test that
  * keeps using a stale pointer sees garbage rather than its old data.
+ *
+ * With SIM_CUDA_DRIVER=1 every device and pinned host allocation also gets
+ * a twin from the simulated driver (libcuda.so.1, sim_driver.c), the way
+ * the real runtime allocates through the driver: see "The driver
+ * underneath" below.
  */
 #include "sim_internal.h"
 #include "simcudart.h"
 
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* The driver underneath (SIM_CUDA_DRIVER=1)                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The real runtime reaches the driver with dlopen("libcuda.so.1"),
+ * dlsym(handle, "cuGetProcAddress_v2") and cuGetProcAddress, and every
+ * allocation it makes is a driver allocation.  With SIM_CUDA_DRIVER=1 the
+ * simulator does the same lookups (dlsym, not linking, so that a
+ * profiler's dlsym interposition is exercised) and gives each device
+ * allocation (cudaMalloc, Pitch, 3D, Managed, the async ones) a
+ * cuMemAlloc_v2 twin of the same size, and each pinned host allocation a
+ * cuMemHostAlloc twin.  The runtime still hands out its own memory; the
+ * twin only models "the runtime calls the driver under every allocation",
+ * so that a profiler's driver hooks can be checked to count each
+ * allocation once.  Twins are freed with their allocation, inside the call
+ * that frees it: cudaFreeAsync releases the twin at once (the real
+ * runtime's cuMemFreeAsync is made inside cudaFreeAsync too) rather than
+ * from the stream worker, where a profiler would see a driver free that no
+ * runtime call explains.
+ *
+ * The driver is loaded once, at the first allocation, and always called
+ * without the global lock, so that whatever hooks it may call back into
+ * the runtime.  If it cannot be loaded, one warning and the simulator goes
+ * on without it.  Nothing of this happens when SIM_CUDA_DRIVER is unset.
+ */
+static struct {
+    bool on;
+    __typeof__(cuMemAlloc_v2) *mem_alloc;
+    __typeof__(cuMemFree_v2) *mem_free;
+    __typeof__(cuMemHostAlloc) *host_alloc;
+    __typeof__(cuMemFreeHost) *host_free;
+    CUresult (*set_device)(int); /* simDrvSetDevice, if the driver has it */
+} sim_drv;
+
+static pthread_once_t sim_drv_once = PTHREAD_ONCE_INIT;
+
+static void *sim_drv_lookup(__typeof__(cuGetProcAddress_v2) *gpa, const char *name)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (gpa(name, &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
+        st != CU_GET_PROC_ADDRESS_SUCCESS)
+        return NULL;
+    return fn;
+}
+
+static void sim_drv_load(void)
+{
+    const char *env = getenv("SIM_CUDA_DRIVER");
+    if (!env || strcmp(env, "1") != 0)
+        return;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW); /* kept open: the driver stays */
+    if (!h) {
+        fprintf(stderr, "simcudart: SIM_CUDA_DRIVER=1 but the driver could not be loaded (%s); "
+                        "going on without it\n", dlerror());
+        return;
+    }
+    __typeof__(cuGetProcAddress_v2) *gpa =
+        (__typeof__(cuGetProcAddress_v2) *)dlsym(h, "cuGetProcAddress_v2");
+    if (gpa) {
+        sim_drv.mem_alloc = (__typeof__(cuMemAlloc_v2) *)sim_drv_lookup(gpa, "cuMemAlloc");
+        sim_drv.mem_free = (__typeof__(cuMemFree_v2) *)sim_drv_lookup(gpa, "cuMemFree");
+        sim_drv.host_alloc = (__typeof__(cuMemHostAlloc) *)sim_drv_lookup(gpa, "cuMemHostAlloc");
+        sim_drv.host_free = (__typeof__(cuMemFreeHost) *)sim_drv_lookup(gpa, "cuMemFreeHost");
+    }
+    if (!sim_drv.mem_alloc || !sim_drv.mem_free || !sim_drv.host_alloc || !sim_drv.host_free) {
+        fprintf(stderr, "simcudart: SIM_CUDA_DRIVER=1 but libcuda.so.1 lacks cuGetProcAddress_v2 or "
+                        "a memory function; going on without the driver\n");
+        return;
+    }
+    sim_drv.set_device = (CUresult(*)(int))dlsym(h, "simDrvSetDevice");
+    sim_drv.on = true;
+}
+
+/* Loads the driver the first time (lock NOT held); true if it is in use. */
+static bool sim_drv_ready(void)
+{
+    (void)pthread_once(&sim_drv_once, sim_drv_load);
+    return sim_drv.on;
+}
+
+static void sim_drv_release(enum sim_mem_type type, uintptr_t twin)
+{
+    if (type == SIM_MEM_PINNED)
+        (void)sim_drv.host_free((void *)twin);
+    else
+        (void)sim_drv.mem_free((CUdeviceptr)twin);
+}
+
+/*
+ * Gives a fresh allocation its driver twin (lock NOT held).  The caller
+ * has set a->freeing, which keeps cudaDeviceReset away from the record
+ * meanwhile; nobody else knows the pointer yet.  If the driver refuses,
+ * the allocation is undone as if it had never been made and the call
+ * fails with cudaErrorMemoryAllocation, as the real runtime's would.
+ */
+static cudaError_t sim_drv_attach(struct sim_alloc *a)
+{
+    uintptr_t twin = 0;
+    CUresult r;
+
+    if (a->type == SIM_MEM_PINNED) {
+        void *p = NULL;
+        /* cudaHostAlloc* flags have the values of CU_MEMHOSTALLOC_*. */
+        r = sim_drv.host_alloc(&p, a->size, a->flags);
+        twin = (uintptr_t)p;
+    } else {
+        CUdeviceptr p = 0;
+        /* The runtime makes the device's context current first. */
+        if (sim_drv.set_device)
+            (void)sim_drv.set_device(a->device);
+        r = sim_drv.mem_alloc(&p, a->size);
+        twin = (uintptr_t)p;
+    }
+    sim_lock();
+    if (r == CUDA_SUCCESS && twin) {
+        a->drv_ptr = twin;
+        a->freeing = false;
+        sim_unlock();
+        return cudaSuccess;
+    }
+    sim_alloc_unlink(a);
+    sim_g.mallocs--; /* never happened, for simGetStats too */
+    sim_g.frees--;
+    sim_unlock();
+    sim_alloc_destroy(a);
+    return cudaErrorMemoryAllocation;
+}
 
 /* ------------------------------------------------------------------ */
 /* Allocation records                                                  */
@@ -107,6 +245,8 @@ void sim_alloc_unlink(struct sim_alloc *a)
 
 void sim_alloc_destroy(struct sim_alloc *a)
 {
+    if (a->drv_ptr)
+        sim_drv_release(a->type, a->drv_ptr);
     if (a->type != SIM_MEM_REGISTERED) {
         /* Poison before libc gets it back: stale users see 0xDB bytes. */
         memset((void *)a->base, SIM_FREED_FILL, a->size);
@@ -121,6 +261,8 @@ static cudaError_t sim_malloc_common(void **out, size_t size, enum sim_mem_type 
 {
     struct sim_alloc *a = NULL;
     cudaError_t err = cudaSuccess;
+    bool twin = sim_drv_ready();
+    void *base = NULL;
 
     *out = NULL;
     sim_lock();
@@ -128,9 +270,14 @@ static cudaError_t sim_malloc_common(void **out, size_t size, enum sim_mem_type 
         err = sim_capture_check_unsafe();
     if (err == cudaSuccess && size > 0)
         err = sim_alloc_new(type, size, dev, flags, pool, &a);
-    if (a)
-        *out = (void *)a->base;
+    if (a) {
+        base = (void *)a->base;
+        a->freeing = twin; /* until it has its driver twin */
+    }
     sim_unlock();
+    if (a && twin && (err = sim_drv_attach(a)) != cudaSuccess)
+        base = NULL;
+    *out = base;
     return err;
 }
 
@@ -305,6 +452,8 @@ static cudaError_t sim_malloc_async(void **ptr, size_t size, cudaMemPool_t pool,
     cudaError_t err = sim_enter();
     if (err != cudaSuccess)
         return sim_ret(err);
+    bool twin = sim_drv_ready();
+    void *base = NULL;
     sim_lock();
     err = sim_stream_resolve(h, &s);
     if (err == cudaSuccess && pool && !sim_pool_is_live(pool))
@@ -314,10 +463,15 @@ static cudaError_t sim_malloc_async(void **ptr, size_t size, cudaMemPool_t pool,
             pool = sim_g.dev[s->device].current_pool;
         if (size > 0)
             err = sim_alloc_new(SIM_MEM_DEVICE, size, pool->device, 0, pool, &a);
-        if (a)
-            *ptr = (void *)a->base;
+        if (a) {
+            base = (void *)a->base;
+            a->freeing = twin; /* until it has its driver twin */
+        }
     }
     sim_unlock();
+    if (a && twin && (err = sim_drv_attach(a)) != cudaSuccess)
+        base = NULL;
+    *ptr = base;
     return sim_ret(err);
 }
 
@@ -364,16 +518,27 @@ static cudaError_t sim_free_async(void *ptr, cudaStream_t h)
     if (err == cudaSuccess &&
         (!a || a->base != (uintptr_t)ptr || a->freeing || a->type != SIM_MEM_DEVICE))
         err = cudaErrorInvalidValue;
+    uintptr_t twin = 0;
     if (err == cudaSuccess) {
         /* Released when the stream reaches this point; until then the
          * memory stays allocated and charged, as with a real pool. */
         a->freeing = true;
         op->u.free.a = a;
+        /* Its driver twin goes now, inside this call (see "The driver
+         * underneath"). */
+        twin = a->drv_ptr;
+        a->drv_ptr = 0;
         err = sim_enqueue(s, op);
+        if (err != cudaSuccess) {
+            a->drv_ptr = twin; /* the allocation stays */
+            twin = 0;
+        }
     } else {
         free(op);
     }
     sim_unlock();
+    if (twin)
+        sim_drv_release(SIM_MEM_DEVICE, twin);
     return sim_ret(err);
 }
 

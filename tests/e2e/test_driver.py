@@ -1,0 +1,146 @@
+"""The driver-level observer: programs that reach the CUDA driver without a
+dynamically linked runtime (a static cudart, CuPy, JAX) are traced through
+dlsym and cuGetProcAddress; nothing is counted twice when the runtime hooks
+see the same allocation. Against the simulated driver (build/sim/libcuda.so.1)."""
+import json
+import os
+
+from gmt import *
+
+MiB = 1 << 20
+SIM = os.path.join(BUILD, "sim")
+
+
+def drv(mode, **env):
+    p = run([prog("drv_calls"), mode], **env)
+    expect(p.stdout.rstrip().endswith("done"), p.stdout + p.stderr)
+    return p
+
+
+def summary(path):
+    return json.loads(report("summary", "--json", path).stdout)["traces"][0]
+
+
+def test_static_style_program_observed():
+    drv("alloc")
+    t = one_trace()
+    got = info(t)
+    expect(got["by_api"] == {"cuMemAlloc": 3, "cuMemAllocManaged": 1, "cuMemAllocPitch": 1,
+                             "cuMemFree": 3},
+           f"calls: {got['by_api']}")
+    s = summary(t)
+    expect(s["peak_requested"] == 6 * MiB + 1000 * 10, f"peak {s['peak_requested']}")
+    expect(s["leaked"] == 2 * MiB and s["leaked_allocations"] == 1, f"leak {s['leaked']}")
+    expect(s["ooms"] == 1, f"the failed 1 PiB cuMemAlloc is an out-of-memory event: {s['ooms']}")
+    expect(s["driver_allocations"] == 4, f"driver allocations {s['driver_allocations']}")
+    expect([d["name"] for d in got["devices"]] == ["gpumemtrace simulated device"],
+           f"the device is described by the driver: {got['devices']}")
+    peak = report("peak", "--group", "line", t).stdout
+    expect("drv_calls.c" in peak, f"the allocating line is the program's:\n{peak}")
+
+
+def test_virtual_memory_accounting():
+    drv("vmm")
+    t = one_trace()
+    s = summary(t)
+    # physical memory at cuMemCreate/cuMemRelease; the host-located handle
+    # is not device memory; mappings and reservations are address space
+    expect(s["peak_requested"] == 4 * MiB, f"device peak {s['peak_requested']}")
+    expect(s["peak_mapped"] == 4 * MiB, f"mapped {s['peak_mapped']}")
+    expect(s["peak_address_reserved"] == 64 * MiB, f"reserved VA {s['peak_address_reserved']}")
+    expect(s["leaked"] == 0 and s["leaked_host"] == 0, f"leaks: {s}")
+    text = report("summary", t).stdout
+    expect("pinned host:     2.00 MiB" in text, text)
+    expect("virtual memory:  4.00 MiB" in text, text)
+    lines = dump(t)
+    expect(sum("cuMemMap" in l for l in lines) == 2 and sum("cuMemUnmap" in l for l in lines) == 2,
+           "\n".join(lines))
+
+
+def test_stream_ordered_allocations():
+    p = drv("async")
+    expect("per-thread variant differs: yes" in p.stdout, p.stdout)
+    t = one_trace()
+    got = info(t)
+    expect(got["by_api"] == {"cuMemAllocAsync": 1, "cuMemAllocAsync_ptds": 1,
+                             "cuMemAllocFromPoolAsync": 1, "cuMemFreeAsync": 2,
+                             "cuMemFreeAsync_ptds": 1}, f"calls: {got['by_api']}")
+    s = summary(t)
+    expect(s["peak_requested"] == 7 * MiB and s["leaked"] == 0, f"{s}")
+
+
+def test_pinned_host_memory():
+    drv("host")
+    s = summary(one_trace())
+    expect(s["peak_requested"] == 0, f"host memory is not device memory: {s['peak_requested']}")
+    text = report("summary", one_trace()).stdout
+    expect("pinned host:     192.00 KiB" in text, text)
+
+
+def test_dlsym_lookup_observed():
+    drv("dlsym")
+    got = info(one_trace())
+    expect(got["by_api"] == {"cuMemAlloc": 1, "cuMemFree": 1}, f"calls: {got['by_api']}")
+
+
+def test_linked_program_observed():
+    p = run([prog("drv_linked")])
+    expect(p.stdout.strip() == "done", p.stdout + p.stderr)
+    got = info(one_trace())
+    expect(got["by_api"] == {"cuMemAlloc": 2, "cuMemFree": 1}, f"calls: {got['by_api']}")
+    expect(summary(one_trace())["leaked"] == 1 * MiB, "1 MiB left at exit")
+
+
+def test_old_abi_passes_through_untouched():
+    p = drv("v1")
+    expect("v1 passed through: yes" in p.stdout and "v2 differs from v1: yes" in p.stdout,
+           p.stdout)
+    # it used the driver and allocated nothing: no trace, and a reason
+    expect(traces() == [], f"{traces()}")
+    expect("used the CUDA driver but nothing was recorded: the program made no CUDA memory call"
+           in p.stderr, p.stderr)
+
+
+def test_observer_off():
+    p = drv("alloc", GPUMEMTRACE_DRIVER="0")
+    expect(traces() == [], f"GPUMEMTRACE_DRIVER=0 still traced: {traces()}")
+    expect("GPUMEMTRACE_DRIVER=0" in p.stderr, p.stderr)
+
+
+def test_disabled_is_silent():
+    p = drv("alloc", GPUMEMTRACE_DISABLE="1")
+    expect(traces() == [] and "gpumemtrace" not in p.stderr, f"{traces()} {p.stderr!r}")
+
+
+def test_rtld_next_still_starts_after_the_caller():
+    plain = run([prog("nexter")], traced=False)
+    traced = run([prog("nexter")])
+    expect(plain.stdout == "next: 2\n" and traced.stdout == "next: 2\n",
+           f"plain {plain.stdout!r}, traced {traced.stdout!r}")
+
+
+def runtime_calls(**env):
+    p = run([prog("calls")], LD_LIBRARY_PATH=SIM, **env)
+    expect(p.stdout.strip().endswith("ok"), p.stdout + p.stderr)
+    return p, info(one_trace())
+
+
+def test_runtime_allocations_counted_once():
+    # The simulated runtime calls the driver under each allocation, as the
+    # real one does (SIM_CUDA_DRIVER=1); the trace must be the same.
+    for pool in ("1", "0"):
+        for f in traces():
+            os.unlink(f)
+        _, plain = runtime_calls(GPUMEMTRACE_POOL=pool)
+        for f in traces():
+            os.unlink(f)
+        p, via = runtime_calls(GPUMEMTRACE_POOL=pool, SIM_CUDA_DRIVER="1",
+                               SIM_CUDA_DRIVER_STATS="1")
+        expect(via["by_api"] == plain["by_api"],
+               f"pool={pool}: with the driver {via['by_api']}\nwithout {plain['by_api']}")
+        expect(not any(k.startswith("cu") and not k.startswith("cuda") for k in via["by_api"]),
+               f"driver calls recorded: {via['by_api']}")
+        expect(program_kinds(via) == program_kinds(plain), f"{via['by_kind']}")
+        # and the driver really was called underneath
+        calls = [l for l in p.stderr.splitlines() if l.startswith("sim driver:")]
+        expect(calls and int(calls[0].split()[2]) > 0, f"driver not used: {p.stderr}")

@@ -1,0 +1,231 @@
+/* drv_calls.c - a program that reaches the CUDA driver the way a statically
+ * linked runtime does: dlopen("libcuda.so.1"), dlsym("cuGetProcAddress_v2"),
+ * then every function through cuGetProcAddress. No libcudart at all.
+ *
+ *   drv_calls MODE     MODE: alloc | vmm | async | host | v1 | dlsym
+ *
+ * Each mode makes a known set of calls (the tests know the answers) and
+ * prints what it checked about the lookups themselves.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB (1024u * 1024u)
+
+static void *g_cuda;
+static CUresult (*g_gpa)(const char *, void **, int, cuuint64_t,
+                         CUdriverProcAddressQueryResult *);
+
+static void *fn(const char *name, cuuint64_t flags)
+{
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    if (g_gpa(name, &p, 13000, flags, &st) != CUDA_SUCCESS || p == NULL) {
+        fprintf(stderr, "drv_calls: no %s\n", name);
+        exit(3);
+    }
+    return p;
+}
+#define FN(type, name) ((type)fn(name, CU_GET_PROC_ADDRESS_DEFAULT))
+
+static void ok(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "drv_calls: %s failed: %d\n", what, (int)r);
+        exit(2);
+    }
+}
+
+typedef CUresult (*alloc_t)(CUdeviceptr *, size_t);
+typedef CUresult (*free_t)(CUdeviceptr);
+
+/* 1 MiB freed, 2 MiB left allocated at exit, a managed 3 MiB freed, a
+ * pitched 1000x10 freed: peak requested 6 MiB. */
+static void mode_alloc(void)
+{
+    alloc_t alloc = FN(alloc_t, "cuMemAlloc");
+    free_t mfree = FN(free_t, "cuMemFree");
+    CUresult (*managed)(CUdeviceptr *, size_t, unsigned) =
+        FN(CUresult(*)(CUdeviceptr *, size_t, unsigned), "cuMemAllocManaged");
+    CUresult (*pitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned) =
+        FN(CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned),
+           "cuMemAllocPitch");
+    CUdeviceptr a, b, m, p;
+    size_t pt;
+    ok(alloc(&a, 1 * MiB), "cuMemAlloc");
+    ok(alloc(&b, 2 * MiB), "cuMemAlloc");
+    ok(managed(&m, 3 * MiB, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged");
+    ok(pitch(&p, &pt, 1000, 10, 4), "cuMemAllocPitch");
+    ok(mfree(a), "cuMemFree");
+    ok(mfree(m), "cuMemFree");
+    ok(mfree(p), "cuMemFree");
+    /* a failed call is an event too */
+    CUdeviceptr huge;
+    if (alloc(&huge, (size_t)1 << 50) == CUDA_SUCCESS)
+        exit(4);
+}
+
+/* 64 MiB of address space; two 2 MiB physical allocations on the device
+ * mapped into it and one 2 MiB on the host; everything undone. */
+static void mode_vmm(void)
+{
+    CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+                        unsigned long long) =
+        FN(CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+                       unsigned long long), "cuMemAddressReserve");
+    CUresult (*afree)(CUdeviceptr, size_t) =
+        FN(CUresult(*)(CUdeviceptr, size_t), "cuMemAddressFree");
+    CUresult (*create)(CUmemGenericAllocationHandle *, size_t,
+                       const CUmemAllocationProp *, unsigned long long) =
+        FN(CUresult(*)(CUmemGenericAllocationHandle *, size_t,
+                       const CUmemAllocationProp *, unsigned long long),
+           "cuMemCreate");
+    CUresult (*release)(CUmemGenericAllocationHandle) =
+        FN(CUresult(*)(CUmemGenericAllocationHandle), "cuMemRelease");
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                    unsigned long long) =
+        FN(CUresult(*)(CUdeviceptr, size_t, size_t,
+                       CUmemGenericAllocationHandle, unsigned long long),
+           "cuMemMap");
+    CUresult (*unmap)(CUdeviceptr, size_t) =
+        FN(CUresult(*)(CUdeviceptr, size_t), "cuMemUnmap");
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemAllocationProp hprop = prop;
+    hprop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h1, h2, hh;
+    ok(reserve(&va, 64 * MiB, 0, 0, 0), "cuMemAddressReserve");
+    ok(create(&h1, 2 * MiB, &prop, 0), "cuMemCreate");
+    ok(create(&h2, 2 * MiB, &prop, 0), "cuMemCreate");
+    ok(create(&hh, 2 * MiB, &hprop, 0), "cuMemCreate host");
+    ok(map(va, 2 * MiB, 0, h1, 0), "cuMemMap");
+    ok(map(va + 2 * MiB, 2 * MiB, 0, h2, 0), "cuMemMap");
+    ok(unmap(va, 2 * MiB), "cuMemUnmap");
+    ok(unmap(va + 2 * MiB, 2 * MiB), "cuMemUnmap");
+    ok(release(h1), "cuMemRelease");
+    ok(release(h2), "cuMemRelease");
+    ok(release(hh), "cuMemRelease");
+    ok(afree(va, 64 * MiB), "cuMemAddressFree");
+}
+
+/* Stream-ordered: 1 MiB from the device's pool on a stream, 2 MiB through
+ * the per-thread-stream variant on stream 0, 4 MiB from a pool of our own;
+ * all freed. */
+static void mode_async(void)
+{
+    typedef CUresult (*aalloc_t)(CUdeviceptr *, size_t, CUstream);
+    typedef CUresult (*afree_t)(CUdeviceptr, CUstream);
+    aalloc_t aalloc = FN(aalloc_t, "cuMemAllocAsync");
+    afree_t afree = FN(afree_t, "cuMemFreeAsync");
+    aalloc_t aalloc_pt = (aalloc_t)fn("cuMemAllocAsync",
+                                      CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    afree_t afree_pt = (afree_t)fn("cuMemFreeAsync",
+                                   CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    CUresult (*pool_alloc)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) =
+        FN(CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream),
+           "cuMemAllocFromPoolAsync");
+    CUresult (*pool_create)(CUmemoryPool *, const CUmemPoolProps *) =
+        FN(CUresult(*)(CUmemoryPool *, const CUmemPoolProps *), "cuMemPoolCreate");
+    CUresult (*pool_destroy)(CUmemoryPool) =
+        FN(CUresult(*)(CUmemoryPool), "cuMemPoolDestroy");
+    CUresult (*stream_create)(CUstream *, unsigned) =
+        FN(CUresult(*)(CUstream *, unsigned), "cuStreamCreate");
+    CUresult (*stream_sync)(CUstream) = FN(CUresult(*)(CUstream), "cuStreamSynchronize");
+    printf("per-thread variant differs: %s\n",
+           (void *)aalloc_pt != (void *)aalloc ? "yes" : "no");
+    CUstream s;
+    ok(stream_create(&s, 0), "cuStreamCreate");
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemoryPool pool;
+    ok(pool_create(&pool, &props), "cuMemPoolCreate");
+    CUdeviceptr a, b, c;
+    ok(aalloc(&a, 1 * MiB, s), "cuMemAllocAsync");
+    ok(aalloc_pt(&b, 2 * MiB, 0), "cuMemAllocAsync_ptsz");
+    ok(pool_alloc(&c, 4 * MiB, pool, s), "cuMemAllocFromPoolAsync");
+    ok(afree(a, s), "cuMemFreeAsync");
+    ok(afree_pt(b, 0), "cuMemFreeAsync_ptsz");
+    ok(afree(c, s), "cuMemFreeAsync");
+    ok(stream_sync(s), "cuStreamSynchronize");
+    ok(pool_destroy(pool), "cuMemPoolDestroy");
+}
+
+/* Pinned host memory: 64 KiB and 128 KiB, both freed. */
+static void mode_host(void)
+{
+    CUresult (*ahost)(void **, size_t) = FN(CUresult(*)(void **, size_t),
+                                            "cuMemAllocHost");
+    CUresult (*hostalloc)(void **, size_t, unsigned) =
+        FN(CUresult(*)(void **, size_t, unsigned), "cuMemHostAlloc");
+    CUresult (*fhost)(void *) = FN(CUresult(*)(void *), "cuMemFreeHost");
+    void *a, *b;
+    ok(ahost(&a, 64 * 1024), "cuMemAllocHost");
+    ok(hostalloc(&b, 128 * 1024, 0), "cuMemHostAlloc");
+    ok(fhost(a), "cuMemFreeHost");
+    ok(fhost(b), "cuMemFreeHost");
+}
+
+/* Asking for an old ABI version gets the old function, untouched. */
+static void mode_v1(void)
+{
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    ok(g_gpa("cuMemAlloc", &p, 3000, 0, &st), "cuGetProcAddress v1");
+    printf("v1 passed through: %s\n", p == dlsym(g_cuda, "cuMemAlloc") ? "yes" : "no");
+    void *v2 = fn("cuMemAlloc", 0);
+    printf("v2 differs from v1: %s\n", v2 != p ? "yes" : "no");
+}
+
+/* The way JAX's XLA plugin does it: dlsym each function. 8 MiB, freed. */
+static void mode_dlsym(void)
+{
+    alloc_t alloc = (alloc_t)dlsym(g_cuda, "cuMemAlloc_v2");
+    free_t mfree = (free_t)dlsym(g_cuda, "cuMemFree_v2");
+    CUdeviceptr a;
+    ok(alloc(&a, 8 * MiB), "cuMemAlloc_v2");
+    ok(mfree(a), "cuMemFree_v2");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: drv_calls alloc|vmm|async|host|v1|dlsym\n");
+        return 2;
+    }
+    g_cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    if (g_cuda == NULL) {
+        fprintf(stderr, "drv_calls: %s\n", dlerror());
+        return 3;
+    }
+    g_gpa = (CUresult(*)(const char *, void **, int, cuuint64_t,
+                         CUdriverProcAddressQueryResult *))
+        dlsym(g_cuda, "cuGetProcAddress_v2");
+    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(g_cuda, "cuInit");
+    ok(init(0), "cuInit");
+    const char *m = argv[1];
+    if (strcmp(m, "alloc") == 0)
+        mode_alloc();
+    else if (strcmp(m, "vmm") == 0)
+        mode_vmm();
+    else if (strcmp(m, "async") == 0)
+        mode_async();
+    else if (strcmp(m, "host") == 0)
+        mode_host();
+    else if (strcmp(m, "v1") == 0)
+        mode_v1();
+    else if (strcmp(m, "dlsym") == 0)
+        mode_dlsym();
+    else
+        return 2;
+    printf("done\n");
+    return 0;
+}
