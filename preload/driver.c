@@ -42,12 +42,13 @@
     X(cuMemFreeHost) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)               \
     X(cuMemUnmap) X(cuMemAddressReserve) X(cuMemAddressFree)                  \
     X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)     \
-    X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz)
+    X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz)  \
+    X(cuMemPoolDestroy)
 /* Called by the observer itself, never wrapped. */
 #define GMT_DRV_SELF(X)                                                       \
     X(cuCtxGetDevice) X(cuDeviceGet) X(cuDeviceGetName)                       \
     X(cuDeviceTotalMem_v2) X(cuDeviceGetUuid_v2) X(cuDeviceGetAttribute)     \
-    X(cuMemGetInfo_v2)
+    X(cuMemGetInfo_v2) X(cuDeviceGetMemPool) X(cuMemPoolGetAttribute)
 
 enum {
 #define GMT_DRV_ENUM(n) D_##n,
@@ -498,6 +499,158 @@ CUresult gmtw_cuMemAddressFree(CUdeviceptr ptr, size_t size)
     return r;
 }
 
+/* ---- stream-ordered pools, as the driver reports them ---------------------
+ * The pools that stream-ordered allocations came from (a device's current
+ * pool, pools of the program's own) are sampled every GPUMEMTRACE_SAMPLE_MS
+ * from the allocating thread: reserved and used bytes and their high
+ * watermarks, so a peak between samples is not lost. Also under the
+ * runtime's cudaMallocAsync, whose pool is the same. */
+#define MAX_POOLS 32
+static struct {
+    uint64_t pool;
+    int dev;
+} g_pools[MAX_POOLS];
+static int g_npools;
+static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t g_dev_pool_noted[GMT_MAX_DEVICES];
+static uint64_t g_pools_sampled[GMT_MAX_DEVICES];
+
+static void pools_sample(struct gmt_thread *t, int dev, bool now_anyway);
+static void pool_sample_one(struct gmt_thread *t,
+                            CUresult (*get)(CUmemoryPool, CUmemPool_attribute,
+                                            void *),
+                            int i);
+static void pools_at_exit(void);
+
+static void pool_note(uint64_t pool, int dev)
+{
+    int n = __atomic_load_n(&g_npools, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (g_pools[i].pool == pool && g_pools[i].dev >= 0)
+            return;
+    pthread_mutex_lock(&g_pools_lock);
+    bool known = false;
+    for (int i = 0; i < g_npools; i++) {
+        if (g_pools[i].pool == pool) { /* a destroyed pool's handle, reused */
+            __atomic_store_n(&g_pools[i].dev, dev, __ATOMIC_RELAXED);
+            known = true;
+        }
+    }
+    if (!known && g_npools < MAX_POOLS) {
+        g_pools[g_npools].pool = pool;
+        g_pools[g_npools].dev = dev;
+        __atomic_store_n(&g_npools, g_npools + 1, __ATOMIC_RELEASE);
+        static bool exit_hook;
+        if (!exit_hook)
+            exit_hook = atexit(pools_at_exit) == 0;
+    }
+    pthread_mutex_unlock(&g_pools_lock);
+}
+
+/* The last samples, with the high watermarks since the one before. Runs
+ * from atexit, registered once the driver was in use: before the driver's
+ * own teardown, which runs in its destructors. */
+static void pools_at_exit(void)
+{
+    struct gmt_thread *t = gmt_thread_get();
+    if (t == NULL || !gmt_tracer_active())
+        return;
+    t->guard = 1;
+    for (int dev = 0; dev < GMT_MAX_DEVICES; dev++)
+        if (__atomic_load_n(&g_pools_sampled[dev], __ATOMIC_RELAXED))
+            pools_sample(t, dev, true);
+    t->guard = 0;
+}
+
+static void pools_sample(struct gmt_thread *t, int dev, bool now_anyway)
+{
+    CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) =
+        (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))
+            real(D_cuMemPoolGetAttribute);
+    if (get == NULL || gmt_opt.sample_ms <= 0)
+        return;
+    uint64_t now = gmt_now_ns(), last = g_pools_sampled[dev];
+    if (!now_anyway &&
+        (now - last < (uint64_t)gmt_opt.sample_ms * 1000000u ||
+         !__atomic_compare_exchange_n(&g_pools_sampled[dev], &last, now, false,
+                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)))
+        return;
+    int n = __atomic_load_n(&g_npools, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (g_pools[i].dev == dev)
+            pool_sample_one(t, get, i);
+}
+
+static void pool_sample_one(struct gmt_thread *t,
+                            CUresult (*get)(CUmemoryPool, CUmemPool_attribute,
+                                            void *),
+                            int i)
+{
+    static const CUmemPool_attribute attrs[4] = {
+        CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+        CU_MEMPOOL_ATTR_USED_MEM_CURRENT, CU_MEMPOOL_ATTR_USED_MEM_HIGH};
+    int dev = g_pools[i].dev;
+    if (dev >= 0) {
+        uint8_t buf[6 * GMT_VARINT_MAX], *p = buf;
+        p = gmt_put_varint(p, (uint64_t)dev);
+        p = gmt_put_varint(p, g_pools[i].pool);
+        bool ok = true;
+        for (int a = 0; a < 4 && ok; a++) {
+            cuuint64_t v = 0;
+            ok = get((CUmemoryPool)(uintptr_t)g_pools[i].pool, attrs[a], &v) ==
+                 CUDA_SUCCESS;
+            p = gmt_put_varint(p, v);
+        }
+        if (ok)
+            gmt_trace_emit_ext(t, GMT_X_MEMPOOL, buf, (size_t)(p - buf));
+    }
+}
+
+/* After a stream-ordered allocation (note: the pool it came from; NULL
+ * for the device's current pool) or free: sample the device's pools when
+ * it is time. Runs whether or not the call itself is recorded. */
+static void pools_after(bool note, CUmemoryPool pool)
+{
+    struct gmt_thread *t = gmt_thread_peek();
+    if (t == NULL || !gmt_tracer_active())
+        return;
+    int dev = device_now(t);
+    if (dev < 0 || dev >= GMT_MAX_DEVICES)
+        return;
+    if (note && pool != NULL) {
+        pool_note((uintptr_t)pool, dev);
+    } else if (note && !__atomic_load_n(&g_dev_pool_noted[dev], __ATOMIC_RELAXED)) {
+        CUresult (*cur)(CUmemoryPool *, CUdevice) =
+            (CUresult(*)(CUmemoryPool *, CUdevice))real(D_cuDeviceGetMemPool);
+        CUmemoryPool p;
+        if (cur && cur(&p, dev) == CUDA_SUCCESS) {
+            pool_note((uintptr_t)p, dev);
+            __atomic_store_n(&g_dev_pool_noted[dev], 1, __ATOMIC_RELAXED);
+        }
+    }
+    pools_sample(t, dev, false);
+}
+
+/* A pool about to go: its last sample first. */
+WRAPPER(CUresult, cuMemPoolDestroy, (CUmemoryPool pool));
+CUresult gmtw_cuMemPoolDestroy(CUmemoryPool pool)
+{
+    if (MISSING(cuMemPoolDestroy))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct gmt_thread *t = gmt_thread_peek();
+    CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) =
+        (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))
+            real(D_cuMemPoolGetAttribute);
+    int n = __atomic_load_n(&g_npools, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n && g_observe && t && get && gmt_tracer_active(); i++) {
+        if (g_pools[i].pool == (uintptr_t)pool && g_pools[i].dev >= 0) {
+            pool_sample_one(t, get, i);
+            __atomic_store_n(&g_pools[i].dev, -1, __ATOMIC_RELAXED);
+        }
+    }
+    return REAL(cuMemPoolDestroy)(pool);
+}
+
 /* Stream-ordered allocation; the _ptsz variants take stream 0 as the
  * per-thread stream. */
 static CUresult alloc_async(int fn, bool ptsz, CUdeviceptr *dptr, size_t size,
@@ -514,6 +667,8 @@ static CUresult alloc_async(int fn, bool ptsz, CUdeviceptr *dptr, size_t size,
     bool rec = begin(&c, false);
     CUresult r = from_pool ? ((pool_t)f)(dptr, size, pool, stream)
                            : ((plain_t)f)(dptr, size, stream);
+    if (g_observe && r == CUDA_SUCCESS)
+        pools_after(true, from_pool ? pool : NULL);
     if (!rec)
         return r;
     unsigned api = (from_pool ? GMT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC
@@ -532,9 +687,12 @@ static CUresult free_async(int fn, bool ptsz, CUdeviceptr dptr,
     if (f == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
     struct gmt_call c;
-    if (!begin(&c, true))
-        return f(dptr, stream);
+    bool rec = begin(&c, true);
     CUresult r = f(dptr, stream);
+    if (g_observe && r == CUDA_SUCCESS)
+        pools_after(false, NULL);
+    if (!rec)
+        return r;
     free_done(&c, GMT_API_CU_MEM_FREE_ASYNC | (ptsz ? GMT_API_PTDS : 0), r,
               dptr, gmt_stream_of(stream, ptsz));
     return r;

@@ -154,6 +154,9 @@ enum gmt_ext_kind {
                           device, addr, size, offset, handle, stack: a
                           virtual address range mapped, unmapped, reserved
                           or freed (driver API; no memory of its own) */
+    GMT_X_MEMPOOL = 11, /* device, pool handle, reserved, reserved_high,
+                           used, used_high: a stream-ordered memory pool as
+                           the driver reports it (sampled) */
 };
 /* "str" inside a payload = varint length, then that many bytes. */
 

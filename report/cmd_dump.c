@@ -122,6 +122,14 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
                    v.device, v.result, v.stack);
         break;
     }
+    case GMT_X_MEMPOOL: {
+        struct gmt_mempool m;
+        if (gmt_mempool_decode(rec, &m) == 0)
+            printf("mempool        pool=0x%" PRIx64 " device=%u reserved=%" PRIu64
+                   " reserved_high=%" PRIu64 " used=%" PRIu64 " used_high=%" PRIu64,
+                   m.pool, m.device, m.reserved, m.reserved_high, m.used, m.used_high);
+        break;
+    }
     case GMT_X_SYMBOL: {
         uint64_t ip = 0;
         gmt_get_varint(rec->payload, rec->payload + rec->len, &ip);

@@ -90,14 +90,17 @@ static void text(struct loaded *l, const struct gmt_common *c)
                gmt_size(c, a, (int64_t)d->devices[i].total_mem));
     printf("ran:       %s, %" PRIu64 " events, %" PRIu64 " allocations%s%s\n",
            gmt_seconds(a, replay_duration(r)), r->events, total_allocs(r),
-           r->pool ? ", gpumemtrace pool on" : "", r->cut ? ", CUT SHORT" : "");
+           r->pool && r->segments_taken ? ", gpumemtrace pool on" : "",
+           r->cut ? ", CUT SHORT" : "");
     printf("\npeak requested:  %-12s at %.3f s (what the program asked for)\n",
            gmt_size(c, a, (int64_t)r->peak_requested), at_s(r, r->peak_requested_time));
     printf("peak allocated:  %-12s (blocks behind the requests, rounded)\n",
            gmt_size(c, b, (int64_t)peak_allocated(r)));
     printf("peak reserved:   %-12s at %.3f s (%s)\n",
            gmt_size(c, e, (int64_t)r->peak_reserved), at_s(r, r->peak_reserved_time),
-           r->pool ? "the pool's segments" : "allocations held from the driver");
+           !r->pool || !r->segments_taken ? "allocations held from the driver"
+           : r->driver_allocs ? "the pool's segments and allocations outside it"
+                              : "the pool's segments");
     uint64_t beyond = untracked(r), samples = 0;
     for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++)
         samples += r->dev[dv].samples;
@@ -117,6 +120,16 @@ static void text(struct loaded *l, const struct gmt_common *c)
                "reserved (physical memory is in the peaks above)\n",
                gmt_size(c, a, (int64_t)r->peak_mapped),
                gmt_size(c, b, (int64_t)r->peak_va_reserved));
+    uint64_t pres = 0, pused = 0;
+    for (int i = 0; i < r->nmempools; i++) {
+        pres += r->mempools[i].reserved_high;
+        pused += r->mempools[i].used_high;
+    }
+    if (r->nmempools)
+        printf("stream-ordered:  %-12s peak reserved by %d pool%s, %s peak used "
+               "(the driver's figures)\n", gmt_size(c, a, (int64_t)pres),
+               r->nmempools, r->nmempools == 1 ? "" : "s",
+               gmt_size(c, b, (int64_t)pused));
     if (r->driver_allocs)
         printf("driver level:    %" PRIu64 " of the allocations were seen "
                "at the CUDA driver (cuMem*), not the runtime\n",
@@ -177,6 +190,13 @@ static void json(struct loaded *l, const struct gmt_common *c)
     printf(",\"driver_allocations\":%" PRIu64 ",\"peak_mapped\":%" PRIu64
            ",\"peak_address_reserved\":%" PRIu64,
            r->driver_allocs, r->peak_mapped, r->peak_va_reserved);
+    uint64_t pres = 0, pused = 0;
+    for (int i = 0; i < r->nmempools; i++) {
+        pres += r->mempools[i].reserved_high;
+        pused += r->mempools[i].used_high;
+    }
+    printf(",\"stream_ordered_pools\":%d,\"pools_peak_reserved\":%" PRIu64
+           ",\"pools_peak_used\":%" PRIu64, r->nmempools, pres, pused);
     printf(",\"devices\":[");
     bool first = true;
     for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++) {

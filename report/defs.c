@@ -574,6 +574,12 @@ int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
         rc = gmt_vmm_decode(rec, &v);
         break;
     }
+    case GMT_X_MEMPOOL: { /* likewise */
+        struct gmt_mempool m;
+        what = "memory pool";
+        rc = gmt_mempool_decode(rec, &m);
+        break;
+    }
     default:
         d->nunknown++; /* from a newer minor version: skipped */
         break;
@@ -669,5 +675,18 @@ int gmt_vmm_decode(const struct gmt_rec *rec, struct gmt_vmm *out)
         return -1;
     *out = (struct gmt_vmm){(unsigned)v[0], (uint32_t)v[1], (uint32_t)v[2],
                             (uint32_t)v[7], v[3], v[4], v[5], v[6]};
+    return 0;
+}
+
+int gmt_mempool_decode(const struct gmt_rec *rec, struct gmt_mempool *out)
+{
+    const uint8_t *p = rec->payload, *end = rec->payload + rec->len;
+    uint64_t v[6];
+    for (int i = 0; i < 6; i++)
+        if ((p = gmt_get_varint(p, end, &v[i])) == NULL)
+            return -1;
+    if (v[0] > UINT32_MAX)
+        return -1;
+    *out = (struct gmt_mempool){(uint32_t)v[0], v[1], v[2], v[3], v[4], v[5]};
     return 0;
 }

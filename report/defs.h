@@ -135,6 +135,12 @@ struct gmt_vmm {
 };
 /* 0 and *out filled, or -1: malformed. */
 int gmt_vmm_decode(const struct gmt_rec *rec, struct gmt_vmm *out);
+/* A GMT_X_MEMPOOL record: a stream-ordered pool as the driver saw it. */
+struct gmt_mempool {
+    uint32_t device;
+    uint64_t pool, reserved, reserved_high, used, used_high;
+};
+int gmt_mempool_decode(const struct gmt_rec *rec, struct gmt_mempool *out);
 /* The text of string `id`, NULL if the trace does not define it. */
 const char *gmt_defs_string(const struct gmt_defs *d, uint64_t id);
 void gmt_defs_free(struct gmt_defs *d);

@@ -320,6 +320,28 @@ static int mem_of(unsigned api)
     }
 }
 
+static void on_mempool(struct replay *r, const struct gmt_rec *rec)
+{
+    struct gmt_mempool m;
+    if (gmt_mempool_decode(rec, &m) != 0)
+        return;
+    int i = 0;
+    while (i < r->nmempools && r->mempools[i].pool != m.pool)
+        i++;
+    if (i == r->nmempools) {
+        if (i == REPLAY_MAX_POOLS)
+            return;
+        r->mempools[r->nmempools++] = (struct replay_pool){m.pool, m.device, 0, 0};
+    }
+    struct replay_pool *p = &r->mempools[i];
+    uint64_t res = m.reserved_high > m.reserved ? m.reserved_high : m.reserved;
+    uint64_t used = m.used_high > m.used ? m.used_high : m.used;
+    if (res > p->reserved_high)
+        p->reserved_high = res;
+    if (used > p->used_high)
+        p->used_high = used;
+}
+
 /* Virtual memory: physical memory is counted by its cuMemCreate (an
  * allocation keyed by its handle); mappings and reservations are address
  * space, counted apart. */
@@ -530,6 +552,7 @@ static void on_segment(struct replay *r, const struct gmt_rec *rec, bool alloc)
     struct device_state *d = &r->dev[rec->device % REPLAY_MAX_DEVICES];
     d->seen = true;
     int64_t n = alloc ? (int64_t)rec->size : -(int64_t)rec->size;
+    r->segments_taken += alloc;
     d->segments += n;
     d->reserved += n;
     r->reserved += n;
@@ -617,6 +640,8 @@ int replay_trace(const char *path, struct replay *r,
             }
             if (rec.ext == GMT_X_VMM)
                 on_vmm(r, &rec);
+            else if (rec.ext == GMT_X_MEMPOOL)
+                on_mempool(r, &rec);
             continue;
         }
         r->events++;

@@ -28,6 +28,7 @@
 #define REPLAY_GROWTH_BUCKETS 32 /* per-site growth series */
 #define REPLAY_MAX_OOMS 1000     /* details kept; all are counted */
 #define REPLAY_MARK_SLOTS 8      /* mark names followed per site */
+#define REPLAY_MAX_POOLS 64      /* stream-ordered pools followed */
 
 enum { MEM_DEVICE = 0, MEM_MANAGED = 1, MEM_HOST = 2 };
 
@@ -112,10 +113,19 @@ struct replay {
     uint64_t peak_reserved, peak_reserved_time;
     uint64_t unknown_frees;       /* frees of addresses never seen allocated */
     uint64_t driver_allocs;       /* allocations seen at the driver level */
+    uint64_t segments_taken;      /* the pool's segment allocations */
     /* virtual memory address space (GMT_X_VMM), all devices */
     uint64_t vmm_ops;
     int64_t mapped, va_reserved;
     uint64_t peak_mapped, peak_va_reserved;
+    /* stream-ordered pools (GMT_X_MEMPOOL samples): per pool, the highest
+     * reserved and used bytes the driver reported */
+    struct replay_pool {
+        uint64_t pool;
+        uint32_t device;
+        uint64_t reserved_high, used_high;
+    } mempools[REPLAY_MAX_POOLS];
+    int nmempools;
     /* transfers */
     uint64_t copy_bytes[5][3], copy_count[5][3]; /* [dir][hostmem] */
     uint64_t set_bytes, set_count;

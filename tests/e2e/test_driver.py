@@ -67,6 +67,11 @@ def test_stream_ordered_allocations():
                              "cuMemFreeAsync_ptds": 1}, f"calls: {got['by_api']}")
     s = summary(t)
     expect(s["peak_requested"] == 7 * MiB and s["leaked"] == 0, f"{s}")
+    # the pools as the driver reports them: the device's pool (1 + 2 MiB)
+    # and the program's own (4 MiB), sampled at exit at the latest
+    expect(s["stream_ordered_pools"] == 2 and s["pools_peak_reserved"] == 7 * MiB
+           and s["pools_peak_used"] == 7 * MiB, f"pools: {s}")
+    expect(sum("mempool" in l for l in dump(t)) >= 2, "no pool samples")
 
 
 def test_pinned_host_memory():
