@@ -239,6 +239,9 @@ static void usage(FILE *f)
          "still writes here"},
         {"    --stack-depth N", "native frames per call stack; 0: none"},
         {"    --no-python", "no Python frames (GPUMEMTRACE_PYTHON=0)"},
+        {"    --no-driver", "runtime hooks only: don't observe the CUDA "
+         "driver (GPUMEMTRACE_DRIVER=0), so programs with a static cudart, "
+         "CuPy and JAX record nothing"},
         {"    --no-pool", "no caching pool: cudaMalloc/cudaFree pass through "
          "to the runtime, and framework allocators are left alone"},
         {"    --sample-ms N", "milliseconds between memory samples; 0: none"},
@@ -275,12 +278,12 @@ static void usage(FILE *f)
     wrap(f, "With the pool on (the default), framework allocators are routed "
             "to it so every tensor is traced: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
             "and XLA_PYTHON_CLIENT_ALLOCATOR=platform are set unless already "
-            "set (JAX then allocates buffer by buffer, but through the "
-            "driver API, which is not traced yet: use "
-            "--keep-framework-allocator for JAX). CuPy's pool can only be "
-            "turned off from code "
-            "(cupy.cuda.set_allocator(None)). NVTX_INJECTION64_PATH is set to "
-            "the library unless already set.", 0, 0);
+            "set. JAX then allocates buffer by buffer through the driver's "
+            "virtual memory API, which the driver-level observer records "
+            "(slower than JAX's own allocator). CuPy's pool can only be "
+            "turned off from code (cupy.cuda.set_allocator(None)); its "
+            "segments are recorded either way. NVTX_INJECTION64_PATH is set "
+            "to the library unless already set.", 0, 0);
     fprintf(f, "\nlibrary options (environment variables; --set NAME=VALUE):\n");
     for (size_t i = 0; i < NOPTDEFS; i++) {
         const struct optdef *o = &optdefs[i];
@@ -856,6 +859,7 @@ enum {
     OPT_STACK_DEPTH = 1000,
     OPT_NO_POOL,
     OPT_NO_PYTHON,
+    OPT_NO_DRIVER,
     OPT_SAMPLE_MS,
     OPT_EMBED_SYMBOLS,
     OPT_SET,
@@ -891,6 +895,7 @@ static void parse_args(struct run *r, int argc, char **argv)
         {"stack-depth", required_argument, NULL, OPT_STACK_DEPTH},
         {"no-pool", no_argument, NULL, OPT_NO_POOL},
         {"no-python", no_argument, NULL, OPT_NO_PYTHON},
+        {"no-driver", no_argument, NULL, OPT_NO_DRIVER},
         {"sample-ms", required_argument, NULL, OPT_SAMPLE_MS},
         {"embed-symbols", no_argument, NULL, OPT_EMBED_SYMBOLS},
         {"verbose", no_argument, NULL, 'v'},
@@ -917,6 +922,9 @@ static void parse_args(struct run *r, int argc, char **argv)
             break;
         case OPT_NO_PYTHON:
             set_env("GPUMEMTRACE_PYTHON", "0");
+            break;
+        case OPT_NO_DRIVER:
+            set_env("GPUMEMTRACE_DRIVER", "0");
             break;
         case OPT_SAMPLE_MS:
             set_option("SAMPLE_MS", optarg, "--sample-ms");

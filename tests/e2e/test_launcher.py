@@ -265,9 +265,12 @@ def test_options_session_and_nvtx():
     names = ("GPUMEMTRACE_STACK_DEPTH", "GPUMEMTRACE_PYTHON", "GPUMEMTRACE_SAMPLE_MS",
              "GPUMEMTRACE_EMBED_SYMBOLS", "GPUMEMTRACE_CHUNK_KB", "GPUMEMTRACE_SESSION",
              "NVTX_INJECTION64_PATH")
+    names += ("GPUMEMTRACE_DRIVER",)
     p = launch("--stack-depth", "7", "--no-python", "--sample-ms", "0", "--embed-symbols",
-               "--set", "chunk-kb=8", prog("launched"), "alloc", "512", *show_env(*names))
+               "--no-driver", "--set", "chunk-kb=8", prog("launched"), "alloc", "512",
+               *show_env(*names))
     got = child_env(p)
+    expect(got["GPUMEMTRACE_DRIVER"] == "0", got)
     expect(got["GPUMEMTRACE_STACK_DEPTH"] == "7" and got["GPUMEMTRACE_PYTHON"] == "0" and
            got["GPUMEMTRACE_SAMPLE_MS"] == "0" and got["GPUMEMTRACE_EMBED_SYMBOLS"] == "1" and
            got["GPUMEMTRACE_CHUNK_KB"] == "8", got)
@@ -423,7 +426,8 @@ def test_help_lists_every_library_option():
     expect(len(table) >= 10, table)
     missing = [n for n in table if f"GPUMEMTRACE_{n}\n" not in p.stdout]
     expect(not missing, f"not in --help: {missing}")
-    for flag in ("--output", "--stack-depth", "--no-pool", "--no-python", "--sample-ms",
+    for flag in ("--output", "--stack-depth", "--no-pool", "--no-python", "--no-driver",
+                 "--sample-ms",
                  "--embed-symbols", "--verbose", "--set", "--keep-framework-allocator",
                  "--no-nvtx", "--report", "--quiet"):
         expect(flag in p.stdout, flag)
