@@ -821,9 +821,9 @@ static void summarize(const char *pattern, const char *cwd, uint64_t session,
         if (disabled)
             say("no trace written: GPUMEMTRACE_DISABLE is set");
         else
-            say("no trace written: the command made no CUDA call that "
-                "gpumemtrace sees (none at all, or a statically linked CUDA "
-                "runtime: see the README's limits)");
+            say("no trace written: the command made no CUDA memory call "
+                "that gpumemtrace sees (none at all; a process that used the "
+                "driver says why at its exit)");
         free(t);
         return;
     }

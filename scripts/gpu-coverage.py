@@ -125,7 +125,9 @@ def main():
                     f.write(peak.stdout + peak.stderr)
                 row.update(peak_requested=s["peak_requested"], peak_reserved=s["peak_reserved"],
                            allocations=s["allocations"], driver_allocations=s["driver_allocations"],
-                           peak_mapped=s["peak_mapped"], by_api=by_api, driver_calls=drv,
+                           peak_mapped=s["peak_mapped"],
+                           pools_peak_reserved=s["pools_peak_reserved"],
+                           pools_peak_used=s["pools_peak_used"], by_api=by_api, driver_calls=drv,
                            runtime_calls=rt, pool_segments=inf.get("pool", {}).get("segments"))
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -141,6 +143,9 @@ def main():
         if "kernel_events_plain" in r:
             other.append(f"CUDA kernel events {r['framework'].get('cuda_kernel_events')} "
                          f"(without the tool {r['kernel_events_plain']})")
+        if r.get("pools_peak_reserved"):
+            other.append(f"stream-ordered pools: peak reserved {r['pools_peak_reserved']}, "
+                         f"used {r['pools_peak_used']}")
         if r.get("peak_mapped"):
             other.append(f"peak mapped {r['peak_mapped']}")
         if r["library_messages"]:
