@@ -186,6 +186,8 @@ struct gmt_thread {
     uint32_t call_stack;        /* stack id of the hooked call in flight */
     int call_device;            /* its device when known (-1: ask) */
     bool upstream_failed;       /* the pool's real cudaMalloc failed */
+    int interp_at;              /* frame where the last native stack met
+                                   the interpreter (stack.c), 0: none */
     /* stack capture scratch: native frames, then Python (code, offset) */
     void *frames[GMT_MAX_STACK_DEPTH + 32 + 2 * GMT_MAX_PY_DEPTH];
 };
@@ -210,6 +212,10 @@ bool gmt_py_init(struct gmt_thread *t);
  * Code objects seen for the first time are described (PYCODE). */
 int gmt_py_capture(struct gmt_thread *t, int64_t *out, int max);
 void gmt_py_reset_after_fork(void);
+/* The interpreter's code (executable segment), when Python frames are
+ * recorded: a native stack that reaches it is cut there (what lies
+ * beyond, the interpreter's own frames, the Python frames describe). */
+extern uintptr_t gmt_py_interp_lo, gmt_py_interp_hi;
 
 /* ---- modules.c: the module map for offline symbolization ------------ */
 

@@ -33,6 +33,7 @@
  * third of the capture.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +274,34 @@ static void note(struct gmt_thread *t, unsigned level, const char *text)
     gmt_trace_emit_ext(t, GMT_X_NOTE, buf, (size_t)(p - buf) + n);
 }
 
+/* The interpreter's code: the executable segment of the object that
+ * defines the C API (the python executable or libpython). */
+uintptr_t gmt_py_interp_lo, gmt_py_interp_hi;
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t sym = (uintptr_t)data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && sym >= lo &&
+            sym < hi) {
+            gmt_py_interp_lo = lo;
+            gmt_py_interp_hi = hi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void find_interpreter_code(void)
+{
+    /* Py_IsInitialized is a real function of the interpreter (not a data
+     * symbol): its segment is the interpreter's code. */
+    dl_iterate_phdr(find_text, (void *)g_is_initialized);
+}
+
 bool gmt_py_init(struct gmt_thread *t)
 {
     if (g_py != NULL || gmt_opt.python == 0)
@@ -316,6 +345,7 @@ bool gmt_py_init(struct gmt_thread *t)
         g_code_buckets = calloc(CODE_NBUCKETS, sizeof *g_code_buckets);
     if (g_code_buckets == NULL)
         return false;
+    find_interpreter_code();
     snprintf(why, sizeof why, "Python %u.%u: recording Python frames", major, minor);
     note(t, 0, why);
     __atomic_store_n(&g_py, L, __ATOMIC_RELEASE);

@@ -151,31 +151,69 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash,
     }
 }
 
+/* Unwind up to `want` frames into t->frames and find the user's part:
+ * after our own frames (*first), at most depth frames, and under Python
+ * (cut) ending where the interpreter's code begins. Returns the number of
+ * user frames; *at: index in t->frames of the first interpreter frame,
+ * 0 if none was reached. */
+static int unwind(struct gmt_thread *t, int want, int depth, bool cut,
+                  int *first, int *at)
+{
+    int n = unw_backtrace(t->frames, want);
+    if (n < 0)
+        n = 0;
+    /* Cut everything up to our outermost frame (the hook the program
+     * called): tracer and unwinder frames are not the user's stack. */
+    int limit = n < SELF_SEARCH ? n : SELF_SEARCH;
+    *first = 0;
+    for (int i = 0; i < limit; i++)
+        if (gmt_modules_self((uintptr_t)t->frames[i]))
+            *first = i + 1;
+    *at = 0;
+    uintptr_t lo = gmt_py_interp_lo, hi = gmt_py_interp_hi;
+    for (int i = *first; cut && i < n; i++) {
+        uintptr_t ip = (uintptr_t)t->frames[i];
+        if (ip >= lo && ip < hi) {
+            *at = i;
+            n = i;
+            break;
+        }
+    }
+    n -= *first;
+    if (n > depth)
+        n = depth;
+    return n < 0 ? 0 : n;
+}
+
 uint32_t gmt_stack_capture(struct gmt_thread *t)
 {
     int depth = (int)gmt_opt.stack_depth;
     if (g_buckets == NULL)
         return 0;
     int n = 0, first = 0;
+    /* Python frames first, into the end of the scratch buffer: whether
+     * the thread runs Python decides where the native stack ends. */
+    int64_t *py = (int64_t *)(t->frames + GMT_MAX_STACK_DEPTH + 32);
+    int npy = gmt_py_capture(t, py, (int)gmt_opt.python);
     if (depth > 0) {
-        n = unw_backtrace(t->frames, depth + SELF_SEARCH);
-        if (n < 0)
-            n = 0;
-        /* Cut everything up to our outermost frame (the hook the program
-         * called): tracer and unwinder frames are not the user's stack. */
-        int limit = n < SELF_SEARCH ? n : SELF_SEARCH;
-        for (int i = 0; i < limit; i++)
-            if (gmt_modules_self((uintptr_t)t->frames[i]))
-                first = i + 1;
-        n -= first;
-        if (n > depth)
-            n = depth;
-        if (n < 0)
-            n = 0;
+        /* Under Python the native stack ends where the interpreter's own
+         * frames begin (the Python frames say more, and one native key
+         * per op dedups better), so unwind only a little past where this
+         * thread last met the interpreter; if that falls short, again in
+         * full. */
+        int full = depth + SELF_SEARCH, want = full, at;
+        bool cut = npy > 0;
+        if (cut && t->interp_at > 0 && t->interp_at + 8 < full)
+            want = t->interp_at + 8;
+        n = unwind(t, want, depth, cut, &first, &at);
+        if (cut && at == 0 && want < full && first + n >= want)
+            n = unwind(t, full, depth, cut, &first, &at);
+        if (cut)
+            t->interp_at = at;
     }
     /* The Python frames go right after the native ones: one key. */
-    int npy = gmt_py_capture(t, (int64_t *)(t->frames + first + n),
-                             (int)gmt_opt.python);
+    if (npy > 0)
+        memmove(t->frames + first + n, py, (size_t)npy * 2 * sizeof(int64_t));
     if (n + npy == 0)
         return 0;
     const uintptr_t *ip = (const uintptr_t *)(t->frames + first);

@@ -103,6 +103,25 @@ def test_python_stacks_every_interpreter():
         check_app_trace(out, ver)
 
 
+def test_native_stacks_end_at_the_interpreter():
+    # Under Python, a native stack stops at the interpreter's first frame;
+    # without Python frames (GPUMEMTRACE_PYTHON=0) it goes on through it.
+    python, ver = interpreters()[0]
+
+    def interpreter_frames(trace):
+        return sum(1 for l in dump(trace) if re.search(
+            r"#\d+\s+(python3|libpython3)[^ ]*\+0x", l))
+
+    run_app(python, "cut.gmt", "2")
+    run_app(python, "full.gmt", "2", GPUMEMTRACE_PYTHON=0)
+    expect(interpreter_frames("full.gmt") > 0, "the interpreter is not in native stacks")
+    expect(interpreter_frames("cut.gmt") == 0, "native stacks go on past the interpreter")
+    # and the sites keep their op: the pyalloc frame stays
+    L = site_lines()
+    expect(peak_sites("cut.gmt").get(f"inner (alloc_app.py:{L['inner']}) > pyalloc_alloc")
+           == (1 * MiB, 1), peak_sites("cut.gmt"))
+
+
 def test_python_frames_without_native_stacks():
     python, ver = interpreters()[0]
     run_app(python, "t.gmt", "2", GPUMEMTRACE_STACK_DEPTH=0)
