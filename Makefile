@@ -133,7 +133,7 @@ $(O)/tests/libnext_%.so: tests/progs/driver/next_%.c
 $(O)/tests/nexter: tests/progs/driver/nexter.c $(O)/tests/libnext_a.so $(O)/tests/libnext_b.so
 	$(call say,CC,$@)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -o $@ $< -L$(O)/tests -Wl,-rpath,'$$ORIGIN' \
-	    -Wl,--no-as-needed -lnext_a -lnext_b
+	    -Wl,--no-as-needed -lnext_a -lnext_b -ldl
 
 # Test programs link the simulated runtime exactly as a CUDA program links the
 # real one (-lcudart, dynamic), and keep frame info for the stack tests.

@@ -65,7 +65,6 @@ static const char *const g_names[D_COUNT] = {
 
 static void *g_real[D_COUNT];    /* libcuda's own functions */
 static bool g_table_ready;       /* g_real filled (release/acquire) */
-static pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_observe = true;    /* GPUMEMTRACE_DRIVER, _DISABLE */
 static bool g_disabled;          /* GPUMEMTRACE_DISABLE=1 */
 static uint64_t g_handed_out;    /* wrappers given to the program */
@@ -73,11 +72,24 @@ static bool g_driver_init;       /* the program called cuInit */
 
 static void *(*g_real_dlsym)(void *, const char *);
 
+/* glibc's dlsym: in libc since 2.34, in libdl under the architecture's
+ * base version before. */
 static void *find_real_dlsym(void)
 {
-    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    static const char *const versions[] = {
+        "GLIBC_2.34",
+#if defined(__x86_64__)
+        "GLIBC_2.2.5",
+#elif defined(__aarch64__)
+        "GLIBC_2.17",
+#endif
+    };
+    void *f = NULL;
+    for (size_t i = 0; f == NULL && i < sizeof versions / sizeof *versions; i++)
+        f = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
     if (f == NULL)
-        f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        gmt_warn("glibc's dlsym not found: every dlsym in this process "
+                 "fails; unset LD_PRELOAD");
     __atomic_store_n(&g_real_dlsym, (void *(*)(void *, const char *))f,
                      __ATOMIC_RELEASE);
     return f;
@@ -109,17 +121,24 @@ static bool table_init(const void *any)
             return false;
         path = di.dli_fname;
     }
-    pthread_mutex_lock(&g_table_lock);
-    if (!g_table_ready) {
-        void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) { /* kept open: the driver stays to the end */
-            for (int i = 0; i < D_COUNT; i++)
-                g_real[i] = gmt_real_dlsym(h, g_names[i]);
-            __atomic_store_n(&g_table_ready, true, __ATOMIC_RELEASE);
-        }
+    /* No lock of ours around the loader's calls: glibc holds its own
+     * while constructors run, and a constructor may look a driver
+     * function up. Two threads may both fill the table; they write the
+     * same values. */
+    void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (h == NULL) {
+        dlerror(); /* ours, not the program's */
+        return false;
     }
-    pthread_mutex_unlock(&g_table_lock);
-    return __atomic_load_n(&g_table_ready, __ATOMIC_ACQUIRE);
+    void *got[D_COUNT]; /* h stays open: the driver stays to the end */
+    for (int i = 0; i < D_COUNT; i++)
+        got[i] = gmt_real_dlsym(h, g_names[i]);
+    dlerror(); /* names an older driver lacks must not look like the
+                  program's failed lookup */
+    for (int i = 0; i < D_COUNT; i++)
+        __atomic_store_n(&g_real[i], got[i], __ATOMIC_RELAXED);
+    __atomic_store_n(&g_table_ready, true, __ATOMIC_RELEASE);
+    return true;
 }
 
 static void *const g_wrappers[D_WRAPPED_COUNT];
@@ -153,7 +172,20 @@ GMT_EXPORT void *dlsym(void *handle, const char *name)
     if (handle == RTLD_NEXT || !g_observe ||
         name[0] != 'c' || name[1] != 'u')
         return f(handle, name);
-    return swap(f(handle, name));
+    int saved = errno;
+    void *r = f(handle, name);
+    for (int i = 0; r != NULL && i < D_WRAPPED_COUNT; i++) {
+        /* Our own export, found by a global lookup: it stands for the
+         * driver only if there is one ("is libcuda loaded?" probes). */
+        if (r == g_wrappers[i]) {
+            r = table_init(NULL) && g_real[i] != NULL ? r : NULL;
+            errno = saved;
+            return r;
+        }
+    }
+    r = swap(r);
+    errno = saved;
+    return r;
 }
 
 /* The real function of a wrapper; the first call of an exported wrapper
@@ -178,10 +210,12 @@ static int device_now(struct gmt_thread *t)
 {
     CUdevice d;
     CUresult (*f)(CUdevice *) = (CUresult(*)(CUdevice *))real(D_cuCtxGetDevice);
-    if (f && f(&d) == CUDA_SUCCESS && d >= 0)
+    if (f && f(&d) == CUDA_SUCCESS && d >= 0 && d < GMT_MAX_DEVICES)
         return d;
     return t->last_device;
 }
+
+#define DEV_NOW (-1000) /* alloc_done: ask the driver, after errno is kept */
 
 static void emit(struct gmt_call *c, unsigned kind, unsigned api, CUresult r,
                  int dev, uint64_t addr, uint64_t size, uint64_t extra,
@@ -201,7 +235,8 @@ static void emit(struct gmt_call *c, unsigned kind, unsigned api, CUresult r,
         ev.has_stream = true;
         ev.stream = stream;
     }
-    c->t->last_device = dev;
+    if (r == CUDA_SUCCESS)
+        c->t->last_device = dev;
     gmt_call_emit(c, &ev);
 }
 
@@ -210,6 +245,8 @@ static void alloc_done(struct gmt_call *c, unsigned api, CUresult r,
                        uint64_t flags, uint64_t stream)
 {
     gmt_call_errno(c);
+    if (dev == DEV_NOW)
+        dev = r == CUDA_SUCCESS ? device_now(c->t) : c->t->last_device;
     emit(c, GMT_K_ALLOC, api, r, dev, addr, size, extra, flags, stream);
     gmt_mem_maybe_sample(c->t, dev);
     gmt_call_finish(c);
@@ -258,8 +295,10 @@ CUresult gmtw_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
     if (MISSING(cuGetProcAddress_v2))
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuGetProcAddress_v2)(symbol, pfn, version, flags, status);
+    int saved = errno;
     if (r == CUDA_SUCCESS && pfn != NULL && g_observe)
         *pfn = swap(*pfn);
+    errno = saved;
     return r;
 }
 
@@ -271,8 +310,10 @@ CUresult gmtw_cuGetProcAddress(const char *symbol, void **pfn, int version,
     if (MISSING(cuGetProcAddress))
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuGetProcAddress)(symbol, pfn, version, flags);
+    int saved = errno;
     if (r == CUDA_SUCCESS && pfn != NULL && g_observe)
         *pfn = swap(*pfn);
+    errno = saved;
     return r;
 }
 
@@ -297,7 +338,7 @@ CUresult gmtw_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
     if (!begin(&c, false))
         return REAL(cuMemAlloc_v2)(dptr, size);
     CUresult r = REAL(cuMemAlloc_v2)(dptr, size);
-    alloc_done(&c, GMT_API_CU_MEM_ALLOC, r, device_now(c.t),
+    alloc_done(&c, GMT_API_CU_MEM_ALLOC, r, DEV_NOW,
                r == CUDA_SUCCESS ? *dptr : 0, size, 0, 0, GMT_NO_STREAM);
     return r;
 }
@@ -317,7 +358,7 @@ CUresult gmtw_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch,
     CUresult r = REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
     uint64_t want = (uint64_t)width * height;
     uint64_t block = r == CUDA_SUCCESS ? (uint64_t)*pitch * height : want;
-    alloc_done(&c, GMT_API_CU_MEM_ALLOC_PITCH, r, device_now(c.t),
+    alloc_done(&c, GMT_API_CU_MEM_ALLOC_PITCH, r, DEV_NOW,
                r == CUDA_SUCCESS ? *dptr : 0, want,
                block > want ? block - want : 0, 0, GMT_NO_STREAM);
     return r;
@@ -334,7 +375,7 @@ CUresult gmtw_cuMemAllocManaged(CUdeviceptr *dptr, size_t size,
     if (!begin(&c, false))
         return REAL(cuMemAllocManaged)(dptr, size, flags);
     CUresult r = REAL(cuMemAllocManaged)(dptr, size, flags);
-    alloc_done(&c, GMT_API_CU_MEM_ALLOC_MANAGED, r, device_now(c.t),
+    alloc_done(&c, GMT_API_CU_MEM_ALLOC_MANAGED, r, DEV_NOW,
                r == CUDA_SUCCESS ? *dptr : 0, size, 0, flags, GMT_NO_STREAM);
     return r;
 }
@@ -413,7 +454,9 @@ CUresult gmtw_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     CUresult r = REAL(cuMemCreate)(handle, size, prop, flags);
     bool on_device = prop == NULL ||
                      prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
-    int dev = on_device && prop != NULL && prop->location.id >= 0
+    int dev = r == CUDA_SUCCESS && on_device && prop != NULL &&
+                      prop->location.id >= 0 &&
+                      prop->location.id < GMT_MAX_DEVICES
                   ? prop->location.id
                   : c.t->last_device;
     alloc_done(&c,
@@ -511,6 +554,7 @@ static struct {
     int dev;
 } g_pools[MAX_POOLS];
 static int g_npools;
+static bool g_pools_full;
 static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t g_dev_pool_noted[GMT_MAX_DEVICES];
 static uint64_t g_pools_sampled[GMT_MAX_DEVICES];
@@ -528,14 +572,20 @@ static void pool_note(uint64_t pool, int dev)
     for (int i = 0; i < n; i++)
         if (g_pools[i].pool == pool && g_pools[i].dev >= 0)
             return;
+    if (__atomic_load_n(&g_pools_full, __ATOMIC_RELAXED))
+        return; /* more live pools than we follow: the rest go unsampled */
     pthread_mutex_lock(&g_pools_lock);
     bool known = false;
-    for (int i = 0; i < g_npools; i++) {
-        if (g_pools[i].pool == pool) { /* a destroyed pool's handle, reused */
-            __atomic_store_n(&g_pools[i].dev, dev, __ATOMIC_RELAXED);
+    for (int i = 0; i < g_npools && !known; i++) {
+        /* a destroyed pool's slot (or its handle, reused) is taken over */
+        if (g_pools[i].pool == pool || g_pools[i].dev < 0) {
+            g_pools[i].pool = pool;
+            __atomic_store_n(&g_pools[i].dev, dev, __ATOMIC_RELEASE);
             known = true;
         }
     }
+    if (!known && g_npools == MAX_POOLS)
+        __atomic_store_n(&g_pools_full, true, __ATOMIC_RELAXED);
     if (!known && g_npools < MAX_POOLS) {
         g_pools[g_npools].pool = pool;
         g_pools[g_npools].dev = dev;
@@ -641,13 +691,19 @@ CUresult gmtw_cuMemPoolDestroy(CUmemoryPool pool)
     CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) =
         (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))
             real(D_cuMemPoolGetAttribute);
+    int saved = errno;
     int n = __atomic_load_n(&g_npools, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < n && g_observe && t && get && gmt_tracer_active(); i++) {
+    for (int i = 0; i < n && g_observe && t && !t->guard && get &&
+                    gmt_tracer_active(); i++) {
         if (g_pools[i].pool == (uintptr_t)pool && g_pools[i].dev >= 0) {
+            t->guard = 1;
             pool_sample_one(t, get, i);
+            t->guard = 0;
             __atomic_store_n(&g_pools[i].dev, -1, __ATOMIC_RELAXED);
+            __atomic_store_n(&g_pools_full, false, __ATOMIC_RELAXED);
         }
     }
+    errno = saved;
     return REAL(cuMemPoolDestroy)(pool);
 }
 
@@ -667,14 +723,16 @@ static CUresult alloc_async(int fn, bool ptsz, CUdeviceptr *dptr, size_t size,
     bool rec = begin(&c, false);
     CUresult r = from_pool ? ((pool_t)f)(dptr, size, pool, stream)
                            : ((plain_t)f)(dptr, size, stream);
+    int saved = errno;
     if (g_observe && r == CUDA_SUCCESS)
         pools_after(true, from_pool ? pool : NULL);
+    errno = saved;
     if (!rec)
         return r;
     unsigned api = (from_pool ? GMT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC
                               : GMT_API_CU_MEM_ALLOC_ASYNC) |
                    (ptsz ? GMT_API_PTDS : 0);
-    alloc_done(&c, api, r, device_now(c.t), r == CUDA_SUCCESS ? *dptr : 0,
+    alloc_done(&c, api, r, DEV_NOW, r == CUDA_SUCCESS ? *dptr : 0,
                size, 0, (uintptr_t)pool, gmt_stream_of(stream, ptsz));
     return r;
 }
@@ -689,8 +747,10 @@ static CUresult free_async(int fn, bool ptsz, CUdeviceptr dptr,
     struct gmt_call c;
     bool rec = begin(&c, true);
     CUresult r = f(dptr, stream);
+    int saved = errno;
     if (g_observe && r == CUDA_SUCCESS)
         pools_after(false, NULL);
+    errno = saved;
     if (!rec)
         return r;
     free_done(&c, GMT_API_CU_MEM_FREE_ASYNC | (ptsz ? GMT_API_PTDS : 0), r,
@@ -797,6 +857,17 @@ bool gmt_drv_mem_info(size_t *free_b, size_t *total_b)
     CUresult (*f)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))
         g_real[D_cuMemGetInfo_v2];
     return f && f(free_b, total_b) == CUDA_SUCCESS;
+}
+
+/* The parent's pools mean nothing in a forked child, and the lock may
+ * have been held by a thread that does not exist there. */
+void gmt_drv_reset_after_fork(void)
+{
+    pthread_mutex_init(&g_pools_lock, NULL);
+    g_npools = 0;
+    g_pools_full = false;
+    memset(g_dev_pool_noted, 0, sizeof g_dev_pool_noted);
+    memset(g_pools_sampled, 0, sizeof g_pools_sampled);
 }
 
 /* Why nothing was recorded in a process that used the driver (at exit,

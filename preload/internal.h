@@ -137,6 +137,7 @@ bool gmt_drv_device_info(int dev, struct gmt_devinfo *out);
 bool gmt_drv_mem_info(size_t *free_b, size_t *total_b);
 /* Why a process that used the driver has no trace (NULL: it didn't). */
 const char *gmt_drv_silence_reason(void);
+void gmt_drv_reset_after_fork(void);
 
 /* ---- trace.c: the trace file, its chunks and the record encoder ------- */
 

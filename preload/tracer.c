@@ -156,6 +156,7 @@ static void after_fork_child(void)
     gmt_modules_reset_after_fork();
     gmt_log_reset_after_fork();
     gmt_mem_reset_after_fork();
+    gmt_drv_reset_after_fork();
     memset(g_device_written, 0, sizeof g_device_written);
     if (g_state == ST_ACTIVE) {
         export_session();

@@ -671,7 +671,8 @@ int gmt_vmm_decode(const struct gmt_rec *rec, struct gmt_vmm *out)
         if ((p = gmt_get_varint(p, end, &v[i])) == NULL)
             return -1;
     if (v[0] < GMT_API_CU_MEM_MAP || v[0] > GMT_API_CU_MEM_ADDRESS_FREE ||
-        v[1] > UINT32_MAX || v[2] > UINT32_MAX || v[7] > UINT32_MAX)
+        v[1] > UINT32_MAX || v[2] > UINT32_MAX || v[7] > UINT32_MAX ||
+        v[4] > GMT_SIZE_MAX)
         return -1;
     *out = (struct gmt_vmm){(unsigned)v[0], (uint32_t)v[1], (uint32_t)v[2],
                             (uint32_t)v[7], v[3], v[4], v[5], v[6]};
@@ -685,7 +686,8 @@ int gmt_mempool_decode(const struct gmt_rec *rec, struct gmt_mempool *out)
     for (int i = 0; i < 6; i++)
         if ((p = gmt_get_varint(p, end, &v[i])) == NULL)
             return -1;
-    if (v[0] > UINT32_MAX)
+    if (v[0] > UINT32_MAX || v[2] > GMT_SIZE_MAX || v[3] > GMT_SIZE_MAX ||
+        v[4] > GMT_SIZE_MAX || v[5] > GMT_SIZE_MAX)
         return -1;
     *out = (struct gmt_mempool){(uint32_t)v[0], v[1], v[2], v[3], v[4], v[5]};
     return 0;

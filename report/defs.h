@@ -133,6 +133,9 @@ struct gmt_vmm {
     uint32_t result, device, stack;
     uint64_t addr, size, offset, handle;
 };
+/* Sizes beyond this are malformed (no memory is 2^48 bytes): sums of
+ * them cannot overflow. */
+#define GMT_SIZE_MAX (1ull << 48)
 /* 0 and *out filled, or -1: malformed. */
 int gmt_vmm_decode(const struct gmt_rec *rec, struct gmt_vmm *out);
 /* A GMT_X_MEMPOOL record: a stream-ordered pool as the driver saw it. */

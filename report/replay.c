@@ -345,11 +345,20 @@ static void on_mempool(struct replay *r, const struct gmt_rec *rec)
 /* Virtual memory: physical memory is counted by its cuMemCreate (an
  * allocation keyed by its handle); mappings and reservations are address
  * space, counted apart. */
+/* Hostile traces: address-space sums stay far from overflow. */
+static void clamp(int64_t *x)
+{
+    const int64_t lim = (int64_t)1 << 62;
+    *x = *x > lim ? lim : *x < -lim ? -lim : *x;
+}
+
 static void on_vmm(struct replay *r, const struct gmt_rec *rec)
 {
     struct gmt_vmm v;
     if (gmt_vmm_decode(rec, &v) != 0 || v.result != 0)
         return;
+    clamp(&r->mapped);
+    clamp(&r->va_reserved);
     r->vmm_ops++;
     switch (v.api) {
     case GMT_API_CU_MEM_MAP:
