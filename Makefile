@@ -39,7 +39,8 @@ SIMLIB   := $(O)/sim/libcudart.so.13
 
 PRELOAD_SRC := $(wildcard preload/*.c)
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o)
-REPORT_SRC  := $(filter-out report/launcher.c,$(wildcard report/*.c))
+LAUNCHER_SRC := report/launcher.c report/launch_traces.c
+REPORT_SRC  := $(filter-out $(LAUNCHER_SRC),$(wildcard report/*.c))
 REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o)
 SIM_SRC     := $(filter-out tests/sim/selftest.c tests/sim/sim_driver.c,$(wildcard tests/sim/*.c))
 SIMDRV      := $(O)/sim/libcuda.so.1
@@ -72,11 +73,12 @@ $(LIB): $(PRELOAD_OBJ) preload/exports.map
 
 # ---- the report tool --------------------------------------------------------
 # -O3 after CFLAGS: the reader and replay loops gain ~10% over -O2
-# (scripts/bench-report.sh, docs/benchmarks.md).
+# (scripts/bench-report.sh, docs/benchmarks.md). -fwrapv: sums over a
+# hostile trace's sizes wrap instead of being undefined behaviour.
 $(O)/report/%.o: report/%.c
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -O3 -Ipreload -c $< -o $@
+	$(Q)$(CC) $(BASE) $(CFLAGS) -O3 -fwrapv -Ipreload -c $< -o $@
 
 $(REPORT): $(REPORT_OBJ)
 	$(call say,LD,$@)
@@ -84,9 +86,14 @@ $(REPORT): $(REPORT_OBJ)
 
 # The launcher reads the library's options table (preload/internal.h) and
 # links the report code, minus its main, for the summary at exit.
-$(LAUNCHER): $(O)/report/launcher.o $(filter-out $(O)/report/main.o,$(REPORT_OBJ))
+$(LAUNCHER): $(LAUNCHER_SRC:%.c=$(O)/%.o) $(filter-out $(O)/report/main.o,$(REPORT_OBJ))
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $^ -ldw -lelf -ldl -lm
+
+# The launcher's unit test compiles launcher.c in (tests/unit/test_launcher.c),
+# so it links the launcher's other object besides the report code.
+$(O)/tests/unit/test_launcher: $(O)/report/launch_traces.o
+$(O)/tests/unit/test_launcher: UNIT_OBJ += $(O)/report/launch_traces.o
 
 # ---- tests: simulated runtime, test programs, unit tests ---------------------
 $(O)/tests/sim/%.o: tests/sim/%.c

@@ -466,7 +466,11 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
         return;
     }
     r->oom_state_pending = false;
-    if (rec->addr == 0 || rec->size == 0)
+    /* No memory is 2^48 bytes: such a record is corrupt, and skipping it
+     * keeps the sums meaningful (report/ is built with -fwrapv, so even
+     * crafted sums are defined behaviour). */
+    if (rec->addr == 0 || rec->size == 0 || rec->size > GMT_SIZE_MAX ||
+        rec->size2 > GMT_SIZE_MAX)
         return;
     struct live *l = live_find(r, rec->addr);
     if (l) /* allocated twice without a free we saw: the old one is gone */

@@ -146,7 +146,7 @@ int main(void)
                                    cudaMemcpyDeviceToHost, s),
          "cudaMemcpyFromSymbolAsync", "memcpy");
 
-    cudaArray_t arr, arr2;
+    cudaArray_t arr = NULL, arr2 = NULL;
     struct cudaChannelFormatDesc desc = {8, 0, 0, 0, cudaChannelFormatKindUnsigned};
     if (cudaMallocArray(&arr, &desc, 64, 4, 0) != cudaSuccess ||
         cudaMallocArray(&arr2, &desc, 64, 4, 0) != cudaSuccess)
