@@ -88,6 +88,16 @@ def test_dlsym_lookup_observed():
     expect(got["by_api"] == {"cuMemAlloc": 1, "cuMemFree": 1}, f"calls: {got['by_api']}")
 
 
+def test_threads_observed():
+    # 8 threads look the driver up and allocate at once: every call is
+    # recorded, once, on its own thread
+    drv("threads")
+    got = info(one_trace())
+    expect(got["by_api"] == {"cuMemAlloc": 8000, "cuMemFree": 8000}, f"calls: {got['by_api']}")
+    expect(summary(one_trace())["leaked"] == 0, "leak")
+    expect(got["threads"] == 8, f"recording threads: {got['threads']}")
+
+
 def test_linked_program_observed():
     p = run([prog("drv_linked")])
     expect(p.stdout.strip() == "done", p.stdout + p.stderr)

@@ -2,13 +2,14 @@
  * linked runtime does: dlopen("libcuda.so.1"), dlsym("cuGetProcAddress_v2"),
  * then every function through cuGetProcAddress. No libcudart at all.
  *
- *   drv_calls MODE     MODE: alloc | vmm | async | host | v1 | dlsym
+ *   drv_calls MODE     MODE: alloc | vmm | async | host | v1 | dlsym | threads
  *
  * Each mode makes a known set of calls (the tests know the answers) and
  * prints what it checked about the lookups themselves.
  */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,10 +196,35 @@ static void mode_dlsym(void)
     ok(mfree(a), "cuMemFree_v2");
 }
 
+/* 8 threads, each looking the functions up itself (the table of driver
+ * functions is filled by whichever lookup comes first) and making 1000
+ * allocations of 4 KiB, each freed: 8000 of each. */
+static void *thread_main(void *arg)
+{
+    (void)arg;
+    alloc_t alloc = (alloc_t)dlsym(g_cuda, "cuMemAlloc_v2");
+    free_t mfree = FN(free_t, "cuMemFree");
+    for (int i = 0; i < 1000; i++) {
+        CUdeviceptr a;
+        ok(alloc(&a, 4096), "cuMemAlloc_v2");
+        ok(mfree(a), "cuMemFree_v2");
+    }
+    return NULL;
+}
+
+static void mode_threads(void)
+{
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, thread_main, NULL);
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: drv_calls alloc|vmm|async|host|v1|dlsym\n");
+        fprintf(stderr, "usage: drv_calls alloc|vmm|async|host|v1|dlsym|threads\n");
         return 2;
     }
     g_cuda = dlopen("libcuda.so.1", RTLD_NOW);
@@ -224,6 +250,8 @@ int main(int argc, char **argv)
         mode_v1();
     else if (strcmp(m, "dlsym") == 0)
         mode_dlsym();
+    else if (strcmp(m, "threads") == 0)
+        mode_threads();
     else
         return 2;
     printf("done\n");
