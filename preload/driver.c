@@ -43,12 +43,23 @@
     X(cuMemUnmap) X(cuMemAddressReserve) X(cuMemAddressFree)                  \
     X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)     \
     X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz)  \
-    X(cuMemPoolDestroy)
+    X(cuMemPoolDestroy)                                                       \
+    X(cuMemcpy) X(cuMemcpy_ptds) X(cuMemcpyAsync) X(cuMemcpyAsync_ptsz)       \
+    X(cuMemcpyHtoD_v2) X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyDtoH_v2)             \
+    X(cuMemcpyDtoH_v2_ptds) X(cuMemcpyDtoD_v2) X(cuMemcpyDtoD_v2_ptds)        \
+    X(cuMemcpyHtoDAsync_v2) X(cuMemcpyHtoDAsync_v2_ptsz)                      \
+    X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoHAsync_v2_ptsz)                      \
+    X(cuMemcpyDtoDAsync_v2) X(cuMemcpyDtoDAsync_v2_ptsz)                      \
+    X(cuMemsetD8_v2) X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2)                  \
+    X(cuMemsetD16_v2_ptds) X(cuMemsetD32_v2) X(cuMemsetD32_v2_ptds)           \
+    X(cuMemsetD8Async) X(cuMemsetD8Async_ptsz) X(cuMemsetD16Async)            \
+    X(cuMemsetD16Async_ptsz) X(cuMemsetD32Async) X(cuMemsetD32Async_ptsz)
 /* Called by the observer itself, never wrapped. */
 #define GMT_DRV_SELF(X)                                                       \
     X(cuCtxGetDevice) X(cuDeviceGet) X(cuDeviceGetName)                       \
     X(cuDeviceTotalMem_v2) X(cuDeviceGetUuid_v2) X(cuDeviceGetAttribute)     \
-    X(cuMemGetInfo_v2) X(cuDeviceGetMemPool) X(cuMemPoolGetAttribute)
+    X(cuMemGetInfo_v2) X(cuDeviceGetMemPool) X(cuMemPoolGetAttribute)        \
+    X(cuPointerGetAttribute)
 
 enum {
 #define GMT_DRV_ENUM(n) D_##n,
@@ -802,6 +813,183 @@ CUresult gmtw_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
 {
     return free_async(D_cuMemFreeAsync_ptsz, true, dptr, stream);
 }
+
+/* ---- copies and sets -------------------------------------------------------
+ * What a statically linked runtime's cudaMemcpy/cudaMemset become, and
+ * what JAX calls directly: recorded like the runtime's (GMT_K_MEMCPY with
+ * the direction and, for the host side, pinned or pageable). */
+
+/* The kind of memory at p: GMT_PTR_*. The driver answers "invalid value"
+ * for memory it does not know: pageable host memory. */
+static int ptr_class(uint64_t p)
+{
+    CUresult (*f)(void *, CUpointer_attribute, CUdeviceptr) =
+        (CUresult(*)(void *, CUpointer_attribute, CUdeviceptr))
+            real(D_cuPointerGetAttribute);
+    unsigned type = 0;
+    if (f == NULL)
+        return GMT_PTR_UNKNOWN;
+    CUresult r = f(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p);
+    if (r == CUDA_ERROR_INVALID_VALUE)
+        return GMT_PTR_PAGEABLE;
+    if (r != CUDA_SUCCESS)
+        return GMT_PTR_UNKNOWN;
+    return type == CU_MEMORYTYPE_HOST ? GMT_PTR_PINNED : GMT_PTR_DEVICE;
+}
+
+static unsigned hostmem_of(int cls)
+{
+    return cls == GMT_PTR_PINNED     ? GMT_HOSTMEM_PINNED
+           : cls == GMT_PTR_PAGEABLE ? GMT_HOSTMEM_PAGEABLE
+                                     : GMT_HOSTMEM_UNKNOWN;
+}
+
+/* dir: GMT_DIR_H2D/D2H/D2D, or GMT_DIR_UNKNOWN for a unified-address copy
+ * (cuMemcpy), resolved from the pointers. */
+static uint8_t copy_dir(CUresult r, unsigned dir, uint64_t dst, uint64_t src)
+{
+    if (r != CUDA_SUCCESS) /* pointers may be garbage */
+        return (uint8_t)dir;
+    if (dir == GMT_DIR_UNKNOWN) {
+        int cd = ptr_class(dst), cs = ptr_class(src);
+        if (cd == GMT_PTR_UNKNOWN || cs == GMT_PTR_UNKNOWN)
+            return GMT_DIR_UNKNOWN;
+        bool dd = cd == GMT_PTR_DEVICE, sd = cs == GMT_PTR_DEVICE;
+        dir = sd ? (dd ? GMT_DIR_D2D : GMT_DIR_D2H)
+                 : (dd ? GMT_DIR_H2D : GMT_DIR_H2H);
+        if (dir == GMT_DIR_H2D)
+            return (uint8_t)(dir | hostmem_of(cs) << GMT_HOSTMEM_SHIFT);
+        if (dir == GMT_DIR_D2H)
+            return (uint8_t)(dir | hostmem_of(cd) << GMT_HOSTMEM_SHIFT);
+        return (uint8_t)dir;
+    }
+    if ((dir != GMT_DIR_H2D && dir != GMT_DIR_D2H) || !gmt_opt.hostmem)
+        return (uint8_t)dir;
+    uint64_t host = dir == GMT_DIR_H2D ? src : dst;
+    return (uint8_t)(dir | hostmem_of(ptr_class(host)) << GMT_HOSTMEM_SHIFT);
+}
+
+static void copy_done(struct gmt_call *c, CUresult r, unsigned kind,
+                      unsigned dir, uint64_t dst, uint64_t src, uint64_t bytes,
+                      uint64_t value, bool ptds, bool async, CUstream stream)
+{
+    gmt_call_errno(c);
+    struct gmt_event ev = {
+        .kind = (uint8_t)kind,
+        .api = (uint8_t)((kind == GMT_K_MEMCPY ? GMT_API_CU_MEMCPY
+                                               : GMT_API_CU_MEMSET) |
+                         (ptds ? GMT_API_PTDS : 0)),
+        .result = (int32_t)r,
+        .device = r == CUDA_SUCCESS ? device_now(c->t) : c->t->last_device,
+        .addr = dst,
+        .addr2 = src,
+        .size = bytes,
+        .value = value,
+    };
+    if (kind == GMT_K_MEMCPY)
+        ev.dir = copy_dir(r, dir, dst, src);
+    if (async) {
+        ev.has_stream = true;
+        ev.stream = gmt_stream_of(stream, ptds);
+    }
+    gmt_call_emit(c, &ev);
+    gmt_call_finish(c);
+}
+
+/* One wrapper per exported variant, each with its function's own types. */
+#define COPY(name, DT, ST, DIR, PT)                                           \
+    WRAPPER(CUresult, name, (DT dst, ST src, size_t n));                      \
+    CUresult gmtw_##name(DT dst, ST src, size_t n)                            \
+    {                                                                         \
+        CUresult (*f)(DT, ST, size_t) =                                       \
+            (CUresult(*)(DT, ST, size_t))real(D_##name);                      \
+        struct gmt_call c;                                                    \
+        if (f == NULL)                                                        \
+            return CUDA_ERROR_NOT_INITIALIZED;                                \
+        if (!begin(&c, false))                                                \
+            return f(dst, src, n);                                            \
+        CUresult r = f(dst, src, n);                                          \
+        copy_done(&c, r, GMT_K_MEMCPY, DIR, (uintptr_t)dst, (uintptr_t)src,   \
+                  n, 0, PT, false, NULL);                                     \
+        return r;                                                             \
+    }
+#define COPY_ASYNC(name, DT, ST, DIR, PT)                                     \
+    WRAPPER(CUresult, name, (DT dst, ST src, size_t n, CUstream s));          \
+    CUresult gmtw_##name(DT dst, ST src, size_t n, CUstream s)                \
+    {                                                                         \
+        CUresult (*f)(DT, ST, size_t, CUstream) =                             \
+            (CUresult(*)(DT, ST, size_t, CUstream))real(D_##name);            \
+        struct gmt_call c;                                                    \
+        if (f == NULL)                                                        \
+            return CUDA_ERROR_NOT_INITIALIZED;                                \
+        if (!begin(&c, false))                                                \
+            return f(dst, src, n, s);                                         \
+        CUresult r = f(dst, src, n, s);                                       \
+        copy_done(&c, r, GMT_K_MEMCPY, DIR, (uintptr_t)dst, (uintptr_t)src,   \
+                  n, 0, PT, true, s);                                         \
+        return r;                                                             \
+    }
+#define SET(name, VT, SIZE, PT)                                               \
+    WRAPPER(CUresult, name, (CUdeviceptr dst, VT v, size_t n));               \
+    CUresult gmtw_##name(CUdeviceptr dst, VT v, size_t n)                     \
+    {                                                                         \
+        CUresult (*f)(CUdeviceptr, VT, size_t) =                              \
+            (CUresult(*)(CUdeviceptr, VT, size_t))real(D_##name);             \
+        struct gmt_call c;                                                    \
+        if (f == NULL)                                                        \
+            return CUDA_ERROR_NOT_INITIALIZED;                                \
+        if (!begin(&c, false))                                                \
+            return f(dst, v, n);                                              \
+        CUresult r = f(dst, v, n);                                            \
+        copy_done(&c, r, GMT_K_MEMSET, 0, dst, 0, (uint64_t)n * (SIZE),       \
+                  (uint64_t)v, PT, false, NULL);                              \
+        return r;                                                             \
+    }
+#define SET_ASYNC(name, VT, SIZE, PT)                                         \
+    WRAPPER(CUresult, name, (CUdeviceptr dst, VT v, size_t n, CUstream s));   \
+    CUresult gmtw_##name(CUdeviceptr dst, VT v, size_t n, CUstream s)         \
+    {                                                                         \
+        CUresult (*f)(CUdeviceptr, VT, size_t, CUstream) =                    \
+            (CUresult(*)(CUdeviceptr, VT, size_t, CUstream))real(D_##name);   \
+        struct gmt_call c;                                                    \
+        if (f == NULL)                                                        \
+            return CUDA_ERROR_NOT_INITIALIZED;                                \
+        if (!begin(&c, false))                                                \
+            return f(dst, v, n, s);                                           \
+        CUresult r = f(dst, v, n, s);                                         \
+        copy_done(&c, r, GMT_K_MEMSET, 0, dst, 0, (uint64_t)n * (SIZE),       \
+                  (uint64_t)v, PT, true, s);                                  \
+        return r;                                                             \
+    }
+
+COPY(cuMemcpy, CUdeviceptr, CUdeviceptr, GMT_DIR_UNKNOWN, false)
+COPY(cuMemcpy_ptds, CUdeviceptr, CUdeviceptr, GMT_DIR_UNKNOWN, true)
+COPY_ASYNC(cuMemcpyAsync, CUdeviceptr, CUdeviceptr, GMT_DIR_UNKNOWN, false)
+COPY_ASYNC(cuMemcpyAsync_ptsz, CUdeviceptr, CUdeviceptr, GMT_DIR_UNKNOWN, true)
+COPY(cuMemcpyHtoD_v2, CUdeviceptr, const void *, GMT_DIR_H2D, false)
+COPY(cuMemcpyHtoD_v2_ptds, CUdeviceptr, const void *, GMT_DIR_H2D, true)
+COPY(cuMemcpyDtoH_v2, void *, CUdeviceptr, GMT_DIR_D2H, false)
+COPY(cuMemcpyDtoH_v2_ptds, void *, CUdeviceptr, GMT_DIR_D2H, true)
+COPY(cuMemcpyDtoD_v2, CUdeviceptr, CUdeviceptr, GMT_DIR_D2D, false)
+COPY(cuMemcpyDtoD_v2_ptds, CUdeviceptr, CUdeviceptr, GMT_DIR_D2D, true)
+COPY_ASYNC(cuMemcpyHtoDAsync_v2, CUdeviceptr, const void *, GMT_DIR_H2D, false)
+COPY_ASYNC(cuMemcpyHtoDAsync_v2_ptsz, CUdeviceptr, const void *, GMT_DIR_H2D, true)
+COPY_ASYNC(cuMemcpyDtoHAsync_v2, void *, CUdeviceptr, GMT_DIR_D2H, false)
+COPY_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, void *, CUdeviceptr, GMT_DIR_D2H, true)
+COPY_ASYNC(cuMemcpyDtoDAsync_v2, CUdeviceptr, CUdeviceptr, GMT_DIR_D2D, false)
+COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, CUdeviceptr, CUdeviceptr, GMT_DIR_D2D, true)
+SET(cuMemsetD8_v2, unsigned char, 1, false)
+SET(cuMemsetD8_v2_ptds, unsigned char, 1, true)
+SET(cuMemsetD16_v2, unsigned short, 2, false)
+SET(cuMemsetD16_v2_ptds, unsigned short, 2, true)
+SET(cuMemsetD32_v2, unsigned int, 4, false)
+SET(cuMemsetD32_v2_ptds, unsigned int, 4, true)
+SET_ASYNC(cuMemsetD8Async, unsigned char, 1, false)
+SET_ASYNC(cuMemsetD8Async_ptsz, unsigned char, 1, true)
+SET_ASYNC(cuMemsetD16Async, unsigned short, 2, false)
+SET_ASYNC(cuMemsetD16Async_ptsz, unsigned short, 2, true)
+SET_ASYNC(cuMemsetD32Async, unsigned int, 4, false)
+SET_ASYNC(cuMemsetD32Async_ptsz, unsigned int, 4, true)
 
 static void *const g_wrappers[D_WRAPPED_COUNT] = {
 #define GMT_DRV_WRAP(n) [D_##n] = (void *)gmtw_##n,

@@ -240,6 +240,10 @@ enum gmt_api {
     GMT_API_CU_MEM_UNMAP = 121,
     GMT_API_CU_MEM_ADDRESS_RESERVE = 122,
     GMT_API_CU_MEM_ADDRESS_FREE = 123,
+    /* driver API: copies (every cuMemcpy* the observer wraps; the dir
+     * byte says which way) and sets (cuMemsetD8/16/32*) */
+    GMT_API_CU_MEMCPY = 124,
+    GMT_API_CU_MEMSET = 125,
     GMT_API_API_MAX = 127,
 };
 /* Bit 7 of the api byte: the call was the per-thread-default-stream variant

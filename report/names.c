@@ -94,6 +94,8 @@ const char *gmt_api_name(unsigned api)
         [GMT_API_CU_MEM_UNMAP] = "cuMemUnmap",
         [GMT_API_CU_MEM_ADDRESS_RESERVE] = "cuMemAddressReserve",
         [GMT_API_CU_MEM_ADDRESS_FREE] = "cuMemAddressFree",
+        [GMT_API_CU_MEMCPY] = "cuMemcpy",
+        [GMT_API_CU_MEMSET] = "cuMemset",
     };
     api &= ~GMT_API_PTDS;
     return api <= GMT_API_API_MAX && names[api] ? names[api] : "unknown";

@@ -143,6 +143,10 @@ def main():
         if "kernel_events_plain" in r:
             other.append(f"CUDA kernel events {r['framework'].get('cuda_kernel_events')} "
                          f"(without the tool {r['kernel_events_plain']})")
+        copies = sum(v for k, v in r.get("driver_calls", {}).items()
+                     if k.startswith(("cuMemcpy", "cuMemset")))
+        if copies:
+            other.append(f"{copies} driver-level copies/sets")
         if r.get("pools_peak_reserved"):
             other.append(f"stream-ordered pools: peak reserved {r['pools_peak_reserved']}, "
                          f"used {r['pools_peak_used']}")

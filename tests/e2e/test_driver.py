@@ -88,6 +88,26 @@ def test_dlsym_lookup_observed():
     expect(got["by_api"] == {"cuMemAlloc": 1, "cuMemFree": 1}, f"calls: {got['by_api']}")
 
 
+def test_copies_and_sets():
+    # what a static runtime's cudaMemcpy/cudaMemset become, and what JAX
+    # calls itself: direction from the function (or, for cuMemcpy, from
+    # the pointers), the host side pinned or pageable
+    p = drv("copies")
+    expect("copied back: 7" in p.stdout, p.stdout)
+    t = one_trace()
+    got = info(t)
+    expect(got["by_api"] == {"cuMemAlloc": 1, "cuMemAllocHost": 1, "cuMemcpy": 7,
+                             "cuMemcpy_ptds": 1, "cuMemset": 3}, f"calls: {got['by_api']}")
+    doc = json.loads(report("transfers", "--json", t).stdout)["traces"][0]
+    dirs = {(d["direction"], d["host_memory"]): (d["bytes"], d["count"])
+            for d in doc["directions"]}
+    want = {("H2D", "pageable"): (4196, 2), ("H2D", "pinned"): (16384, 2),
+            ("D2H", "pageable"): (4096, 1), ("D2H", "pinned"): (4096, 1),
+            ("D2D", "unknown"): (17384, 2)}
+    expect(dirs == want, f"directions: {dirs}")
+    expect(doc["sets"] == {"bytes": 768, "count": 3}, f"sets: {doc['sets']}")
+
+
 def test_threads_observed():
     # 8 threads look the driver up and allocate at once: every call is
     # recorded, once, on its own thread

@@ -11,7 +11,8 @@
  * 512-byte aligned device memory and 4096-byte aligned pinned host memory.
  *
  * Exported: the device queries, the allocation, virtual memory and
- * stream-ordered calls a memory profiler watches, cuGetProcAddress (v1 and
+ * stream-ordered calls a memory profiler watches, the linear copies and
+ * sets (done at once) with cuPointerGetAttribute, cuGetProcAddress (v1 and
  * _v2) with the real driver's version and per-thread-stream rules, and
  * simDrvSetDevice for tests.  Everything else is static; libcuda.map
  * exports only cu[A-Z]* and simDrv[A-Z]*.
@@ -25,8 +26,9 @@
  *
  * One mutex protects all state; the current device is per thread.  The
  * model is deliberately simple: nothing runs on streams, so stream-ordered
- * frees take effect at once, and memory mapped through the virtual memory
- * calls is never readable (the physical handles are bookkeeping only).
+ * frees, copies and sets take effect at once, and memory mapped through the
+ * virtual memory calls is never readable (the physical handles are
+ * bookkeeping only).
  */
 #include <cuda.h>
 
@@ -52,11 +54,25 @@
 #undef cuMemAllocHost
 #undef cuStreamDestroy
 #undef cuGetProcAddress
+#undef cuMemcpyHtoD
+#undef cuMemcpyDtoH
+#undef cuMemcpyDtoD
+#undef cuMemcpyHtoDAsync
+#undef cuMemcpyDtoHAsync
+#undef cuMemcpyDtoDAsync
+#undef cuMemsetD8
+#undef cuMemsetD16
+#undef cuMemsetD32
 /* Only renamed in per-thread-stream builds; undone in case one sets it. */
 #undef cuMemAllocAsync
 #undef cuMemAllocFromPoolAsync
 #undef cuMemFreeAsync
 #undef cuStreamSynchronize
+#undef cuMemcpy
+#undef cuMemcpyAsync
+#undef cuMemsetD8Async
+#undef cuMemsetD16Async
+#undef cuMemsetD32Async
 
 #define DRV_MAX_DEVICES 8
 #define DRV_DEV_ALIGN 512                 /* device / managed / pool memory, pitches */
@@ -87,6 +103,35 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
                                       CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuStreamSynchronize_ptsz(CUstream hStream);
+CUresult cuMemcpyHtoD(unsigned int dstDevice, const void *srcHost, unsigned int ByteCount);
+CUresult cuMemcpyDtoH(void *dstHost, unsigned int srcDevice, unsigned int ByteCount);
+CUresult cuMemcpyDtoD(unsigned int dstDevice, unsigned int srcDevice, unsigned int ByteCount);
+CUresult cuMemcpyHtoDAsync(unsigned int dstDevice, const void *srcHost, unsigned int ByteCount,
+                           CUstream hStream);
+CUresult cuMemcpyDtoHAsync(void *dstHost, unsigned int srcDevice, unsigned int ByteCount,
+                           CUstream hStream);
+CUresult cuMemcpyDtoDAsync(unsigned int dstDevice, unsigned int srcDevice, unsigned int ByteCount,
+                           CUstream hStream);
+CUresult cuMemsetD8(unsigned int dstDevice, unsigned char uc, unsigned int N);
+CUresult cuMemsetD16(unsigned int dstDevice, unsigned short us, unsigned int N);
+CUresult cuMemsetD32(unsigned int dstDevice, unsigned int ui, unsigned int N);
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount);
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount);
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount);
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream);
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream);
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream);
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N);
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N);
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N);
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream);
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream);
 
 /* Test-only: makes `ordinal` the calling thread's current device (what
  * cuCtxGetDevice reports and allocations are charged to). */
@@ -109,6 +154,8 @@ struct drv_alloc {
     enum drv_kind kind;
     struct CUmemPoolHandle_st *pool;   /* DRV_POOL only */
     struct drv_alloc *next;
+    struct drv_alloc *left, *right;    /* the address-ordered treap */
+    uint64_t prio;
 };
 
 /* Physical memory of the virtual memory API: bookkeeping, no bytes. */
@@ -169,6 +216,8 @@ static struct {
     struct drv_alloc **tab;            /* 1 << tab_bits chains */
     unsigned tab_bits;
     size_t nallocs;
+    struct drv_alloc *tree;            /* the same allocations, ordered by address */
+    uint64_t prio_seed;
     struct drv_handle *handles;
     struct drv_reservation *reservations;
     struct CUmemPoolHandle_st *pools;  /* live (not destroyed) pools */
@@ -316,6 +365,86 @@ static void drv_tab_grow(void)
     drv.tab_bits = bits;
 }
 
+/*
+ * The live allocations are also kept in a treap ordered by base address,
+ * so that the allocation containing any pointer (copies, sets, pointer
+ * attributes: device pointers may be interior, and unified copies and
+ * attribute queries also look up host pointers) is found in O(log n).  Allocations
+ * never overlap, so "p lies past a" means every candidate is on a's right.
+ */
+static uint64_t drv_prio_next(void)
+{
+    uint64_t z = (drv.prio_seed += 0x9E3779B97F4A7C15ULL); /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Splits t into the nodes below key and those at or above it. */
+static void drv_tree_split(struct drv_alloc *t, uintptr_t key, struct drv_alloc **lo,
+                           struct drv_alloc **hi)
+{
+    if (!t) {
+        *lo = *hi = NULL;
+    } else if (t->base < key) {
+        drv_tree_split(t->right, key, &t->right, hi);
+        *lo = t;
+    } else {
+        drv_tree_split(t->left, key, lo, &t->left);
+        *hi = t;
+    }
+}
+
+/* Joins two treaps, every base in lo below every base in hi. */
+static struct drv_alloc *drv_tree_merge(struct drv_alloc *lo, struct drv_alloc *hi)
+{
+    if (!lo)
+        return hi;
+    if (!hi)
+        return lo;
+    if (lo->prio > hi->prio) {
+        lo->right = drv_tree_merge(lo->right, hi);
+        return lo;
+    }
+    hi->left = drv_tree_merge(lo, hi->left);
+    return hi;
+}
+
+static void drv_tree_insert(struct drv_alloc *a)
+{
+    struct drv_alloc **t = &drv.tree;
+    a->prio = drv_prio_next();
+    while (*t && (*t)->prio >= a->prio)
+        t = a->base < (*t)->base ? &(*t)->left : &(*t)->right;
+    drv_tree_split(*t, a->base, &a->left, &a->right);
+    *t = a;
+}
+
+/* a must be in the tree. */
+static void drv_tree_remove(struct drv_alloc *a)
+{
+    struct drv_alloc **t = &drv.tree;
+    while (*t != a)
+        t = a->base < (*t)->base ? &(*t)->left : &(*t)->right;
+    *t = drv_tree_merge(a->left, a->right);
+    a->left = a->right = NULL;
+}
+
+/* The live allocation that contains p, or NULL. */
+static struct drv_alloc *drv_tree_find(uintptr_t p)
+{
+    struct drv_alloc *t = drv.tree;
+    while (t) {
+        if (p < t->base)
+            t = t->left;
+        else if (p - t->base < t->size)
+            return t;
+        else
+            t = t->right;
+    }
+    return NULL;
+}
+
 static void drv_tab_insert(struct drv_alloc *a)
 {
     if (drv.nallocs >= (size_t)1 << drv.tab_bits && drv.tab_bits < 30)
@@ -324,6 +453,7 @@ static void drv_tab_insert(struct drv_alloc *a)
     a->next = drv.tab[s];
     drv.tab[s] = a;
     drv.nallocs++;
+    drv_tree_insert(a);
 }
 
 /* Removes and returns the allocation that starts at p, if its kind is one
@@ -338,6 +468,7 @@ static struct drv_alloc *drv_tab_take(uintptr_t p, unsigned kinds)
             return NULL;
         *pp = a->next;
         drv.nallocs--;
+        drv_tree_remove(a);
         return a;
     }
     return NULL;
@@ -1405,6 +1536,366 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 }
 
 /* ------------------------------------------------------------------ */
+/* Copies, sets, pointer attributes                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Copies and sets happen at once, under the lock (so that no allocation
+ * they touch can be freed meanwhile), with memmove / stores on the bytes
+ * this library handed out; nothing is queued, streams are only checked.
+ * What the real driver (580, H200) does and this follows:
+ *  - a zero-byte copy or set succeeds without looking at its pointers;
+ *  - a device side must lie entirely in one live allocation, of any kind:
+ *    pinned host memory is accepted there too (unified addressing), not
+ *    pageable host memory;
+ *  - cuMemcpy / cuMemcpyAsync take a pointer inside an allocation as that
+ *    allocation's memory (and check the size), anything else as host
+ *    memory;
+ *  - D16 / D32 sets need a 2 / 4-byte aligned destination.
+ * Host memory is not checked beyond this: not NULL, no wrap-around, and
+ * not inside a virtual memory reservation, which is never readable here
+ * (a copy there is CUDA_ERROR_INVALID_VALUE rather than a crash).
+ */
+enum drv_side {
+    DRV_SIDE_DEV,     /* inside one live allocation */
+    DRV_SIDE_HOST,    /* host memory */
+    DRV_SIDE_ANY      /* unified addressing: an allocation if in one, host otherwise */
+};
+
+/* Whether [p, p + n), n > 0, is acceptable as a side of a copy or set
+ * (lock held). */
+static bool drv_range_ok(uintptr_t p, size_t n, enum drv_side side)
+{
+    if (side != DRV_SIDE_HOST) {
+        const struct drv_alloc *a = drv_tree_find(p);
+        if (a)
+            return n <= a->size - (p - a->base);
+        if (side == DRV_SIDE_DEV)
+            return false;
+    }
+    if (p == 0 || n - 1 > UINTPTR_MAX - p)
+        return false;
+    for (const struct drv_reservation *x = drv.reservations; x; x = x->next)
+        if (p < x->base + x->size && x->base <= p + (n - 1))
+            return false;
+    return true;
+}
+
+static CUresult drv_copy(uintptr_t dst, enum drv_side dst_side, uintptr_t src, enum drv_side src_side,
+                         size_t n, CUstream h)
+{
+    CUresult r = drv_enter();
+    if (r != CUDA_SUCCESS)
+        return r;
+    int dev;
+    pthread_mutex_lock(&drv.lock);
+    r = drv_stream_device(h, &dev);
+    if (r == CUDA_SUCCESS && n > 0) {
+        if (drv_range_ok(dst, n, dst_side) && drv_range_ok(src, n, src_side))
+            memmove((void *)dst, (const void *)src, n); /* the ranges may overlap */
+        else
+            r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&drv.lock);
+    return r;
+}
+
+/* Sets count elements of elem (1, 2 or 4) bytes at dst to value. */
+static CUresult drv_set(uintptr_t dst, uint32_t value, size_t elem, size_t count, CUstream h)
+{
+    CUresult r = drv_enter();
+    if (r != CUDA_SUCCESS)
+        return r;
+    int dev;
+    size_t bytes;
+    pthread_mutex_lock(&drv.lock);
+    r = drv_stream_device(h, &dev);
+    if (r == CUDA_SUCCESS && count > 0) {
+        if (dst % elem != 0 || __builtin_mul_overflow(count, elem, &bytes) ||
+            !drv_range_ok(dst, bytes, DRV_SIDE_DEV)) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else if (elem == 1) {
+            memset((void *)dst, (int)(value & 0xff), bytes);
+        } else if (elem == 2) {
+            uint16_t *q = (uint16_t *)dst;
+            for (size_t i = 0; i < count; i++)
+                q[i] = (uint16_t)value;
+        } else {
+            uint32_t *q = (uint32_t *)dst;
+            for (size_t i = 0; i < count; i++)
+                q[i] = value;
+        }
+    }
+    pthread_mutex_unlock(&drv.lock);
+    return r;
+}
+
+#define DRV_D DRV_SIDE_DEV
+#define DRV_H DRV_SIDE_HOST
+#define DRV_A DRV_SIDE_ANY
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return drv_copy((uintptr_t)dst, DRV_A, (uintptr_t)src, DRV_A, ByteCount, NULL);
+}
+
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return drv_copy((uintptr_t)dst, DRV_A, (uintptr_t)src, DRV_A, ByteCount, NULL);
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return drv_copy((uintptr_t)dst, DRV_A, (uintptr_t)src, DRV_A, ByteCount, hStream);
+}
+
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return drv_copy((uintptr_t)dst, DRV_A, (uintptr_t)src, DRV_A, ByteCount, hStream);
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return drv_copy((uintptr_t)dstDevice, DRV_D, (uintptr_t)srcHost, DRV_H, ByteCount, NULL);
+}
+
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return drv_copy((uintptr_t)dstDevice, DRV_D, (uintptr_t)srcHost, DRV_H, ByteCount, NULL);
+}
+
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return drv_copy((uintptr_t)dstHost, DRV_H, (uintptr_t)srcDevice, DRV_D, ByteCount, NULL);
+}
+
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return drv_copy((uintptr_t)dstHost, DRV_H, (uintptr_t)srcDevice, DRV_D, ByteCount, NULL);
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return drv_copy((uintptr_t)dstDevice, DRV_D, (uintptr_t)srcDevice, DRV_D, ByteCount, NULL);
+}
+
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return drv_copy((uintptr_t)dstDevice, DRV_D, (uintptr_t)srcDevice, DRV_D, ByteCount, NULL);
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                              CUstream hStream)
+{
+    return drv_copy((uintptr_t)dstDevice, DRV_D, (uintptr_t)srcHost, DRV_H, ByteCount, hStream);
+}
+
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return drv_copy((uintptr_t)dstDevice, DRV_D, (uintptr_t)srcHost, DRV_H, ByteCount, hStream);
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+    return drv_copy((uintptr_t)dstHost, DRV_H, (uintptr_t)srcDevice, DRV_D, ByteCount, hStream);
+}
+
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return drv_copy((uintptr_t)dstHost, DRV_H, (uintptr_t)srcDevice, DRV_D, ByteCount, hStream);
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream)
+{
+    return drv_copy((uintptr_t)dstDevice, DRV_D, (uintptr_t)srcDevice, DRV_D, ByteCount, hStream);
+}
+
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return drv_copy((uintptr_t)dstDevice, DRV_D, (uintptr_t)srcDevice, DRV_D, ByteCount, hStream);
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    return drv_set((uintptr_t)dstDevice, uc, 1, N, NULL);
+}
+
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    return drv_set((uintptr_t)dstDevice, uc, 1, N, NULL);
+}
+
+CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    return drv_set((uintptr_t)dstDevice, us, 2, N, NULL);
+}
+
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    return drv_set((uintptr_t)dstDevice, us, 2, N, NULL);
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    return drv_set((uintptr_t)dstDevice, ui, 4, N, NULL);
+}
+
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    return drv_set((uintptr_t)dstDevice, ui, 4, N, NULL);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    return drv_set((uintptr_t)dstDevice, uc, 1, N, hStream);
+}
+
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    return drv_set((uintptr_t)dstDevice, uc, 1, N, hStream);
+}
+
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    return drv_set((uintptr_t)dstDevice, us, 2, N, hStream);
+}
+
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    return drv_set((uintptr_t)dstDevice, us, 2, N, hStream);
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    return drv_set((uintptr_t)dstDevice, ui, 4, N, hStream);
+}
+
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    return drv_set((uintptr_t)dstDevice, ui, 4, N, hStream);
+}
+
+#undef DRV_D
+#undef DRV_H
+#undef DRV_A
+
+/* The 32-bit device pointer ABI (before CUDA 3.2), like cuMemAlloc: only
+ * there so that a lookup of an old version finds a real function. */
+CUresult cuMemcpyHtoD(unsigned int dstDevice, const void *srcHost, unsigned int ByteCount)
+{
+    (void)dstDevice;
+    (void)srcHost;
+    (void)ByteCount;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemcpyDtoH(void *dstHost, unsigned int srcDevice, unsigned int ByteCount)
+{
+    (void)dstHost;
+    (void)srcDevice;
+    (void)ByteCount;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemcpyDtoD(unsigned int dstDevice, unsigned int srcDevice, unsigned int ByteCount)
+{
+    (void)dstDevice;
+    (void)srcDevice;
+    (void)ByteCount;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemcpyHtoDAsync(unsigned int dstDevice, const void *srcHost, unsigned int ByteCount,
+                           CUstream hStream)
+{
+    (void)dstDevice;
+    (void)srcHost;
+    (void)ByteCount;
+    (void)hStream;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemcpyDtoHAsync(void *dstHost, unsigned int srcDevice, unsigned int ByteCount,
+                           CUstream hStream)
+{
+    (void)dstHost;
+    (void)srcDevice;
+    (void)ByteCount;
+    (void)hStream;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemcpyDtoDAsync(unsigned int dstDevice, unsigned int srcDevice, unsigned int ByteCount,
+                           CUstream hStream)
+{
+    (void)dstDevice;
+    (void)srcDevice;
+    (void)ByteCount;
+    (void)hStream;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemsetD8(unsigned int dstDevice, unsigned char uc, unsigned int N)
+{
+    (void)dstDevice;
+    (void)uc;
+    (void)N;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemsetD16(unsigned int dstDevice, unsigned short us, unsigned int N)
+{
+    (void)dstDevice;
+    (void)us;
+    (void)N;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemsetD32(unsigned int dstDevice, unsigned int ui, unsigned int N)
+{
+    (void)dstDevice;
+    (void)ui;
+    (void)N;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/*
+ * Two attributes, answered as the real driver does: MEMORY_TYPE is
+ * CU_MEMORYTYPE_DEVICE for device, managed and pool memory,
+ * CU_MEMORYTYPE_HOST for pinned host memory (cuMemAllocHost,
+ * cuMemHostAlloc, and pools located on the host); DEVICE_ORDINAL is the
+ * allocation's device (host memory: the calling thread's current
+ * device).  Interior pointers count.  Any other pointer - pageable host
+ * memory, 0, virtual memory mappings - and any other attribute give
+ * CUDA_ERROR_INVALID_VALUE.
+ */
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    if (!data || (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE &&
+                  attribute != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = drv_enter();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&drv.lock);
+    const struct drv_alloc *a = drv_tree_find((uintptr_t)ptr);
+    if (!a) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+        bool host = a->kind == DRV_HOST || (a->kind == DRV_POOL && a->device < 0);
+        *(CUmemorytype *)data = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    } else {
+        *(int *)data = a->device >= 0 ? a->device : drv_tls_device;
+    }
+    pthread_mutex_unlock(&drv.lock);
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
 /* cuGetProcAddress                                                    */
 /* ------------------------------------------------------------------ */
 
@@ -1424,7 +1915,17 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) \
     X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuStreamCreate) X(cuStreamDestroy)          \
     X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)                  \
-    X(cuGetProcAddress) X(cuGetProcAddress_v2)
+    X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuMemcpy) X(cuMemcpy_ptds) X(cuMemcpyAsync)    \
+    X(cuMemcpyAsync_ptsz) X(cuMemcpyHtoD) X(cuMemcpyHtoD_v2) X(cuMemcpyHtoD_v2_ptds)          \
+    X(cuMemcpyDtoH) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds) X(cuMemcpyDtoD)                \
+    X(cuMemcpyDtoD_v2) X(cuMemcpyDtoD_v2_ptds) X(cuMemcpyHtoDAsync) X(cuMemcpyHtoDAsync_v2)   \
+    X(cuMemcpyHtoDAsync_v2_ptsz) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoHAsync_v2)                 \
+    X(cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoDAsync) X(cuMemcpyDtoDAsync_v2)                 \
+    X(cuMemcpyDtoDAsync_v2_ptsz) X(cuMemsetD8) X(cuMemsetD8_v2) X(cuMemsetD8_v2_ptds)         \
+    X(cuMemsetD16) X(cuMemsetD16_v2) X(cuMemsetD16_v2_ptds) X(cuMemsetD32) X(cuMemsetD32_v2)  \
+    X(cuMemsetD32_v2_ptds) X(cuMemsetD8Async) X(cuMemsetD8Async_ptsz) X(cuMemsetD16Async)     \
+    X(cuMemsetD16Async_ptsz) X(cuMemsetD32Async) X(cuMemsetD32Async_ptsz)                     \
+    X(cuPointerGetAttribute)
 DRV_LOCALS(DRV_LOCAL)
 
 #define F(n) ((void *)drv_local_##n)
@@ -1435,8 +1936,10 @@ DRV_LOCALS(DRV_LOCAL)
  * pointer and VERSION_NOT_SUFFICIENT, as the real driver answers);
  * `v2_since`: from that version on the _v2 ABI is returned, before it the
  * base one; `ptsz`: the per-thread-default-stream variant, returned for
- * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.  Versions as measured on
- * driver 580 (H200).
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM from `ptsz_since` on
+ * (before it that flag gets SUCCESS, NULL and VERSION_NOT_SUFFICIENT, even
+ * where the default one is found).  Versions as measured on driver 580
+ * (H200).
  */
 static const struct drv_sym {
     const char *name;
@@ -1445,46 +1948,65 @@ static const struct drv_sym {
     int v2_since;
     void *v2;
     void *ptsz;
+    int ptsz_since;
 } drv_syms[] = {
-    { "cuInit", 2000, F(cuInit), 0, NULL, NULL },
-    { "cuDriverGetVersion", 2020, F(cuDriverGetVersion), 0, NULL, NULL },
-    { "cuDeviceGet", 2000, F(cuDeviceGet), 0, NULL, NULL },
-    { "cuDeviceGetCount", 2000, F(cuDeviceGetCount), 0, NULL, NULL },
-    { "cuDeviceGetName", 2000, F(cuDeviceGetName), 0, NULL, NULL },
-    { "cuDeviceTotalMem", 2000, F(cuDeviceTotalMem), 3020, F(cuDeviceTotalMem_v2), NULL },
-    { "cuDeviceGetUuid", 9020, F(cuDeviceGetUuid), 11040, F(cuDeviceGetUuid_v2), NULL },
-    { "cuDeviceGetAttribute", 2000, F(cuDeviceGetAttribute), 0, NULL, NULL },
-    { "cuCtxGetDevice", 2000, F(cuCtxGetDevice), 0, NULL, NULL },
-    { "cuMemGetInfo", 2000, F(cuMemGetInfo), 3020, F(cuMemGetInfo_v2), NULL },
-    { "cuMemAlloc", 2000, F(cuMemAlloc), 3020, F(cuMemAlloc_v2), NULL },
-    { "cuMemFree", 2000, F(cuMemFree), 3020, F(cuMemFree_v2), NULL },
-    { "cuMemAllocPitch", 2000, F(cuMemAllocPitch), 3020, F(cuMemAllocPitch_v2), NULL },
-    { "cuMemAllocManaged", 6000, F(cuMemAllocManaged), 0, NULL, NULL },
-    { "cuMemAllocHost", 2000, F(cuMemAllocHost), 3020, F(cuMemAllocHost_v2), NULL },
-    { "cuMemHostAlloc", 2020, F(cuMemHostAlloc), 0, NULL, NULL },
-    { "cuMemFreeHost", 2000, F(cuMemFreeHost), 0, NULL, NULL },
-    { "cuMemGetAllocationGranularity", 10020, F(cuMemGetAllocationGranularity), 0, NULL, NULL },
-    { "cuMemCreate", 10020, F(cuMemCreate), 0, NULL, NULL },
-    { "cuMemRelease", 10020, F(cuMemRelease), 0, NULL, NULL },
-    { "cuMemAddressReserve", 10020, F(cuMemAddressReserve), 0, NULL, NULL },
-    { "cuMemAddressFree", 10020, F(cuMemAddressFree), 0, NULL, NULL },
-    { "cuMemMap", 10020, F(cuMemMap), 0, NULL, NULL },
-    { "cuMemUnmap", 10020, F(cuMemUnmap), 0, NULL, NULL },
-    { "cuMemSetAccess", 10020, F(cuMemSetAccess), 0, NULL, NULL },
-    { "cuMemAllocAsync", 11020, F(cuMemAllocAsync), 0, NULL, F(cuMemAllocAsync_ptsz) },
+    { "cuInit", 2000, F(cuInit), 0, NULL, NULL, 0 },
+    { "cuDriverGetVersion", 2020, F(cuDriverGetVersion), 0, NULL, NULL, 0 },
+    { "cuDeviceGet", 2000, F(cuDeviceGet), 0, NULL, NULL, 0 },
+    { "cuDeviceGetCount", 2000, F(cuDeviceGetCount), 0, NULL, NULL, 0 },
+    { "cuDeviceGetName", 2000, F(cuDeviceGetName), 0, NULL, NULL, 0 },
+    { "cuDeviceTotalMem", 2000, F(cuDeviceTotalMem), 3020, F(cuDeviceTotalMem_v2), NULL, 0 },
+    { "cuDeviceGetUuid", 9020, F(cuDeviceGetUuid), 11040, F(cuDeviceGetUuid_v2), NULL, 0 },
+    { "cuDeviceGetAttribute", 2000, F(cuDeviceGetAttribute), 0, NULL, NULL, 0 },
+    { "cuCtxGetDevice", 2000, F(cuCtxGetDevice), 0, NULL, NULL, 0 },
+    { "cuMemGetInfo", 2000, F(cuMemGetInfo), 3020, F(cuMemGetInfo_v2), NULL, 0 },
+    { "cuMemAlloc", 2000, F(cuMemAlloc), 3020, F(cuMemAlloc_v2), NULL, 0 },
+    { "cuMemFree", 2000, F(cuMemFree), 3020, F(cuMemFree_v2), NULL, 0 },
+    { "cuMemAllocPitch", 2000, F(cuMemAllocPitch), 3020, F(cuMemAllocPitch_v2), NULL, 0 },
+    { "cuMemAllocManaged", 6000, F(cuMemAllocManaged), 0, NULL, NULL, 0 },
+    { "cuMemAllocHost", 2000, F(cuMemAllocHost), 3020, F(cuMemAllocHost_v2), NULL, 0 },
+    { "cuMemHostAlloc", 2020, F(cuMemHostAlloc), 0, NULL, NULL, 0 },
+    { "cuMemFreeHost", 2000, F(cuMemFreeHost), 0, NULL, NULL, 0 },
+    { "cuMemGetAllocationGranularity", 10020, F(cuMemGetAllocationGranularity), 0, NULL, NULL, 0 },
+    { "cuMemCreate", 10020, F(cuMemCreate), 0, NULL, NULL, 0 },
+    { "cuMemRelease", 10020, F(cuMemRelease), 0, NULL, NULL, 0 },
+    { "cuMemAddressReserve", 10020, F(cuMemAddressReserve), 0, NULL, NULL, 0 },
+    { "cuMemAddressFree", 10020, F(cuMemAddressFree), 0, NULL, NULL, 0 },
+    { "cuMemMap", 10020, F(cuMemMap), 0, NULL, NULL, 0 },
+    { "cuMemUnmap", 10020, F(cuMemUnmap), 0, NULL, NULL, 0 },
+    { "cuMemSetAccess", 10020, F(cuMemSetAccess), 0, NULL, NULL, 0 },
+    { "cuMemAllocAsync", 11020, F(cuMemAllocAsync), 0, NULL, F(cuMemAllocAsync_ptsz), 11020 },
     { "cuMemAllocFromPoolAsync", 11020, F(cuMemAllocFromPoolAsync), 0, NULL,
-      F(cuMemAllocFromPoolAsync_ptsz) },
-    { "cuMemFreeAsync", 11020, F(cuMemFreeAsync), 0, NULL, F(cuMemFreeAsync_ptsz) },
-    { "cuMemPoolCreate", 11020, F(cuMemPoolCreate), 0, NULL, NULL },
-    { "cuMemPoolDestroy", 11020, F(cuMemPoolDestroy), 0, NULL, NULL },
-    { "cuDeviceGetDefaultMemPool", 11020, F(cuDeviceGetDefaultMemPool), 0, NULL, NULL },
-    { "cuDeviceGetMemPool", 11020, F(cuDeviceGetMemPool), 0, NULL, NULL },
-    { "cuMemPoolGetAttribute", 11020, F(cuMemPoolGetAttribute), 0, NULL, NULL },
-    { "cuMemPoolTrimTo", 11020, F(cuMemPoolTrimTo), 0, NULL, NULL },
-    { "cuStreamCreate", 2000, F(cuStreamCreate), 0, NULL, NULL },
-    { "cuStreamDestroy", 2000, F(cuStreamDestroy), 4000, F(cuStreamDestroy_v2), NULL },
-    { "cuStreamSynchronize", 2000, F(cuStreamSynchronize), 0, NULL, F(cuStreamSynchronize_ptsz) },
-    { "cuGetProcAddress", 11030, F(cuGetProcAddress), 12050, F(cuGetProcAddress_v2), NULL },
+      F(cuMemAllocFromPoolAsync_ptsz), 11020 },
+    { "cuMemFreeAsync", 11020, F(cuMemFreeAsync), 0, NULL, F(cuMemFreeAsync_ptsz), 11020 },
+    { "cuMemPoolCreate", 11020, F(cuMemPoolCreate), 0, NULL, NULL, 0 },
+    { "cuMemPoolDestroy", 11020, F(cuMemPoolDestroy), 0, NULL, NULL, 0 },
+    { "cuDeviceGetDefaultMemPool", 11020, F(cuDeviceGetDefaultMemPool), 0, NULL, NULL, 0 },
+    { "cuDeviceGetMemPool", 11020, F(cuDeviceGetMemPool), 0, NULL, NULL, 0 },
+    { "cuMemPoolGetAttribute", 11020, F(cuMemPoolGetAttribute), 0, NULL, NULL, 0 },
+    { "cuMemPoolTrimTo", 11020, F(cuMemPoolTrimTo), 0, NULL, NULL, 0 },
+    { "cuStreamCreate", 2000, F(cuStreamCreate), 0, NULL, NULL, 0 },
+    { "cuStreamDestroy", 2000, F(cuStreamDestroy), 4000, F(cuStreamDestroy_v2), NULL, 0 },
+    { "cuStreamSynchronize", 2000, F(cuStreamSynchronize), 0, NULL, F(cuStreamSynchronize_ptsz), 7000 },
+    { "cuGetProcAddress", 11030, F(cuGetProcAddress), 12050, F(cuGetProcAddress_v2), NULL, 0 },
+    { "cuMemcpy", 4000, F(cuMemcpy), 0, NULL, F(cuMemcpy_ptds), 7000 },
+    { "cuMemcpyAsync", 4000, F(cuMemcpyAsync), 0, NULL, F(cuMemcpyAsync_ptsz), 7000 },
+    { "cuMemcpyHtoD", 2000, F(cuMemcpyHtoD), 3020, F(cuMemcpyHtoD_v2), F(cuMemcpyHtoD_v2_ptds), 7000 },
+    { "cuMemcpyDtoH", 2000, F(cuMemcpyDtoH), 3020, F(cuMemcpyDtoH_v2), F(cuMemcpyDtoH_v2_ptds), 7000 },
+    { "cuMemcpyDtoD", 2000, F(cuMemcpyDtoD), 3020, F(cuMemcpyDtoD_v2), F(cuMemcpyDtoD_v2_ptds), 7000 },
+    { "cuMemcpyHtoDAsync", 2000, F(cuMemcpyHtoDAsync), 3020, F(cuMemcpyHtoDAsync_v2),
+      F(cuMemcpyHtoDAsync_v2_ptsz), 7000 },
+    { "cuMemcpyDtoHAsync", 2000, F(cuMemcpyDtoHAsync), 3020, F(cuMemcpyDtoHAsync_v2),
+      F(cuMemcpyDtoHAsync_v2_ptsz), 7000 },
+    { "cuMemcpyDtoDAsync", 3000, F(cuMemcpyDtoDAsync), 3020, F(cuMemcpyDtoDAsync_v2),
+      F(cuMemcpyDtoDAsync_v2_ptsz), 7000 },
+    { "cuMemsetD8", 2000, F(cuMemsetD8), 3020, F(cuMemsetD8_v2), F(cuMemsetD8_v2_ptds), 7000 },
+    { "cuMemsetD16", 2000, F(cuMemsetD16), 3020, F(cuMemsetD16_v2), F(cuMemsetD16_v2_ptds), 7000 },
+    { "cuMemsetD32", 2000, F(cuMemsetD32), 3020, F(cuMemsetD32_v2), F(cuMemsetD32_v2_ptds), 7000 },
+    { "cuMemsetD8Async", 3020, F(cuMemsetD8Async), 0, NULL, F(cuMemsetD8Async_ptsz), 7000 },
+    { "cuMemsetD16Async", 3020, F(cuMemsetD16Async), 0, NULL, F(cuMemsetD16Async_ptsz), 7000 },
+    { "cuMemsetD32Async", 3020, F(cuMemsetD32Async), 0, NULL, F(cuMemsetD32Async_ptsz), 7000 },
+    { "cuPointerGetAttribute", 4000, F(cuPointerGetAttribute), 0, NULL, NULL, 0 },
 };
 
 #undef F
@@ -1506,7 +2028,13 @@ static CUresult drv_proc_address(const char *symbol, void **pfn, int cudaVersion
                 *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
             return CUDA_SUCCESS;
         }
-        if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && e->ptsz)
+        bool ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && e->ptsz;
+        if (ptsz && cudaVersion < e->ptsz_since) {
+            if (status)
+                *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+            return CUDA_SUCCESS;
+        }
+        if (ptsz)
             *pfn = e->ptsz;
         else if (e->v2 && cudaVersion >= e->v2_since)
             *pfn = e->v2;

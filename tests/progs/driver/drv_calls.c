@@ -196,6 +196,63 @@ static void mode_dlsym(void)
     ok(mfree(a), "cuMemFree_v2");
 }
 
+/* Copies and sets, as a static runtime's cudaMemcpy/cudaMemset make them:
+ * H2D 4096 pageable + 8192 pinned + 100 pageable (per-thread variant) +
+ * 8192 pinned async; D2H 4096 pageable + 4096 pinned async; D2D 16384 +
+ * 1000 (cuMemcpy, unified addressing); sets of 256 bytes three times. */
+static void mode_copies(void)
+{
+    typedef CUresult (*htod_t)(CUdeviceptr, const void *, size_t);
+    typedef CUresult (*dtoh_t)(void *, CUdeviceptr, size_t);
+    typedef CUresult (*dtod_t)(CUdeviceptr, CUdeviceptr, size_t);
+    alloc_t alloc = FN(alloc_t, "cuMemAlloc");
+    CUresult (*ahost)(void **, size_t) = FN(CUresult(*)(void **, size_t),
+                                            "cuMemAllocHost");
+    htod_t htod = FN(htod_t, "cuMemcpyHtoD");
+    htod_t htod_pt = (htod_t)fn("cuMemcpyHtoD",
+                                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    dtoh_t dtoh = FN(dtoh_t, "cuMemcpyDtoH");
+    dtod_t dtod = FN(dtod_t, "cuMemcpyDtoD");
+    dtod_t unified = FN(dtod_t, "cuMemcpy");
+    CUresult (*htod_a)(CUdeviceptr, const void *, size_t, CUstream) =
+        FN(CUresult(*)(CUdeviceptr, const void *, size_t, CUstream),
+           "cuMemcpyHtoDAsync");
+    CUresult (*dtoh_a)(void *, CUdeviceptr, size_t, CUstream) =
+        FN(CUresult(*)(void *, CUdeviceptr, size_t, CUstream), "cuMemcpyDtoHAsync");
+    CUresult (*set8)(CUdeviceptr, unsigned char, size_t) =
+        FN(CUresult(*)(CUdeviceptr, unsigned char, size_t), "cuMemsetD8");
+    CUresult (*set16)(CUdeviceptr, unsigned short, size_t) =
+        FN(CUresult(*)(CUdeviceptr, unsigned short, size_t), "cuMemsetD16");
+    CUresult (*set32a)(CUdeviceptr, unsigned int, size_t, CUstream) =
+        FN(CUresult(*)(CUdeviceptr, unsigned int, size_t, CUstream),
+           "cuMemsetD32Async");
+    CUresult (*stream_create)(CUstream *, unsigned) =
+        FN(CUresult(*)(CUstream *, unsigned), "cuStreamCreate");
+    CUresult (*stream_sync)(CUstream) = FN(CUresult(*)(CUstream), "cuStreamSynchronize");
+    static char pageable[16384];
+    void *pinned;
+    CUdeviceptr d;
+    CUstream s;
+    ok(stream_create(&s, 0), "cuStreamCreate");
+    ok(alloc(&d, 1 << 20), "cuMemAlloc");
+    ok(ahost(&pinned, 65536), "cuMemAllocHost");
+    memset(pageable, 7, sizeof pageable);
+    memset(pinned, 7, 65536);
+    ok(htod(d, pageable, 4096), "cuMemcpyHtoD");
+    ok(htod(d, pinned, 8192), "cuMemcpyHtoD");
+    ok(htod_pt(d, pageable, 100), "cuMemcpyHtoD_v2_ptds");
+    ok(htod_a(d, pinned, 8192, s), "cuMemcpyHtoDAsync");
+    ok(dtoh(pageable, d, 4096), "cuMemcpyDtoH");
+    ok(dtoh_a(pinned, d, 4096, s), "cuMemcpyDtoHAsync");
+    ok(dtod(d + 65536, d, 16384), "cuMemcpyDtoD");
+    ok(unified(d + 131072, d, 1000), "cuMemcpy");
+    ok(set8(d, 1, 256), "cuMemsetD8");
+    ok(set16(d, 2, 128), "cuMemsetD16");
+    ok(set32a(d, 3, 64, s), "cuMemsetD32Async");
+    ok(stream_sync(s), "cuStreamSynchronize");
+    printf("copied back: %d\n", pageable[0]);
+}
+
 /* 8 threads, each looking the functions up itself (the table of driver
  * functions is filled by whichever lookup comes first) and making 1000
  * allocations of 4 KiB, each freed: 8000 of each. */
@@ -224,7 +281,7 @@ static void mode_threads(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: drv_calls alloc|vmm|async|host|v1|dlsym|threads\n");
+        fprintf(stderr, "usage: drv_calls alloc|vmm|async|host|v1|dlsym|threads|copies\n");
         return 2;
     }
     g_cuda = dlopen("libcuda.so.1", RTLD_NOW);
@@ -252,6 +309,8 @@ int main(int argc, char **argv)
         mode_dlsym();
     else if (strcmp(m, "threads") == 0)
         mode_threads();
+    else if (strcmp(m, "copies") == 0)
+        mode_copies();
     else
         return 2;
     printf("done\n");
