@@ -74,6 +74,27 @@ static uint64_t peak_allocated(const struct replay *r)
     return n;
 }
 
+/* One allocation holding most of a device is a framework's arena, not
+ * data: say so, and how to see what is in it. */
+static void arena_hint(const struct gmt_defs *d, const struct group_row *top,
+                       const struct gmt_common *c)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < d->ndevices; i++)
+        if (d->devices[i].total_mem > total)
+            total = d->devices[i].total_mem;
+    if (total == 0 || top->v[1] != 1 || top->v[0] < 0 ||
+        (uint64_t)top->v[0] < total / 2)
+        return;
+    char a[32];
+    printf("\nnote: one allocation holds %s (%.0f%% of the device): most "
+           "likely a framework's own memory arena, whose contents the trace "
+           "cannot see (JAX preallocates 75%% of the GPU: "
+           "XLA_PYTHON_CLIENT_ALLOCATOR=platform, which the gpumemtrace "
+           "launcher sets, records each buffer)\n",
+           gmt_size(c, a, top->v[0]), 100.0 * (double)top->v[0] / (double)total);
+}
+
 static void text(struct loaded *l, const struct gmt_common *c)
 {
     const struct replay *r = &l->r;
@@ -158,6 +179,7 @@ static void text(struct loaded *l, const struct gmt_common *c)
         }
         table_print(t, c->markdown);
         table_free(t);
+        arena_hint(d, &rows[0], c);
     }
     free(rows);
 }

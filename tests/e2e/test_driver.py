@@ -55,6 +55,15 @@ def test_virtual_memory_accounting():
     lines = dump(t)
     expect(sum("cuMemMap" in l for l in lines) == 2 and sum("cuMemUnmap" in l for l in lines) == 2,
            "\n".join(lines))
+    expect("note: one allocation" not in text, text)
+
+
+def test_arena_hint():
+    # one allocation of half the device or more: the summary says it is
+    # most likely a framework's arena (JAX preallocates 75%)
+    drv("vmm", SIM_CUDA_MEM="4M")
+    text = report("summary", one_trace()).stdout
+    expect("note: one allocation holds 2.00 MiB (50% of the device)" in text, text)
 
 
 def test_stream_ordered_allocations():
