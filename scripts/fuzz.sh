@@ -12,9 +12,11 @@ secs=${1:-1800}
 out=build/fuzz
 mkdir -p "$out" tests/fuzz/corpus
 make -s tests
-clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+# -fwrapv as the report tool is built (sums over hostile sizes wrap)
+clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -Ipreload -Ireport -o "$out/fuzz_reader" \
-    tests/fuzz/fuzz_reader.c report/reader.c report/defs.c report/output.c
+    tests/fuzz/fuzz_reader.c report/reader.c report/defs.c report/output.c \
+    report/replay.c report/poolview.c
 if [ -z "$(ls tests/fuzz/corpus)" ]; then
     seeds=$(mktemp -d)
     for p in hello stacks errstate lifecycle; do

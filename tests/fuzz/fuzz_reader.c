@@ -3,10 +3,12 @@
  * Each input is written to a memory file and read the way gpumemreport
  * reads a trace: every record in order through the validating reader,
  * definitions parsed (gmt_defs_add), and every Python frame turned into a
- * line through its code object's line table. The replay engine and the
- * commands are not in this target yet (the e2e byte-flip tests run them
- * over damaged traces). Any crash, sanitizer report, hang or unbounded
- * allocation is a bug.
+ * line through its code object's line table; then the whole trace
+ * replayed (live allocations, sites, peaks, growth series, marks, virtual
+ * memory, pools) and fed to the pool view the frag command rebuilds. The
+ * commands' printing is not in this target (the e2e byte-flip tests run
+ * them over damaged traces). Any crash, sanitizer report, hang or
+ * unbounded allocation is a bug.
  *
  * Build and run: scripts/fuzz.sh (libFuzzer, clang). The test suite runs
  * the same entry point over the corpus and a few thousand mutations
@@ -21,7 +23,9 @@
 #include <unistd.h>
 
 #include "defs.h"
+#include "poolview.h"
 #include "reader.h"
+#include "replay.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -54,6 +58,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)sink;
         gmt_defs_free(&d);
         gmt_reader_close(r);
+        /* the replay engine, as every table command runs it */
+        struct replay rp;
+        struct replay_opts opts = {.growth = true, .mark_sites = true};
+        if (replay_trace(path, &rp, &opts, err, sizeof err) == 0) {
+            volatile uint64_t s2 = rp.peak_requested + rp.peak_mapped;
+            (void)s2;
+        }
+        replay_free(&rp);
+        /* the pool view (frag) over the same records */
+        if ((r = gmt_reader_open(path, err, sizeof err)) != NULL) {
+            struct poolview v;
+            pv_init(&v);
+            while (gmt_reader_next(r, &rec) == 1)
+                if (rec.kind != GMT_K_EXT)
+                    pv_apply(&v, &rec);
+            struct pv_state st;
+            if (pv_state(&v, -1, &st))
+                pv_state_free(&st);
+            pv_free(&v);
+            gmt_reader_close(r);
+        }
     }
     close(fd);
     return 0;
