@@ -42,7 +42,7 @@ PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o)
 LAUNCHER_SRC := report/launcher.c report/launch_traces.c
 REPORT_SRC  := $(filter-out $(LAUNCHER_SRC),$(wildcard report/*.c))
 REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o)
-SIM_SRC     := $(filter-out tests/sim/selftest.c tests/sim/sim_driver.c,$(wildcard tests/sim/*.c))
+SIM_SRC     := $(filter-out tests/sim/selftest.c tests/sim/sim_driver.c tests/sim/sim_drv_%.c,$(wildcard tests/sim/*.c))
 SIMDRV      := $(O)/sim/libcuda.so.1
 SIM_OBJ     := $(SIM_SRC:%.c=$(O)/%.o)
 PROG_SRC    := $(wildcard tests/progs/*.c)
@@ -110,10 +110,11 @@ $(SIMLIB): $(SIM_OBJ) tests/sim/libcudart.map
 
 # The simulated driver: what a statically linked runtime, or a program that
 # calls the driver API, finds as libcuda.so.1.
-$(SIMDRV): tests/sim/sim_driver.c tests/sim/libcuda.map
+$(SIMDRV): tests/sim/sim_driver.c $(wildcard tests/sim/sim_drv_*.c) tests/sim/sim_drv_internal.h \
+           tests/sim/libcuda.map
 	$(call say,LD,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -fPIC -shared -o $@ $< \
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -fPIC -shared -o $@ $(filter %.c,$^) \
 	    -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/sim/libcuda.map
 	$(Q)ln -sf libcuda.so.1 $(O)/sim/libcuda.so
 
