@@ -188,6 +188,22 @@ static const char *die_name(Dwarf_Die *die)
     return n;
 }
 
+/* The compile unit holding pc when the module has no .debug_aranges
+ * (clang's default; elfutils 0.188's address lookups need them): scan the
+ * units' address ranges. */
+static Dwarf_Die *cu_by_scan(Dwfl_Module *mod, Dwarf_Addr pc, Dwarf_Die *buf,
+                             Dwarf_Addr *bias)
+{
+    Dwarf_Die *c = NULL;
+    while ((c = dwfl_module_nextcu(mod, c, bias)) != NULL) {
+        if (dwarf_haspc(c, pc - *bias) > 0) {
+            *buf = *c;
+            return buf;
+        }
+    }
+    return NULL;
+}
+
 /* Resolve ip (a return address) in module mod: the function and line of
  * the call, and the chain of functions inlined there, innermost first. */
 static int resolve(struct symbolizer *s, Dwfl_Module *mod, uint64_t ip,
@@ -202,7 +218,14 @@ static int resolve(struct symbolizer *s, Dwfl_Module *mod, uint64_t ip,
     if (l)
         file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
     Dwarf_Addr bias = 0;
+    Dwarf_Die cu_buf;
     Dwarf_Die *cu = dwfl_module_addrdie(mod, pc, &bias);
+    if (cu == NULL && (cu = cu_by_scan(mod, pc, &cu_buf, &bias)) != NULL &&
+        file == NULL) {
+        Dwarf_Line *dl = dwarf_getsrc_die(cu, pc - bias);
+        if (dl && (file = dwarf_linesrc(dl, NULL, NULL)) != NULL)
+            dwarf_lineno(dl, &line);
+    }
     Dwarf_Die *scopes = NULL;
     int ns = cu ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
     Dwarf_Files *files = NULL;

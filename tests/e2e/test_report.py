@@ -3,6 +3,7 @@
 growth, transfers, flamegraph, summary, several traces, and the options
 shared by all table commands."""
 import json
+import os
 
 from gmt import *
 
@@ -35,6 +36,19 @@ def test_summary_figures():
            f"{top[:3]}")
     text = report("summary", t).stdout
     expect("peak requested:  25.00 MiB" in text and "weights (report_known.c:" in text, text)
+
+
+def test_lines_without_debug_aranges():
+    # clang emits no .debug_aranges by default; lines must still resolve
+    import shutil
+    import subprocess
+    shutil.copy(prog("report_known"), "rk")
+    subprocess.run(["objcopy", "--remove-section=.debug_aranges", "rk"], check=True)
+    sections = subprocess.run(["readelf", "-S", "rk"], capture_output=True, text=True).stdout
+    expect(".debug_aranges" not in sections and ".debug_line" in sections, sections)
+    run(["./rk"], LD_LIBRARY_PATH=os.path.join(BUILD, "sim"))  # its rpath is $ORIGIN/../sim
+    top = js("summary", "--json", one_trace())["traces"][0]["top_sites"]
+    expect(top[0]["site"].startswith("weights (report_known.c:"), f"{top[:2]}")
 
 
 def test_default_command_is_summary():
