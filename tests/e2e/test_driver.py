@@ -117,6 +117,16 @@ def test_copies_and_sets():
     expect(doc["sets"] == {"bytes": 768, "count": 3}, f"sets: {doc['sets']}")
 
 
+def test_runtime_through_a_handle():
+    # dlsym(handle, "cudaMalloc") bypasses the runtime hooks; the runtime's
+    # own driver calls underneath are recorded instead
+    drv("rthandle", LD_LIBRARY_PATH=SIM, SIM_CUDA_DRIVER="1")
+    t = one_trace()
+    got = info(t)
+    expect(got["by_api"] == {"cuMemAlloc": 2, "cuMemFree": 1}, f"calls: {got['by_api']}")
+    expect(summary(t)["leaked"] == 2 * MiB, "2 MiB left")
+
+
 def test_threads_observed():
     # 8 threads look the driver up and allocate at once: every call is
     # recorded, once, on its own thread

@@ -253,6 +253,24 @@ static void mode_copies(void)
     printf("copied back: %d\n", pageable[0]);
 }
 
+/* The runtime called through a handle (dlopen + dlsym): the runtime hooks
+ * never see it, the driver level does. 1 MiB freed, 2 MiB left. */
+static void mode_rthandle(void)
+{
+    void *rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (rt == NULL) {
+        fprintf(stderr, "drv_calls: %s\n", dlerror());
+        exit(3);
+    }
+    int (*m)(void **, size_t) = (int (*)(void **, size_t))dlsym(rt, "cudaMalloc");
+    int (*f)(void *) = (int (*)(void *))dlsym(rt, "cudaFree");
+    void *a, *b;
+    if (m == NULL || f == NULL || m(&a, 1 << 20) || m(&b, 2 << 20) || f(a)) {
+        fprintf(stderr, "drv_calls: runtime calls failed\n");
+        exit(2);
+    }
+}
+
 /* 8 threads, each looking the functions up itself (the table of driver
  * functions is filled by whichever lookup comes first) and making 1000
  * allocations of 4 KiB, each freed: 8000 of each. */
@@ -281,7 +299,7 @@ static void mode_threads(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: drv_calls alloc|vmm|async|host|v1|dlsym|threads|copies\n");
+        fprintf(stderr, "usage: drv_calls alloc|vmm|async|host|v1|dlsym|threads|copies|rthandle\n");
         return 2;
     }
     g_cuda = dlopen("libcuda.so.1", RTLD_NOW);
@@ -311,6 +329,8 @@ int main(int argc, char **argv)
         mode_threads();
     else if (strcmp(m, "copies") == 0)
         mode_copies();
+    else if (strcmp(m, "rthandle") == 0)
+        mode_rthandle();
     else
         return 2;
     printf("done\n");
