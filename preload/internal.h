@@ -3,8 +3,9 @@
  * Prototypes are grouped under the file that defines them, so this header
  * reads as a table of contents of preload/. Names: `gpumemtrace_` is the
  * public API (gpumemtrace.h), `gmt_` is shared between files of the
- * library, everything else is static to its file. Only hooks.c, driver.c
- * and api.c define exported symbols; the build hides everything else.
+ * library, everything else is static to its file. Only hooks.c, driver.c,
+ * driver_calls.c and api.c define exported symbols; the build hides
+ * everything else.
  */
 #ifndef GMT_INTERNAL_H
 #define GMT_INTERNAL_H
@@ -122,6 +123,8 @@ bool gmt_real_cuda_loaded(void);        /* is libcuda.so in the process? */
 bool gmt_real_present(unsigned idx);
 
 /* ---- driver.c: the driver-level observer (dlsym, cuGetProcAddress) --- */
+/* Its wrappers of the memory calls are in driver_calls.c; driver.h holds
+ * what the two files share, and nothing else includes it. */
 
 /* glibc's dlsym (ours interposes it). */
 void *gmt_real_dlsym(void *handle, const char *name);
