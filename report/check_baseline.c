@@ -1,0 +1,703 @@
+/* check_baseline.c - the figures `gpumemreport check` compares, and baselines.
+ *
+ * A trace gives one process's figures (figures_of, load_figures). A
+ * baseline gives, per figure, its largest process's value: from traces,
+ * from a file written with --save (schema gpumemtrace.check-baseline/1)
+ * or from `gpumemreport summary --json` output (gpumemtrace.summary/1);
+ * save_baseline writes the first of these schemas. The command itself -
+ * options, checks, verdicts, output - is cmd_check.c.
+ *
+ * Hostile input: the baseline JSON is read by a small strict parser
+ * (RFC 8259 grammar, depth, size and value-count limits, valid UTF-8, no
+ * duplicate fields we read, whole non-negative numbers for the figures):
+ * anything else is one error line, never a crash.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check.h"
+
+#define BASELINE_SCHEMA "gpumemtrace.check-baseline/1"
+#define SUMMARY_SCHEMA "gpumemtrace.summary/1"
+
+/* ---- figures ---------------------------------------------------------------- */
+
+const struct metric_info metric_info[NMETRICS] = {
+    {"peak_requested", "peak requested", "--max-peak"},
+    {"peak_reserved", "peak reserved", "--max-reserved"},
+    {"leaked", "leaked at exit", "--max-leaked"},
+    {"growth", "growth", "--max-growth"},
+    {"ooms", "out of memory", "--max-ooms"},
+};
+
+static int64_t leaked(const struct replay *r)
+{
+    uint64_t bytes = 0;
+    REPLAY_FOREACH_LIVE(r, l)
+        if (l->mem != MEM_HOST)
+            bytes += l->size;
+    return (int64_t)bytes;
+}
+
+/* Fill f from a loaded trace; growth only when asked (it needs the replay
+ * with growth series and site labels). -1: out of memory. */
+static int figures_of(struct loaded *l, const struct gmt_common *c, bool growth,
+                      struct figures *f)
+{
+    memset(f, 0, sizeof *f);
+    const struct replay *r = &l->r;
+    f->trace = strdup(l->path);
+    f->command = strdup(r->defs.process.present ? r->defs.process.cmdline : "");
+    f->pid = r->hdr.pid;
+    f->closed = !r->cut;
+    f->v[M_PEAK] = (int64_t)r->peak_requested;
+    f->v[M_RESERVED] = (int64_t)r->peak_reserved;
+    f->v[M_LEAKED] = leaked(r);
+    f->v[M_OOMS] = (int64_t)r->ooms_total;
+    if (growth) {
+        struct growth_row *rows;
+        size_t n = gmt_growth(l, c, &rows);
+        double total = 0;
+        for (size_t i = 0; i < n; i++)
+            total += rows[i].bytes_per_s;
+        free(rows);
+        f->v[M_GROWTH] = !(total > 0) ? 0 : total >= 9.2e18 ? INT64_MAX
+                                                             : (int64_t)llround(total);
+    }
+    return f->trace && f->command ? 0 : -1;
+}
+
+void figures_free(struct figures *f, size_t n)
+{
+    for (size_t i = 0; f && i < n; i++) {
+        free(f[i].trace);
+        free(f[i].command);
+    }
+    free(f);
+}
+
+/* Load every trace the arguments name, one at a time (a trace's memory is
+ * gone before the next is read), keeping only its figures. 0, or -1 after
+ * an error line. */
+int load_figures(int argc, char **argv, const struct gmt_common *c, bool growth,
+                 struct figures **out, size_t *nout)
+{
+    char **paths;
+    size_t np;
+    *out = NULL;
+    *nout = 0;
+    if (gmt_trace_list(argc, argv, &paths, &np) != 0)
+        return -1;
+    struct figures *f = calloc(np ? np : 1, sizeof *f);
+    int rc = f ? 0 : -1;
+    if (f == NULL)
+        gmt_errorf("out of memory");
+    struct replay_opts ro = {.growth = growth};
+    size_t n = 0;
+    for (size_t i = 0; i < np && rc == 0; i++) {
+        struct loaded *l = gmt_load(paths[i], c, &ro);
+        if (l == NULL) {
+            rc = -1;
+            break;
+        }
+        if (figures_of(l, c, growth, &f[n++]) != 0) {
+            gmt_errorf("%s: out of memory", paths[i]);
+            rc = -1;
+        }
+        gmt_unload(l);
+    }
+    gmt_trace_list_free(paths, np);
+    if (rc != 0) {
+        figures_free(f, n);
+        return -1;
+    }
+    *out = f;
+    *nout = n;
+    return 0;
+}
+
+/* ---- a small strict JSON reader (baselines) --------------------------------- */
+
+#define JSON_MAX_BYTES (16u << 20)
+#define JSON_MAX_DEPTH 64
+#define JSON_MAX_VALUES 1000000
+
+enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
+
+struct jval {
+    enum jtype type;
+    bool b;
+    char *s;              /* J_STR: decoded UTF-8; J_NUM: the number's text */
+    size_t n;             /* J_ARR, J_OBJ: members */
+    char **keys;          /* J_OBJ */
+    struct jval **items;  /* J_ARR, J_OBJ */
+};
+
+struct jparse {
+    const unsigned char *p, *end, *start;
+    int depth;
+    size_t values;
+    char err[160];
+};
+
+static void jfree(struct jval *v)
+{
+    if (v == NULL)
+        return;
+    for (size_t i = 0; i < v->n; i++) {
+        if (v->keys)
+            free(v->keys[i]);
+        jfree(v->items[i]);
+    }
+    free(v->keys);
+    free(v->items);
+    free(v->s);
+    free(v);
+}
+
+static struct jval *jerr(struct jparse *jp, const char *what)
+{
+    if (jp->err[0] == '\0')
+        snprintf(jp->err, sizeof jp->err, "%s at byte %zu", what,
+                 (size_t)(jp->p - jp->start));
+    return NULL;
+}
+
+static void jws(struct jparse *jp)
+{
+    while (jp->p < jp->end &&
+           (*jp->p == ' ' || *jp->p == '\t' || *jp->p == '\n' || *jp->p == '\r'))
+        jp->p++;
+}
+
+static int hex4(const unsigned char *p, const unsigned char *end, unsigned *out)
+{
+    if (end - p < 4)
+        return -1;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = p[i], d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
+        v = v * 16 + (unsigned)d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A string at jp->p (on the opening quote), decoded; NULL on error. The
+ * decoded text is never longer than the source. NUL (\u0000) is refused:
+ * our strings are C strings. */
+static char *jstring(struct jparse *jp)
+{
+    const unsigned char *q = ++jp->p;
+    while (q < jp->end && *q != '"')
+        q += *q == '\\' && q + 1 < jp->end ? 2 : 1;
+    if (q >= jp->end)
+        return (char *)jerr(jp, "unterminated string");
+    char *out = malloc((size_t)(q - jp->p) + 1), *o = out;
+    if (out == NULL)
+        return (char *)jerr(jp, "out of memory");
+    while (*jp->p != '"') {
+        unsigned c = *jp->p;
+        if (c < 0x20) {
+            free(out);
+            return (char *)jerr(jp, "control character in a string");
+        }
+        if (c >= 0x80) {
+            int len = gmt_utf8_len(jp->p);
+            if (len == 0 || jp->p + len > q) {
+                free(out);
+                return (char *)jerr(jp, "invalid UTF-8 in a string");
+            }
+            memcpy(o, jp->p, (size_t)len);
+            o += len;
+            jp->p += len;
+            continue;
+        }
+        if (c != '\\') {
+            *o++ = (char)c;
+            jp->p++;
+            continue;
+        }
+        c = jp->p[1];
+        jp->p += 2;
+        const char *simple = strchr("\"\\/bfnrt", (int)c);
+        if (c && simple) {
+            static const char map[] = "\"\\/\b\f\n\r\t";
+            *o++ = map[simple - "\"\\/bfnrt"];
+            continue;
+        }
+        unsigned cp, lo;
+        if (c != 'u' || hex4(jp->p, q, &cp) != 0) {
+            free(out);
+            return (char *)jerr(jp, "bad escape in a string");
+        }
+        jp->p += 4;
+        if (cp >= 0xd800 && cp <= 0xdbff) { /* a surrogate pair: 12 source bytes */
+            if (q - jp->p < 6 || jp->p[0] != '\\' || jp->p[1] != 'u' ||
+                hex4(jp->p + 2, q, &lo) != 0 || lo < 0xdc00 || lo > 0xdfff) {
+                free(out);
+                return (char *)jerr(jp, "lone surrogate in a string");
+            }
+            jp->p += 6;
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+        } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+            free(out);
+            return (char *)jerr(jp, "lone surrogate in a string");
+        } else if (cp == 0) {
+            free(out);
+            return (char *)jerr(jp, "NUL in a string");
+        }
+        if (cp < 0x80) {
+            *o++ = (char)cp;
+        } else if (cp < 0x800) {
+            *o++ = (char)(0xc0 | cp >> 6);
+            *o++ = (char)(0x80 | (cp & 0x3f));
+        } else if (cp < 0x10000) {
+            *o++ = (char)(0xe0 | cp >> 12);
+            *o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+            *o++ = (char)(0x80 | (cp & 0x3f));
+        } else {
+            *o++ = (char)(0xf0 | cp >> 18);
+            *o++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+            *o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+            *o++ = (char)(0x80 | (cp & 0x3f));
+        }
+    }
+    jp->p++; /* the closing quote */
+    *o = '\0';
+    return out;
+}
+
+static bool jdigit(struct jparse *jp)
+{
+    return jp->p < jp->end && *jp->p >= '0' && *jp->p <= '9';
+}
+
+static struct jval *jvalue(struct jparse *jp);
+
+/* Append (key, item) to an array or object. */
+static int jpush(struct jval *v, char *key, struct jval *item, size_t *cap)
+{
+    if (v->n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 8;
+        struct jval **ni = realloc(v->items, nc * sizeof *ni);
+        if (ni == NULL)
+            return -1;
+        v->items = ni;
+        if (v->type == J_OBJ) {
+            char **nk = realloc(v->keys, nc * sizeof *nk);
+            if (nk == NULL)
+                return -1;
+            v->keys = nk;
+        }
+        *cap = nc;
+    }
+    if (v->type == J_OBJ)
+        v->keys[v->n] = key;
+    v->items[v->n++] = item;
+    return 0;
+}
+
+static struct jval *jcontainer(struct jparse *jp, struct jval *v)
+{
+    bool obj = v->type == J_OBJ;
+    char close = obj ? '}' : ']';
+    size_t cap = 0;
+    if (++jp->depth > JSON_MAX_DEPTH)
+        return jerr(jp, "nested too deeply");
+    jp->p++;
+    jws(jp);
+    if (jp->p < jp->end && *jp->p == close) {
+        jp->p++;
+        jp->depth--;
+        return v;
+    }
+    for (;;) {
+        char *key = NULL;
+        jws(jp);
+        if (obj) {
+            if (jp->p >= jp->end || *jp->p != '"')
+                return jerr(jp, "expected a field name");
+            if ((key = jstring(jp)) == NULL)
+                return NULL;
+            jws(jp);
+            if (jp->p >= jp->end || *jp->p != ':') {
+                free(key);
+                return jerr(jp, "expected ':'");
+            }
+            jp->p++;
+        }
+        struct jval *item = jvalue(jp);
+        if (item == NULL || jpush(v, key, item, &cap) != 0) {
+            free(key);
+            jfree(item);
+            return jerr(jp, "out of memory");
+        }
+        jws(jp);
+        if (jp->p < jp->end && *jp->p == ',') {
+            jp->p++;
+            continue;
+        }
+        if (jp->p < jp->end && *jp->p == close) {
+            jp->p++;
+            jp->depth--;
+            return v;
+        }
+        return jerr(jp, obj ? "expected ',' or '}'" : "expected ',' or ']'");
+    }
+}
+
+static struct jval *jvalue(struct jparse *jp)
+{
+    jws(jp);
+    if (jp->p >= jp->end)
+        return jerr(jp, "unexpected end");
+    if (++jp->values > JSON_MAX_VALUES)
+        return jerr(jp, "too many values");
+    struct jval *v = calloc(1, sizeof *v);
+    if (v == NULL)
+        return jerr(jp, "out of memory");
+    const unsigned char *at = jp->p;
+    size_t left = (size_t)(jp->end - at);
+    switch (*at) {
+    case '{':
+    case '[':
+        v->type = *at == '{' ? J_OBJ : J_ARR;
+        if (jcontainer(jp, v) == NULL)
+            break;
+        return v;
+    case '"':
+        v->type = J_STR;
+        if ((v->s = jstring(jp)) == NULL)
+            break;
+        return v;
+    case 't':
+    case 'f':
+    case 'n': {
+        static const char *const words[] = {"true", "false", "null"};
+        for (int i = 0; i < 3; i++) {
+            size_t wl = strlen(words[i]);
+            if (left >= wl && !memcmp(at, words[i], wl)) {
+                jp->p += wl;
+                v->type = i == 2 ? J_NULL : J_BOOL;
+                v->b = i == 0;
+                return v;
+            }
+        }
+        jerr(jp, "unknown word");
+        break;
+    }
+    default:
+        /* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+        if (*jp->p == '-')
+            jp->p++;
+        if (!jdigit(jp)) {
+            jerr(jp, "unexpected character");
+            break;
+        }
+        if (*jp->p == '0')
+            jp->p++;
+        else
+            while (jdigit(jp))
+                jp->p++;
+        if (jp->p < jp->end && *jp->p == '.') {
+            jp->p++;
+            if (!jdigit(jp)) {
+                jerr(jp, "bad number");
+                break;
+            }
+            while (jdigit(jp))
+                jp->p++;
+        }
+        if (jp->p < jp->end && (*jp->p == 'e' || *jp->p == 'E')) {
+            jp->p++;
+            if (jp->p < jp->end && (*jp->p == '+' || *jp->p == '-'))
+                jp->p++;
+            if (!jdigit(jp)) {
+                jerr(jp, "bad number");
+                break;
+            }
+            while (jdigit(jp))
+                jp->p++;
+        }
+        v->type = J_NUM;
+        if ((v->s = strndup((const char *)at, (size_t)(jp->p - at))) == NULL) {
+            jerr(jp, "out of memory");
+            break;
+        }
+        return v;
+    }
+    jfree(v);
+    return NULL;
+}
+
+/* Parse a whole document; NULL with jp->err set. */
+static struct jval *jparse(const unsigned char *buf, size_t len, struct jparse *jp)
+{
+    memset(jp, 0, sizeof *jp);
+    jp->p = jp->start = buf;
+    jp->end = buf + len;
+    if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3)) /* a UTF-8 byte order mark */
+        jp->p += 3;
+    struct jval *v = jvalue(jp);
+    if (v == NULL)
+        return NULL;
+    jws(jp);
+    if (jp->p != jp->end) {
+        jfree(v);
+        return jerr(jp, "trailing data after the JSON value");
+    }
+    return v;
+}
+
+/* The member `key` of an object: NULL if absent; *dup set when it occurs
+ * more than once (which one would be meant?). */
+static const struct jval *jget(const struct jval *obj, const char *key, bool *dup)
+{
+    const struct jval *found = NULL;
+    for (size_t i = 0; i < obj->n; i++) {
+        if (strcmp(obj->keys[i], key))
+            continue;
+        if (found)
+            *dup = true;
+        found = obj->items[i];
+    }
+    return found;
+}
+
+/* Decimal digits only, at most 2^63-1: jint's figures, and --max-ooms's
+ * count (cmd_check.c). 0, or -1. */
+int parse_count(const char *arg, int64_t *out)
+{
+    uint64_t v = 0;
+    if (*arg == '\0')
+        return -1;
+    for (const char *p = arg; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10)
+            return -1; /* above 2^63-1 */
+        v = v * 10 + d;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* A whole non-negative number that fits int64 ("12", not "12.0", "-1", "1e3"). */
+static int jint(const struct jval *v, int64_t *out)
+{
+    if (v == NULL || v->type != J_NUM)
+        return -1;
+    return parse_count(v->s, out);
+}
+
+/* ---- baselines -------------------------------------------------------------- */
+
+static void base_take(struct baseline *b, enum metric m, int64_t v)
+{
+    if (!b->have[m] || v > b->v[m])
+        b->v[m] = v;
+    b->have[m] = true;
+}
+
+/* Read this object's figures into b. 0, or -1 with a reason. */
+static int base_object(const struct jval *o, struct baseline *b, char *why, size_t len)
+{
+    static const enum metric need[] = {M_PEAK, M_RESERVED, M_LEAKED, M_OOMS};
+    if (o->type != J_OBJ) {
+        snprintf(why, len, "a process entry is not an object");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++) {
+        bool dup = false;
+        const char *key = metric_info[need[i]].key;
+        const struct jval *v = jget(o, key, &dup);
+        int64_t x;
+        if (v == NULL || dup || jint(v, &x) != 0) {
+            snprintf(why, len, "\"%s\" is %s", key,
+                     v == NULL ? "missing" : dup ? "given twice"
+                                 : "not a whole number of bytes from 0 to 2^63-1");
+            return -1;
+        }
+        base_take(b, need[i], x);
+    }
+    return 0;
+}
+
+static int base_json(const char *path, const unsigned char *buf, size_t len,
+                     struct baseline *b)
+{
+    struct jparse jp;
+    char why[200] = "";
+    struct jval *doc = jparse(buf, len, &jp);
+    if (doc == NULL) {
+        gmt_errorf("%s: not a valid JSON baseline: %s", path, jp.err);
+        return -1;
+    }
+    int rc = -1;
+    bool dup = false;
+    const struct jval *schema = doc->type == J_OBJ ? jget(doc, "schema", &dup) : NULL;
+    if (schema == NULL || schema->type != J_STR || dup) {
+        snprintf(why, sizeof why, "no \"schema\" (want %s or %s)", BASELINE_SCHEMA,
+                 SUMMARY_SCHEMA);
+    } else if (!strcmp(schema->s, BASELINE_SCHEMA)) {
+        b->kind = "check baseline";
+        b->processes = 1;
+        const struct jval *pr = jget(doc, "processes", &dup);
+        int64_t np;
+        if (pr && !dup && jint(pr, &np) == 0 && np > 0)
+            b->processes = (size_t)np;
+        else
+            snprintf(why, sizeof why, "\"processes\" is missing or not a positive count");
+        if (why[0] == '\0' && base_object(doc, b, why, sizeof why) == 0)
+            rc = 0;
+    } else if (!strcmp(schema->s, SUMMARY_SCHEMA)) {
+        b->kind = "summary";
+        const struct jval *tr = jget(doc, "traces", &dup);
+        if (tr == NULL || dup || tr->type != J_ARR || tr->n == 0) {
+            snprintf(why, sizeof why, "\"traces\" is missing or empty");
+        } else {
+            rc = 0;
+            for (size_t i = 0; i < tr->n && rc == 0; i++)
+                rc = base_object(tr->items[i], b, why, sizeof why);
+            b->processes = tr->n;
+        }
+    } else {
+        char shown[64];
+        snprintf(shown, sizeof shown, "%s", schema->s);
+        for (char *p = shown; *p; p++) /* keep the error line one clean line */
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+                *p = '?';
+        snprintf(why, sizeof why, "schema \"%s\" is not a baseline (want %s or %s)",
+                 shown, BASELINE_SCHEMA, SUMMARY_SCHEMA);
+    }
+    if (rc != 0)
+        gmt_errorf("%s: not a usable baseline: %s", path, why);
+    jfree(doc);
+    return rc;
+}
+
+/* BASE: a directory (traces), a JSON file (first character '{' or '['),
+ * or a trace. 0, or -1 after an error line. */
+int load_baseline(const char *path, const struct gmt_common *c, struct baseline *b)
+{
+    memset(b, 0, sizeof *b);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        gmt_errorf("%s: cannot read the baseline: %s", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISREG(st.st_mode)) {
+        FILE *f = fopen(path, "rb");
+        if (f == NULL) {
+            gmt_errorf("%s: cannot read the baseline: %s", path, strerror(errno));
+            return -1;
+        }
+        unsigned char head[4096]; /* enough to see past leading white space */
+        size_t got = fread(head, 1, sizeof head, f);
+        size_t i = got >= 3 && !memcmp(head, "\xef\xbb\xbf", 3) ? 3 : 0;
+        while (i < got && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' ||
+                           head[i] == '\n'))
+            i++;
+        if (i < got && (head[i] == '{' || head[i] == '[')) {
+            /* JSON: read it whole (its size as stat saw it; a file that
+             * changes meanwhile is read up to that size and then parsed) */
+            if (st.st_size > (off_t)JSON_MAX_BYTES) {
+                fclose(f);
+                gmt_errorf("%s: baseline larger than %u MiB", path, JSON_MAX_BYTES >> 20);
+                return -1;
+            }
+            size_t cap = (size_t)st.st_size, len = 0;
+            unsigned char *buf = malloc(cap + 1);
+            if (buf == NULL) {
+                fclose(f);
+                gmt_errorf("%s: out of memory", path);
+                return -1;
+            }
+            rewind(f);
+            while (len < cap) {
+                size_t r = fread(buf + len, 1, cap - len, f);
+                if (r == 0)
+                    break;
+                len += r;
+            }
+            bool bad = ferror(f) != 0;
+            fclose(f);
+            buf[len] = '\0'; /* not needed by the parser, which is bounded by len */
+            int rc = -1;
+            if (bad)
+                gmt_errorf("%s: cannot read the baseline", path);
+            else
+                rc = base_json(path, buf, len, b);
+            free(buf);
+            return rc;
+        }
+        fclose(f);
+    }
+    /* traces: the largest process's figures */
+    struct figures *f;
+    size_t n;
+    char *arg = (char *)path;
+    if (load_figures(1, &arg, c, false, &f, &n) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        for (int m = 0; m < NMETRICS; m++)
+            if (m != M_GROWTH)
+                base_take(b, (enum metric)m, f[i].v[m]);
+    b->processes = n;
+    b->kind = "traces";
+    figures_free(f, n);
+    return 0;
+}
+
+/* --save FILE: this run's figures, in the schema load_baseline reads.
+ * The top-level figures are the largest process's, as a baseline made
+ * from the traces themselves would give. 0, or -1 after an error line. */
+int save_baseline(const char *path, const struct figures *f, size_t n)
+{
+    FILE *o = fopen(path, "w");
+    if (o == NULL) {
+        gmt_errorf("%s: cannot write the baseline: %s", path, strerror(errno));
+        return -1;
+    }
+    int64_t top[NMETRICS] = {0};
+    for (size_t i = 0; i < n; i++)
+        for (int m = 0; m < NMETRICS; m++)
+            if (f[i].v[m] > top[m])
+                top[m] = f[i].v[m];
+    fprintf(o, "{\"schema\":\"%s\",\"processes\":%zu", BASELINE_SCHEMA, n);
+    static const enum metric keep[] = {M_PEAK, M_RESERVED, M_LEAKED, M_OOMS};
+    for (size_t k = 0; k < sizeof keep / sizeof *keep; k++)
+        fprintf(o, ",\"%s\":%" PRId64, metric_info[keep[k]].key, top[keep[k]]);
+    fprintf(o, ",\"traces\":[");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(o, "%s{\"trace\":", i ? "," : "");
+        gmt_json_str(o, f[i].trace);
+        fprintf(o, ",\"pid\":%u,\"command\":", f[i].pid);
+        gmt_json_str(o, f[i].command);
+        fprintf(o, ",\"closed\":%s", f[i].closed ? "true" : "false");
+        for (size_t k = 0; k < sizeof keep / sizeof *keep; k++)
+            fprintf(o, ",\"%s\":%" PRId64, metric_info[keep[k]].key, f[i].v[keep[k]]);
+        fprintf(o, "}");
+    }
+    fprintf(o, "]}\n");
+    bool bad = ferror(o) != 0;
+    if (fclose(o) != 0 || bad) {
+        gmt_errorf("%s: cannot write the baseline: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
