@@ -1,0 +1,266 @@
+/* pool_internal.h - what the two files of the caching pool share.
+ *
+ * pool.c decides: arenas, allocation and free, pending frees and
+ * synchronization, growth, trim, statistics and the entry points of
+ * pool.h. pool_index.c holds the data structures under it, which decide
+ * nothing: size bins, block structs, the per-arena address map and the
+ * lock-free segment index. Nothing outside the pool includes this header.
+ *
+ * The helpers on the fast path (bin lookup, the address map, block
+ * structs) are static inline here so that pool.c still inlines them, as
+ * when they were static to it. The rest of pool_index.c is hidden from
+ * the library's users, and declared so here (-fvisibility=hidden covers
+ * only definitions) so that the compiler knows its calls stay inside.
+ */
+#ifndef GMT_POOL_INTERNAL_H
+#define GMT_POOL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+
+#define POOL_HIDDEN __attribute__((visibility("hidden")))
+
+#define NLINEAR 128                 /* 512-byte bins up to 64 KiB */
+#define NBINS (NLINEAR + 48 * 16)   /* then 16 per power of two */
+#define BIN_WORDS ((NBINS + 63) / 64)
+
+enum { B_FREE = 1, B_ALLOC = 2, B_PENDING = 3 };
+
+struct seg;
+
+struct blk {
+    uintptr_t addr;
+    size_t size;               /* block size, a multiple of POOL_ROUND */
+    size_t req;                /* bytes requested (allocated blocks) */
+    struct blk *prev, *next;   /* neighbours in the segment */
+    struct blk *lprev, *lnext; /* bin list, pending FIFO or spare list */
+    struct seg *seg;
+    uint64_t tag;              /* pending: the device's free counter */
+    uint16_t bin;
+    uint8_t state;
+};
+
+struct seg {
+    uintptr_t base;
+    size_t size;
+    size_t busy;               /* bytes allocated or pending */
+    struct seg *snext, *sprev;
+    struct blk *first;
+    int dev;
+    uint8_t large, arena;
+};
+
+struct bins {
+    uint64_t map[BIN_WORDS];
+    struct blk *head[NBINS];
+};
+
+struct entry {
+    uintptr_t key; /* 0: empty */
+    struct blk *b;
+};
+
+/* Live blocks of one arena by address: open addressing, under the lock. */
+struct addrmap {
+    struct entry *tab;
+    size_t cap, n; /* cap: power of two */
+};
+
+/* Everything a thread touches on its fast path lives in its arena, so
+ * threads on different arenas share no written cache line. */
+struct arena {
+    pthread_mutex_t lock;
+    struct bins small, large;
+    struct blk *pend_head, *pend_tail;
+    struct seg *segs;
+    struct blk *spare;
+    struct addrmap map;
+    /* Each on its own cache line: the owner updates the counters on every
+     * call, other threads read free_seq and write safe_seq when they
+     * synchronize. Sharing a line made every synchronization stall every
+     * owner (measured: no scaling past 2 threads on 16 cores). */
+    _Alignas(64) uint64_t reserved; /* counters: read unlocked by others */
+    uint64_t allocated, requested, pending, free_bytes, nsegs, promotions;
+    uint64_t syncs;   /* synchronizations this arena's threads made */
+    uint64_t sync_ns; /* what they cost, moving average */
+    _Alignas(64) uint64_t free_seq; /* next tag (written under the lock) */
+    _Alignas(64) uint64_t safe_seq; /* tags below this are reusable */
+} __attribute__((aligned(64)));
+
+struct pdev {
+    struct arena arenas[POOL_ARENAS];
+};
+
+/* Segments by base address, for frees: read without any lock under a
+ * sequence counter (seqlock), written under seg_lock when segments come
+ * and go. Segment structs are recycled, never freed, so a reader that
+ * races a change reads stale but valid memory, and retries. */
+#define MAX_SEGMENTS (1u << 20)
+
+/* An index entry carries what a free needs (address range, device,
+ * owning arena), so a search never reads the segment structs, whose busy
+ * counts their owners write on every allocation. */
+struct segref {
+    uintptr_t base;
+    size_t size;
+    struct seg *s;
+    int32_t dev;
+    uint32_t arena;
+};
+
+struct pool {
+    struct pool_upstream up;
+    struct pool_observer obs;
+    struct pdev *dev[POOL_MAX_DEVICES];
+    pthread_mutex_t dev_lock;
+    pthread_mutex_t seg_lock;
+    uint64_t seg_seq;       /* odd while the index changes */
+    struct segref *segidx;  /* MAX_SEGMENTS slots, reserved lazily */
+    size_t nseg;
+    struct seg *seg_spare;
+};
+
+/* ---- size bins (pool_index.c) ------------------------------------------ */
+
+static inline unsigned bin_of(size_t size)
+{
+    if (size <= (size_t)NLINEAR * POOL_ROUND)
+        return (unsigned)(size / POOL_ROUND) - 1;
+    unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
+    unsigned sub = (unsigned)(size >> (k - 4)) & 15u;
+    unsigned b = NLINEAR + (k - 16) * 16 + sub;
+    return b < NBINS ? b : NBINS - 1;
+}
+
+/* Put free block b in its bin, after the blocks smaller or lower. */
+POOL_HIDDEN void bin_insert(struct bins *bs, struct blk *b);
+POOL_HIDDEN void bin_remove(struct bins *bs, struct blk *b);
+
+/* Smallest free block of at least `size`. */
+static inline struct blk *bin_find(struct bins *bs, size_t size)
+{
+    unsigned i = bin_of(size);
+    for (unsigned w = i / 64; w < BIN_WORDS; w++) {
+        uint64_t m = bs->map[w];
+        if (w == i / 64)
+            m &= ~0ull << (i % 64);
+        while (m) {
+            unsigned bin = w * 64 + (unsigned)__builtin_ctzll(m);
+            m &= m - 1;
+            for (struct blk *b = bs->head[bin]; b; b = b->lnext)
+                if (b->size >= size)
+                    return b;
+        }
+    }
+    return NULL;
+}
+
+/* ---- block structs (arena locked) --------------------------------------- */
+
+static inline struct blk *blk_new(struct arena *a)
+{
+    struct blk *b = a->spare;
+    if (b)
+        a->spare = b->lnext;
+    else if ((b = malloc(sizeof *b)) == NULL)
+        return NULL;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static inline void blk_put(struct arena *a, struct blk *b)
+{
+    b->lnext = a->spare;
+    a->spare = b;
+}
+
+/* ---- an arena's live blocks by address (pool_index.c; arena locked) --- */
+
+static inline size_t slot_of(uintptr_t key, size_t cap)
+{
+    return (size_t)(((uint64_t)key * 0xff51afd7ed558ccdull) >> 17) & (cap - 1);
+}
+
+/* Double the table (first: 256 slots); false without host memory. */
+POOL_HIDDEN bool map_grow(struct addrmap *m);
+
+static inline bool map_put(struct addrmap *m, uintptr_t key, struct blk *b)
+{
+    if ((m->n + 1) * 10 > m->cap * 7 && !map_grow(m))
+        return false;
+    size_t j = slot_of(key, m->cap);
+    while (m->tab[j].key)
+        j = (j + 1) & (m->cap - 1);
+    m->tab[j] = (struct entry){key, b};
+    m->n++;
+    return true;
+}
+
+static inline size_t map_find(const struct addrmap *m, uintptr_t key)
+{
+    if (m->cap == 0)
+        return SIZE_MAX;
+    size_t j = slot_of(key, m->cap);
+    while (m->tab[j].key && m->tab[j].key != key)
+        j = (j + 1) & (m->cap - 1);
+    return m->tab[j].key == key ? j : SIZE_MAX;
+}
+
+static inline struct blk *map_get(const struct addrmap *m, uintptr_t key)
+{
+    size_t j = map_find(m, key);
+    return j == SIZE_MAX ? NULL : m->tab[j].b;
+}
+
+/* Remove key; returns its block or NULL. Backward-shift deletion keeps
+ * probe sequences intact without tombstones. */
+static inline struct blk *map_take(struct addrmap *m, uintptr_t key)
+{
+    size_t j = map_find(m, key);
+    if (j == SIZE_MAX)
+        return NULL;
+    struct blk *b = m->tab[j].b;
+    size_t hole = j;
+    for (;;) {
+        j = (j + 1) & (m->cap - 1);
+        if (m->tab[j].key == 0)
+            break;
+        size_t home = slot_of(m->tab[j].key, m->cap);
+        /* move j back into the hole if its home is not in (hole, j] */
+        if (((j - home) & (m->cap - 1)) >= ((j - hole) & (m->cap - 1))) {
+            m->tab[hole] = m->tab[j];
+            hole = j;
+        }
+    }
+    m->tab[hole].key = 0;
+    m->tab[hole].b = NULL;
+    m->n--;
+    return b;
+}
+
+/* ---- the segment index (pool_index.c) ---------------------------------- */
+
+/* A segment struct, zeroed: a recycled one or a new one; NULL without
+ * host memory. */
+POOL_HIDDEN struct seg *seg_new(struct pool *p);
+/* Enter s (base, size, dev and arena set) into the index; false if the
+ * index could not be reserved or is full. */
+POOL_HIDDEN bool segidx_add(struct pool *p, struct seg *s);
+/* Take s out of the index and recycle it. */
+POOL_HIDDEN void segidx_remove(struct pool *p, struct seg *s);
+/* s changes owner: the struct and its index entry together. */
+POOL_HIDDEN void segidx_set_arena(struct pool *p, struct seg *s,
+                                  unsigned arena);
+/* The index entry of the segment containing ptr, lock-free; false if
+ * none. It is only as good as the moment of the search: callers confirm
+ * under the arena lock. */
+POOL_HIDDEN bool segidx_find(struct pool *p, uintptr_t ptr,
+                             struct segref *out);
+
+#endif /* GMT_POOL_INTERNAL_H */
