@@ -110,7 +110,7 @@ $(SIMLIB): $(SIM_OBJ) tests/sim/libcudart.map
 
 # The simulated driver: what a statically linked runtime, or a program that
 # calls the driver API, finds as libcuda.so.1.
-$(SIMDRV): tests/sim/sim_driver.c $(wildcard tests/sim/sim_drv_*.c) tests/sim/sim_drv_internal.h \
+$(SIMDRV): tests/sim/sim_driver.c $(wildcard tests/sim/sim_drv_*.c) tests/sim/sim_drv_internal.h tests/sim/sim_env.h \
            tests/sim/libcuda.map
 	$(call say,LD,$@)
 	@mkdir -p $(@D)

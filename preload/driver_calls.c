@@ -312,6 +312,7 @@ static bool g_pools_full;
 static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t g_dev_pool_noted[GMT_MAX_DEVICES];
 static uint64_t g_pools_sampled[GMT_MAX_DEVICES];
+static uint64_t g_pools_due; /* no device's pools are due before this */
 
 static void pools_sample(struct gmt_thread *t, int dev, bool now_anyway);
 static void pool_sample_one(struct gmt_thread *t,
@@ -320,12 +321,19 @@ static void pool_sample_one(struct gmt_thread *t,
                             int i);
 static void pools_at_exit(void);
 
-static void pool_note(uint64_t pool, int dev)
+static bool pool_followed(uint64_t pool)
 {
     int n = __atomic_load_n(&g_npools, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++)
         if (g_pools[i].pool == pool && g_pools[i].dev >= 0)
-            return;
+            return true;
+    return false;
+}
+
+static void pool_note(uint64_t pool, int dev)
+{
+    if (pool_followed(pool))
+        return;
     if (__atomic_load_n(&g_pools_full, __ATOMIC_RELAXED))
         return; /* more live pools than we follow: the rest go unsampled */
     pthread_mutex_lock(&g_pools_lock);
@@ -374,11 +382,13 @@ static void pools_sample(struct gmt_thread *t, int dev, bool now_anyway)
     if (get == NULL || gmt_opt.sample_ms <= 0)
         return;
     uint64_t now = gmt_now_ns(), last = g_pools_sampled[dev];
+    uint64_t every = (uint64_t)gmt_opt.sample_ms * 1000000u;
     if (!now_anyway &&
-        (now - last < (uint64_t)gmt_opt.sample_ms * 1000000u ||
+        (now - last < every ||
          !__atomic_compare_exchange_n(&g_pools_sampled[dev], &last, now, false,
                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)))
         return;
+    __atomic_store_n(&g_pools_due, now + every, __ATOMIC_RELAXED);
     int n = __atomic_load_n(&g_npools, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++)
         if (g_pools[i].dev == dev)
@@ -418,6 +428,17 @@ static void pools_after(bool note, CUmemoryPool pool)
     struct gmt_thread *t = gmt_thread_peek();
     if (t == NULL || !gmt_tracer_active())
         return;
+    /* Every stream-ordered call passes here: between samples, and with
+     * its pool already followed, it costs one clock read. (The device's
+     * pool is checked by the thread's last device, a guess the next due
+     * sample corrects.) */
+    int guess = t->last_device;
+    if (gmt_now_ns() < __atomic_load_n(&g_pools_due, __ATOMIC_RELAXED) &&
+        (!note || (pool != NULL ? pool_followed((uintptr_t)pool)
+                                : guess >= 0 && guess < GMT_MAX_DEVICES &&
+                                      __atomic_load_n(&g_dev_pool_noted[guess],
+                                                      __ATOMIC_RELAXED))))
+        return;
     int dev = device_now(t);
     if (dev < 0 || dev >= GMT_MAX_DEVICES)
         return;
@@ -444,6 +465,7 @@ void gmt_drv_pools_reset_after_fork(void)
     g_pools_full = false;
     memset(g_dev_pool_noted, 0, sizeof g_dev_pool_noted);
     memset(g_pools_sampled, 0, sizeof g_pools_sampled);
+    g_pools_due = 0;
 }
 
 /* A pool about to go: its last sample first. */

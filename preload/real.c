@@ -65,9 +65,14 @@ static void *lookup(const char *name)
 
 bool gmt_real_present(unsigned idx)
 {
+    static bool absent[GMT_R_COUNT]; /* looked for once, not found */
     void *f = __atomic_load_n(&gmt_real_fn[idx], __ATOMIC_ACQUIRE);
-    if (f == NULL && (f = lookup(g_names[idx])) != NULL)
-        __atomic_store_n(&gmt_real_fn[idx], f, __ATOMIC_RELEASE);
+    if (f == NULL && !__atomic_load_n(&absent[idx], __ATOMIC_RELAXED)) {
+        if ((f = lookup(g_names[idx])) != NULL)
+            __atomic_store_n(&gmt_real_fn[idx], f, __ATOMIC_RELEASE);
+        else
+            __atomic_store_n(&absent[idx], true, __ATOMIC_RELAXED);
+    }
     return f != NULL && f != (void *)missing_function;
 }
 

@@ -34,15 +34,6 @@ const struct metric_info metric_info[NMETRICS] = {
     {"ooms", "out of memory", "--max-ooms"},
 };
 
-static int64_t leaked(const struct replay *r)
-{
-    uint64_t bytes = 0;
-    REPLAY_FOREACH_LIVE(r, l)
-        if (l->mem != MEM_HOST)
-            bytes += l->size;
-    return (int64_t)bytes;
-}
-
 /* Fill f from a loaded trace; growth only when asked (it needs the replay
  * with growth series and site labels). -1: out of memory. */
 static int figures_of(struct loaded *l, const struct gmt_common *c, bool growth,
@@ -56,7 +47,7 @@ static int figures_of(struct loaded *l, const struct gmt_common *c, bool growth,
     f->closed = !r->cut;
     f->v[M_PEAK] = (int64_t)r->peak_requested;
     f->v[M_RESERVED] = (int64_t)r->peak_reserved;
-    f->v[M_LEAKED] = leaked(r);
+    f->v[M_LEAKED] = (int64_t)replay_leaked(r, NULL, NULL);
     f->v[M_OOMS] = (int64_t)r->ooms_total;
     if (growth) {
         struct growth_row *rows;

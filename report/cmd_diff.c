@@ -92,16 +92,6 @@ static bool pick(const struct site *s, int64_t v[GROUP_VALUES])
     return s->total_count > 0 || s->peak_bytes > 0;
 }
 
-/* Device and managed bytes live at the end (summary's "leaked"). */
-static int64_t leaked(const struct replay *r)
-{
-    uint64_t bytes = 0;
-    REPLAY_FOREACH_LIVE(r, l)
-        if (l->mem != MEM_HOST)
-            bytes += l->size;
-    return (int64_t)bytes;
-}
-
 static void totals(const struct replay *r, int64_t t[NT])
 {
     uint64_t alloc = 0, allocs = 0;
@@ -112,7 +102,7 @@ static void totals(const struct replay *r, int64_t t[NT])
     t[T_PEAK_REQ] += (int64_t)r->peak_requested;
     t[T_PEAK_ALLOC] += (int64_t)alloc;
     t[T_PEAK_RES] += (int64_t)r->peak_reserved;
-    t[T_LEAKED] += leaked(r);
+    t[T_LEAKED] += (int64_t)replay_leaked(r, NULL, NULL);
     t[T_ALLOCS] += (int64_t)allocs;
     t[T_OOMS] += (int64_t)r->ooms_total;
 }

@@ -28,21 +28,6 @@ static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
     return s->peak_bytes > 0;
 }
 
-static uint64_t leaked(const struct replay *r, uint64_t *count, uint64_t *host)
-{
-    uint64_t bytes = 0;
-    *count = *host = 0;
-    REPLAY_FOREACH_LIVE(r, l) {
-        if (l->mem == MEM_HOST) {
-            *host += l->size;
-        } else {
-            bytes += l->size;
-            (*count)++;
-        }
-    }
-    return bytes;
-}
-
 static double at_s(const struct replay *r, uint64_t t)
 {
     return t > r->hdr.start_monotonic_ns ? (double)(t - r->hdr.start_monotonic_ns) / 1e9
@@ -100,7 +85,7 @@ static void text(struct loaded *l, const struct gmt_common *c)
     const struct replay *r = &l->r;
     const struct gmt_defs *d = &r->defs;
     char a[32], b[32], e[32];
-    uint64_t nleak, hleak, leak = leaked(r, &nleak, &hleak);
+    uint64_t nleak, hleak, leak = replay_leaked(r, &nleak, &hleak);
     printf("trace:     %s\n", l->path);
     printf("process:   pid %u", r->hdr.pid);
     if (d->process.present)
@@ -188,7 +173,7 @@ static void json(struct loaded *l, const struct gmt_common *c)
 {
     const struct replay *r = &l->r;
     const struct gmt_defs *d = &r->defs;
-    uint64_t nleak, hleak, leak = leaked(r, &nleak, &hleak);
+    uint64_t nleak, hleak, leak = replay_leaked(r, &nleak, &hleak);
     printf("{\"trace\":");
     gmt_json_str(stdout, l->path);
     printf(",\"pid\":%u,\"command\":", r->hdr.pid);
@@ -300,7 +285,7 @@ int cmd_summary(int argc, char **argv)
             text(l, &c);
         }
         shown++;
-        uint64_t nl, hl, leak = leaked(&l->r, &nl, &hl);
+        uint64_t nl, hl, leak = replay_leaked(&l->r, &nl, &hl);
         sum_peak += l->r.peak_requested;
         sum_reserved += l->r.peak_reserved;
         sum_leak += leak;

@@ -730,6 +730,24 @@ int replay_growth_buckets(const struct replay *r, uint64_t *width_ns)
     return r->g_last + 1;
 }
 
+uint64_t replay_leaked(const struct replay *r, uint64_t *count, uint64_t *host)
+{
+    uint64_t bytes = 0, n = 0, h = 0;
+    REPLAY_FOREACH_LIVE(r, l) {
+        if (l->mem == MEM_HOST) {
+            h += l->size;
+        } else {
+            bytes += l->size;
+            n++;
+        }
+    }
+    if (count)
+        *count = n;
+    if (host)
+        *host = h;
+    return bytes;
+}
+
 void replay_free(struct replay *r)
 {
     for (size_t i = 0; i < r->nsites; i++) {

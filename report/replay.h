@@ -191,6 +191,9 @@ struct live {         /* 32 bytes: two per cache line */
     for (struct live *l = (r)->live; l && l < (r)->live + (r)->live_cap; l++) \
         if (l->addr)
 
+/* Device and managed bytes live at the end (leaked at exit); *count
+ * such allocations, *host the pinned host bytes live (either may be NULL). */
+uint64_t replay_leaked(const struct replay *r, uint64_t *count, uint64_t *host);
 /* Duration of the traced run in ns, as well as it is known. */
 uint64_t replay_duration(const struct replay *r);
 /* Number of growth buckets in use and their width. */

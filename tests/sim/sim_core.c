@@ -7,6 +7,7 @@
  */
 #include "sim_internal.h"
 #include "simcudart.h"
+#include "sim_env.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -68,36 +69,6 @@ static void sim_warn(const char *fmt, const char *name, const char *val)
     fprintf(stderr, "simcudart: ");
     fprintf(stderr, fmt, name, val);
     fputc('\n', stderr);
-}
-
-/* "123", "64K", "512M", "1G", "2T" (binary multiples). Returns false if the
- * string is not a positive size. */
-static bool sim_parse_size(const char *s, unsigned long long *out)
-{
-    char *end;
-    unsigned long long v, mult = 1;
-
-    while (*s == ' ' || *s == '\t')
-        s++;
-    if (*s < '0' || *s > '9')
-        return false; /* also rejects "-1", which strtoull would accept */
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return false;
-    switch (*end) {
-    case 'k': case 'K': mult = 1ULL << 10; end++; break;
-    case 'm': case 'M': mult = 1ULL << 20; end++; break;
-    case 'g': case 'G': mult = 1ULL << 30; end++; break;
-    case 't': case 'T': mult = 1ULL << 40; end++; break;
-    default: break;
-    }
-    if (mult > 1 && (*end == 'b' || *end == 'B'))
-        end++; /* accept "1GB" as well */
-    if (*end != '\0' || v == 0 || v > ~0ULL / mult)
-        return false;
-    *out = v * mult;
-    return true;
 }
 
 static struct CUmemPoolHandle_st *sim_default_pool_new(int dev)

@@ -35,6 +35,7 @@
  * bookkeeping only).
  */
 #include "sim_drv_internal.h"
+#include "sim_env.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -56,36 +57,6 @@ static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 /* Initialisation                                                      */
 /* ------------------------------------------------------------------ */
 
-/* "123", "64K", "512M", "1G", "2T", optional B: the parser of the runtime
- * simulator (sim_core.c), so that both read SIM_CUDA_MEM alike. */
-static bool drv_parse_size(const char *s, unsigned long long *out)
-{
-    char *end;
-    unsigned long long v, mult = 1;
-
-    while (*s == ' ' || *s == '\t')
-        s++;
-    if (*s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return false;
-    switch (*end) {
-    case 'k': case 'K': mult = 1ULL << 10; end++; break;
-    case 'm': case 'M': mult = 1ULL << 20; end++; break;
-    case 'g': case 'G': mult = 1ULL << 30; end++; break;
-    case 't': case 'T': mult = 1ULL << 40; end++; break;
-    default: break;
-    }
-    if (mult > 1 && (*end == 'b' || *end == 'B'))
-        end++;
-    if (*end != '\0' || v == 0 || v > ~0ULL / mult)
-        return false;
-    *out = v * mult;
-    return true;
-}
-
 static void drv_init_once(void)
 {
     const char *env;
@@ -106,7 +77,7 @@ static void drv_init_once(void)
         }
     }
     env = getenv("SIM_CUDA_MEM");
-    if (env && *env && !drv_parse_size(env, &cap)) {
+    if (env && *env && !sim_parse_size(env, &cap)) {
         fprintf(stderr, "simcuda: invalid SIM_CUDA_MEM=\"%s\", using 1G per device\n", env);
         cap = 1ULL << 30;
     }

@@ -1,0 +1,40 @@
+/* sim_env.h - the environment parsing the simulated runtime and the
+ * simulated driver share, so that both read SIM_CUDA_MEM alike. */
+#ifndef SIM_ENV_H
+#define SIM_ENV_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* "123", "64K", "512M", "1G", "2T" (binary multiples), optional B.
+ * Returns false if the string is not a positive size. */
+static inline bool sim_parse_size(const char *s, unsigned long long *out)
+{
+    char *end;
+    unsigned long long v, mult = 1;
+
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (*s < '0' || *s > '9')
+        return false; /* also rejects "-1", which strtoull would accept */
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0)
+        return false;
+    switch (*end) {
+    case 'k': case 'K': mult = 1ULL << 10; end++; break;
+    case 'm': case 'M': mult = 1ULL << 20; end++; break;
+    case 'g': case 'G': mult = 1ULL << 30; end++; break;
+    case 't': case 'T': mult = 1ULL << 40; end++; break;
+    default: break;
+    }
+    if (mult > 1 && (*end == 'b' || *end == 'B'))
+        end++; /* accept "1GB" as well */
+    if (*end != '\0' || v == 0 || v > ~0ULL / mult)
+        return false;
+    *out = v * mult;
+    return true;
+}
+
+#endif /* SIM_ENV_H */
