@@ -210,6 +210,76 @@ CUresult gmtw_cuInit(unsigned int flags)
     return r;
 }
 
+/* ---- streams and contexts the pool's fences cannot cover ------------------
+ * A fence is an event on the legacy stream (fence.c): it covers blocking
+ * streams of the primary context only. Said before the real call, which
+ * is a tail call. */
+
+CUresult gmtw_cuStreamCreate(CUstream *ph, unsigned int flags)
+{
+    if (MISSING(cuStreamCreate))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (flags & CU_STREAM_NON_BLOCKING)
+        gmt_fence_off("a non-blocking stream was created (cuStreamCreate)");
+    return REAL(cuStreamCreate)(ph, flags);
+}
+
+CUresult gmtw_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags,
+                                         int priority)
+{
+    if (MISSING(cuStreamCreateWithPriority))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (flags & CU_STREAM_NON_BLOCKING)
+        gmt_fence_off("a non-blocking stream was created "
+                      "(cuStreamCreateWithPriority)");
+    return REAL(cuStreamCreateWithPriority)(ph, flags, priority);
+}
+
+#define CTX_OFF "a context of the program's own was created (cuCtxCreate)"
+
+CUresult gmtw_cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    if (MISSING(cuCtxCreate))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    gmt_fence_off(CTX_OFF);
+    return REAL(cuCtxCreate)(pctx, flags, dev);
+}
+
+CUresult gmtw_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    if (MISSING(cuCtxCreate_v2))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    gmt_fence_off(CTX_OFF);
+    return REAL(cuCtxCreate_v2)(pctx, flags, dev);
+}
+
+CUresult gmtw_cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params,
+                             int n, unsigned int flags, CUdevice dev)
+{
+    if (MISSING(cuCtxCreate_v3))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    gmt_fence_off(CTX_OFF);
+    return REAL(cuCtxCreate_v3)(pctx, params, n, flags, dev);
+}
+
+CUresult gmtw_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
+                             unsigned int flags, CUdevice dev)
+{
+    if (MISSING(cuCtxCreate_v4))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    gmt_fence_off(CTX_OFF);
+    return REAL(cuCtxCreate_v4)(pctx, params, flags, dev);
+}
+
+CUresult gmtw_cuGreenCtxCreate(CUgreenCtx *ph, CUdevResourceDesc desc,
+                               CUdevice dev, unsigned int flags)
+{
+    if (MISSING(cuGreenCtxCreate))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    gmt_fence_off("a green context was created (cuGreenCtxCreate)");
+    return REAL(cuGreenCtxCreate)(ph, desc, dev, flags);
+}
+
 /* ---- what the rest of the library asks ------------------------------------ */
 
 bool gmt_drv_device_info(int dev, struct gmt_devinfo *out)

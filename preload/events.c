@@ -341,11 +341,11 @@ void gmt_ev_pool(struct gmt_thread *t, unsigned kind, int dev, uint64_t addr,
     emit_now(t, &ev);
 }
 
-void gmt_ev_pool_sync(struct gmt_thread *t, int dev, int result)
+void gmt_ev_pool_sync(struct gmt_thread *t, int dev, unsigned api, int result)
 {
     struct gmt_event ev = {
         .kind = GMT_K_SYNC,
-        .api = GMT_API_POOL_SYNCHRONIZE,
+        .api = (uint8_t)api,
         .device = dev,
         .result = result,
         .stack = t->call_stack,

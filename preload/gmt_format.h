@@ -214,6 +214,8 @@ enum gmt_api {
     GMT_API_DEVICE_SYNCHRONIZE = 80,
     GMT_API_STREAM_SYNCHRONIZE = 81,
     GMT_API_POOL_SYNCHRONIZE = 82, /* issued by the pool, not the program */
+    GMT_API_POOL_FENCE_WAIT = 83,  /* the pool waited for one of its fences
+                                      (an event on the legacy stream) */
     /* streams */
     GMT_API_STREAM_CREATE = 96,
     GMT_API_STREAM_CREATE_WITH_FLAGS = 97,

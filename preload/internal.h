@@ -55,6 +55,11 @@ static inline uint64_t gmt_now_ns(void)
     X(POOL, pool, bool, 1, 0, 1,                                              \
       "serve cudaMalloc/cudaFree from gpumemtrace's caching pool; 0: pass "   \
       "every call through to the runtime")                                    \
+    X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
+      "let the pool reuse freed blocks once an event on the legacy stream "    \
+      "shows the GPU past the free, instead of synchronizing the device "     \
+      "(only while the process has no non-blocking stream; see "              \
+      "docs/usage.md); 0: device-wide synchronizations only")                 \
     X(DRIVER, driver, bool, 1, 0, 1,                                          \
       "observe the CUDA driver's memory calls too (a statically linked "      \
       "cudart, CuPy, JAX, PyTorch's expandable segments); 0: runtime hooks "  \
@@ -264,6 +269,30 @@ void gmt_mem_reset_after_fork(void);
 /* Emit a SAMPLE for dev if the sampling interval has passed. */
 void gmt_mem_maybe_sample(struct gmt_thread *t, int dev);
 bool gmt_capture_active(void);
+/* Hold the capture lock if no stream capture is under way (true), so that
+ * none begins while the library makes a stream-ordered call of its own.
+ * Without `wait`, false also when another thread holds it (it may be
+ * waiting for the GPU). */
+bool gmt_capture_hold(bool wait);
+void gmt_capture_release(void);
+/* Run f on device dev, restoring the thread's current device. */
+int gmt_on_device(int dev, int (*f)(void *), void *arg);
+
+/* ---- fence.c: events on the legacy stream that make pool blocks reusable */
+
+struct pool;
+/* A pooled free on dev: maybe record a fence (at most one per 50 us). */
+void gmt_fence_after_free(struct pool *p, int dev);
+/* The pool's upstream reclaim (pool.h). */
+int gmt_fence_reclaim(struct pool *p, int dev, bool wait);
+/* A stream or context fences cannot cover is about to be created: use
+ * device-wide synchronizations from now on. why: a static string. */
+void gmt_fence_off(const char *why);
+bool gmt_fence_usable(void);
+/* Why fences are not used (NULL: they are). */
+const char *gmt_fence_off_reason(void);
+void gmt_fence_counts(uint64_t *recorded, uint64_t *waits);
+void gmt_fence_reset_after_fork(void);
 void gmt_capture_begin(uint64_t stream_key);
 /* cudaStream_t is declared by the runtime headers (real.h users). */
 struct CUstream_st;
@@ -312,7 +341,7 @@ void gmt_ev_mem_get_info(struct gmt_call *c, int r, uint64_t free_b,
  * take the current thread's stack id of the call in flight, if any. */
 void gmt_ev_pool(struct gmt_thread *t, unsigned kind, int dev, uint64_t addr,
                  uint64_t size, uint32_t stack);
-void gmt_ev_pool_sync(struct gmt_thread *t, int dev, int result);
+void gmt_ev_pool_sync(struct gmt_thread *t, int dev, unsigned api, int result);
 void gmt_ev_sample(struct gmt_thread *t, int dev, const uint64_t v[6]);
 void gmt_ev_oom(struct gmt_call *c, int dev, uint64_t size, const uint64_t v[5]);
 

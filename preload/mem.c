@@ -133,26 +133,25 @@ static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
     return 0;
 }
 
-/* Run f on device dev, restoring the thread's current device. */
-static int on_device(int dev, cudaError_t (*f)(void *), void *arg)
+int gmt_on_device(int dev, int (*f)(void *), void *arg)
 {
     int cur = -1;
     if (GMT_REAL(cudaGetDevice)(&cur) != cudaSuccess)
         return GMT_REAL(cudaGetLastError)();
     if (cur != dev && GMT_REAL(cudaSetDevice)(dev) != cudaSuccess)
         return GMT_REAL(cudaGetLastError)();
-    cudaError_t r = f(arg);
+    int r = f(arg);
     if (cur != dev)
         GMT_REAL(cudaSetDevice)(cur);
     return r;
 }
 
-static cudaError_t do_free(void *p)
+static int do_free(void *p)
 {
     return GMT_REAL(cudaFree)(p);
 }
 
-static cudaError_t do_sync(void *p)
+static int do_sync(void *p)
 {
     (void)p;
     return GMT_REAL(cudaDeviceSynchronize)();
@@ -166,10 +165,34 @@ static int up_release(void *ctx, int dev, uintptr_t ptr, size_t size)
      * now becomes safe. */
     struct pool_snapshot snap;
     pool_sync_snapshot(g_pool, dev, &snap);
-    int r = on_device(dev, do_free, (void *)ptr);
+    int r = gmt_on_device(dev, do_free, (void *)ptr);
     if (r == cudaSuccess)
         pool_synced(g_pool, dev, &snap);
     return r;
+}
+
+bool gmt_capture_hold(bool wait)
+{
+    if (!wait && pthread_mutex_trylock(&g_capture_lock) != 0)
+        return false;
+    if (wait)
+        pthread_mutex_lock(&g_capture_lock);
+    if (g_ncapturing || g_overflow) {
+        pthread_mutex_unlock(&g_capture_lock);
+        return false;
+    }
+    return true;
+}
+
+void gmt_capture_release(void)
+{
+    pthread_mutex_unlock(&g_capture_lock);
+}
+
+static int up_reclaim(void *ctx, int dev, bool wait)
+{
+    (void)ctx;
+    return gmt_fence_reclaim(g_pool, dev, wait);
 }
 
 static int up_sync(void *ctx, int dev)
@@ -177,7 +200,7 @@ static int up_sync(void *ctx, int dev)
     (void)ctx;
     pthread_mutex_lock(&g_capture_lock);
     int r = g_ncapturing || g_overflow ? cudaErrorStreamCaptureUnsupported
-                         : on_device(dev, do_sync, NULL);
+                         : gmt_on_device(dev, do_sync, NULL);
     pthread_mutex_unlock(&g_capture_lock);
     return r;
 }
@@ -213,11 +236,11 @@ static void obs_synced(void *ctx, int dev, int r)
     (void)ctx;
     struct gmt_thread *t = gmt_thread_get();
     if (t)
-        gmt_ev_pool_sync(t, dev, r);
+        gmt_ev_pool_sync(t, dev, GMT_API_POOL_SYNCHRONIZE, r);
 }
 
 static const struct pool_upstream g_upstream = {up_alloc, up_release, up_sync,
-                                                NULL};
+                                                up_reclaim, NULL};
 static const struct pool_observer g_observer = {
     obs_segment_alloc, obs_segment_free, obs_free_completed, obs_synced, NULL};
 
@@ -231,6 +254,14 @@ static void release_at_exit(void)
         t->guard = 1; /* the driver observer must not see these frees */
         pool_release_all(p);
         t->guard = 0;
+    }
+    if (p && gmt_opt.verbose) {
+        uint64_t rec, waits;
+        gmt_fence_counts(&rec, &waits);
+        const char *why = gmt_fence_off_reason();
+        gmt_info("pool: %llu fences recorded, %llu waited for%s%s",
+                 (unsigned long long)rec, (unsigned long long)waits,
+                 why ? "; fences off: " : "", why ? why : "");
     }
 }
 
@@ -259,6 +290,7 @@ void gmt_mem_reset_after_fork(void)
     pthread_mutex_init(&g_capture_lock, NULL);
     g_ncapturing = g_overflow = 0;
     memset(g_last_sample, 0, sizeof g_last_sample);
+    gmt_fence_reset_after_fork();
 }
 
 static uint64_t host_rss(void)
@@ -394,6 +426,7 @@ cudaError_t gmt_mem_free(void *ptr)
     if (e == 0) {
         r = cudaSuccess;
         c.t->call_device = dev; /* the block's device */
+        gmt_fence_after_free(p, dev);
     } else if (e == POOL_INVALID) {
         r = cudaErrorInvalidValue; /* freed twice, or not a block start */
         dev = -1;

@@ -450,6 +450,27 @@ static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
     return true;
 }
 
+/* Make pending blocks reusable and try again (the own arena, or all of
+ * them). The upstream's fences first: one at a time, oldest first, trying
+ * after each, so that the thread waits only until the GPU has passed a
+ * block that fits, and the GPU keeps the work queued after it. Then one
+ * device-wide synchronization for the frees no fence covers yet. */
+static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
+                                 unsigned ai, size_t size, size_t req,
+                                 bool all)
+{
+    struct blk *b;
+    struct arena *own = &d->arenas[ai];
+    while (p->up.reclaim && p->up.reclaim(p->up.ctx, dev, true) > 0)
+        if ((b = all ? try_all(p, d, dev, ai, size, req)
+                     : try_arena(p, own, dev, size, req)) != NULL)
+            return b;
+    if (!pool_sync(p, d, own, dev))
+        return NULL;
+    return all ? try_all(p, d, dev, ai, size, req)
+               : try_arena(p, own, dev, size, req);
+}
+
 /* Give back fully free segments of dev: all, or only large or small ones
  * when `only` is set. */
 static int trim_class(struct pool *p, struct pdev *d, int dev, bool only,
@@ -599,18 +620,21 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
     unsigned ai = arena_hint % POOL_ARENAS;
     struct arena *own = &d->arenas[ai];
     struct blk *b = try_arena(p, own, dev, size, req);
-    /* Only pending memory could serve this: one synchronization makes
-     * every pending block reusable at once. The thread's own arena first,
-     * so threads that free what they allocate never touch the others. */
-    uint64_t worth = sync_worth(own, size);
-    if (b == NULL && LOAD(own->pending) >= worth && pool_sync(p, d, own, dev))
+    /* What completed fences cover is reusable for a query each. */
+    if (b == NULL && p->up.reclaim && p->up.reclaim(p->up.ctx, dev, false) > 0)
         b = try_arena(p, own, dev, size, req);
+    /* Only pending memory could serve this: wait until it is reusable.
+     * The thread's own arena first, so threads that free what they
+     * allocate never touch the others. */
+    uint64_t worth = sync_worth(own, size);
+    if (b == NULL && LOAD(own->pending) >= worth)
+        b = reclaim_retry(p, d, dev, ai, size, req, false);
     if (b == NULL)
         b = try_others(p, d, dev, ai, size, req, false);
-    if (b == NULL && pending_bytes(d) >= worth && pool_sync(p, d, &d->arenas[ai], dev))
-        b = try_all(p, d, dev, ai, size, req);
-    if (b == NULL && pending_could_fit(d, size) && pool_sync(p, d, &d->arenas[ai], dev))
-        b = try_all(p, d, dev, ai, size, req);
+    if (b == NULL && pending_bytes(d) >= worth)
+        b = reclaim_retry(p, d, dev, ai, size, req, true);
+    if (b == NULL && pending_could_fit(d, size))
+        b = reclaim_retry(p, d, dev, ai, size, req, true);
     /* About to grow a large segment: large segments with nothing in them
      * did not fit; give them back first rather than hold both. */
     if (b == NULL && is_large(size) && trim_class(p, d, dev, true, true))

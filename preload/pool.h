@@ -46,6 +46,12 @@ struct pool_upstream {
     /* A device-wide synchronization; non-zero if it could not be done
      * (e.g. a stream capture is in progress): the pool then grows. */
     int (*sync)(void *ctx, int dev);
+    /* Optional: make pending frees reusable without a device-wide
+     * synchronization, by whatever the upstream knows has completed (it
+     * calls pool_synced for it); with `wait`, first wait for the oldest
+     * thing outstanding. 1: something became reusable; 0: nothing did (or
+     * nothing is outstanding), and a synchronization is the way left. */
+    int (*reclaim)(void *ctx, int dev, bool wait);
     void *ctx;
 };
 

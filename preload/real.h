@@ -73,7 +73,8 @@ GMT_PTDS_FUNCS(GMT_DECLARE_PTDS)
     X(cudaGetDevice) X(cudaGetLastError) X(cudaPeekAtLastError)               \
     X(cudaPointerGetAttributes) X(cudaGetDeviceProperties)                    \
     X(cudaDeviceGetAttribute) X(cudaArrayGetInfo) X(cudaStreamIsCapturing)     \
-    X(cudaRuntimeGetVersion)
+    X(cudaRuntimeGetVersion) X(cudaEventCreateWithFlags) X(cudaEventRecord)     \
+    X(cudaEventQuery) X(cudaEventSynchronize)
 
 enum gmt_real_idx {
 #define GMT_ENUM_BASE(n) GMT_R_##n,

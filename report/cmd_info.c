@@ -20,7 +20,7 @@ struct info {
     uint64_t records, events, defs;
     uint64_t by_kind[NCLASS], oom, alloc_failed, failed_calls;
     uint64_t by_api[NAPI], bytes_by_api[NAPI];
-    uint64_t pool_syncs, pool_sync_failed;
+    uint64_t pool_syncs, pool_sync_failed, fence_waits;
     uint64_t first_time, last_time;
     struct gmt_defs defs_tab;
 };
@@ -63,6 +63,10 @@ static int scan(const char *path, struct gmt_reader **out, struct info *in)
             in->pool_syncs++;
             in->pool_sync_failed += rec.result != 0;
             continue; /* the pool's, not a call of the program */
+        }
+        if (rec.kind == GMT_K_SYNC && rec.api == GMT_API_POOL_FENCE_WAIT) {
+            in->fence_waits++;
+            continue;
         }
         if (rec.kind == GMT_K_ALLOC && rec.result != 0)
             (*(rec.result == 2 ? &in->oom : &in->alloc_failed))++;
@@ -170,10 +174,12 @@ static void text(const char *path, const struct gmt_reader *r,
                "alloc_failed", in->alloc_failed);
     if (h->features & GMT_FEAT_POOL)
         printf("\npool: %" PRIu64 " segments taken, %" PRIu64 " given back, %" PRIu64
-               " blocks made reusable, %" PRIu64 " synchronizations issued%s\n",
+               " blocks made reusable, %" PRIu64 " synchronizations issued%s, %"
+               PRIu64 " waits for a fence\n",
                in->by_kind[GMT_K_SEGMENT_ALLOC], in->by_kind[GMT_K_SEGMENT_FREE],
                in->by_kind[GMT_K_FREE_COMPLETED], in->pool_syncs,
-               in->pool_sync_failed ? " (some refused: stream capture)" : "");
+               in->pool_sync_failed ? " (some refused: stream capture)" : "",
+               in->fence_waits);
     printf("\ncalls by entry point:\n");
     for (unsigned a = 1; a < NAPI; a++) {
         if (!in->by_api[a])
@@ -259,10 +265,10 @@ static void json(const char *path, const struct gmt_reader *r,
         first = false;
     }
     printf("},\"pool\":{\"segments_allocated\":%" PRIu64 ",\"segments_freed\":%" PRIu64
-           ",\"free_completed\":%" PRIu64 ",\"syncs\":%" PRIu64 ",\"samples\":%" PRIu64
-           ",\"oom_states\":%" PRIu64 "}",
+           ",\"free_completed\":%" PRIu64 ",\"syncs\":%" PRIu64 ",\"fence_waits\":%" PRIu64
+           ",\"samples\":%" PRIu64 ",\"oom_states\":%" PRIu64 "}",
            in->by_kind[GMT_K_SEGMENT_ALLOC], in->by_kind[GMT_K_SEGMENT_FREE],
-           in->by_kind[GMT_K_FREE_COMPLETED], in->pool_syncs,
+           in->by_kind[GMT_K_FREE_COMPLETED], in->pool_syncs, in->fence_waits,
            in->by_kind[GMT_K_SAMPLE], in->by_kind[GMT_K_OOM]);
     printf(",\"failed_calls\":%" PRIu64 "}", in->failed_calls);
 }

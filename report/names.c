@@ -74,6 +74,7 @@ const char *gmt_api_name(unsigned api)
         [GMT_API_DEVICE_SYNCHRONIZE] = "cudaDeviceSynchronize",
         [GMT_API_STREAM_SYNCHRONIZE] = "cudaStreamSynchronize",
         [GMT_API_POOL_SYNCHRONIZE] = "pool-synchronize",
+        [GMT_API_POOL_FENCE_WAIT] = "pool-fence-wait",
         [GMT_API_STREAM_CREATE] = "cudaStreamCreate",
         [GMT_API_STREAM_CREATE_WITH_FLAGS] = "cudaStreamCreateWithFlags",
         [GMT_API_STREAM_CREATE_WITH_PRIORITY] = "cudaStreamCreateWithPriority",

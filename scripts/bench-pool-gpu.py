@@ -3,6 +3,7 @@
 
 usage: scripts/bench-pool-gpu.py [--bundle DIR] [--repeats N] [--json FILE]
                                  [--workloads transformer,mlp] [--configs a,b,...]
+                                 [--keep DIR]
 
 Two workloads (tests/gpu/torch_train.py): the GPU-bound transformer
 (TransformerEncoder, 6 layers, d=1024, 16 heads, FFN 4096, batch 16x512,
@@ -15,6 +16,9 @@ LayerNorm, batch 64, Adam). Configurations:
   pool+native    uncached + libgpumemtrace.so, native stacks only (64 frames)
   pool+stacks    uncached + libgpumemtrace.so, the default: native and
                  Python stacks
+  pool-nofences, pool+stacks-nofences
+                 pool, pool+stacks with GPUMEMTRACE_POOL_FENCES=0: freed
+                 blocks wait for device-wide synchronizations only
   pool+stacks-nodriver
                  the default without the driver-level observer
                  (GPUMEMTRACE_DRIVER=0): its cost is pool+stacks over this
@@ -29,10 +33,14 @@ median step time (warm-up steps dropped) divided by the baseline's, from
 the same invocation. Memory: peak reserved / peak requested bytes, from
 PyTorch's statistics, or for the pool from its trace (live requested bytes
 and live segments replayed in order). Also: the pool's device
-synchronizations per step, and the pool core's CPU microbenchmark at 1-16
-threads (tests/bench/bench_pool.c, if built in the bundle).
+synchronizations per step, the fences it waited for and recorded per
+step (and why fences were off, if they were), and the pool core's CPU microbenchmark at 1-16
+threads (tests/bench/bench_pool.c, if built in the bundle). --keep DIR
+keeps the last trace of each workload and configuration there.
 """
 import json
+import re
+import shutil
 import os
 import statistics
 import subprocess
@@ -52,6 +60,7 @@ REPEATS = int(arg("--repeats", "2"))
 JSON_OUT = arg("--json", None)
 WORKLOADS = arg("--workloads", "transformer,mlp").split(",")
 CONFIG_NAMES = arg("--configs", None)
+KEEP = arg("--keep", None)  # a folder: keep the last trace of each run there
 LIB = os.path.join(BUNDLE, "libgpumemtrace.so")
 REPORT = os.path.join(BUNDLE, "gpumemreport")
 REPORT_ENV = dict(os.environ, LD_LIBRARY_PATH=BUNDLE)  # libdw and friends
@@ -65,6 +74,10 @@ CONFIGS = {
     "pool": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0"}, True),
     "pool+native": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_PYTHON": "0"}, True),
     "pool+stacks": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, True),
+    "pool-nofences": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
+                       "GPUMEMTRACE_POOL_FENCES": "0"}, True),
+    "pool+stacks-nofences": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+                              "GPUMEMTRACE_POOL_FENCES": "0"}, True),
     "pool+stacks-nodriver": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
                               "GPUMEMTRACE_DRIVER": "0"}, True),
     "expandable": ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, False),
@@ -116,6 +129,7 @@ def run(workload, config, tmp):
     if traced:
         env["LD_PRELOAD"] = LIB
         env["GPUMEMTRACE_OUTPUT"] = trace
+        env["GPUMEMTRACE_VERBOSE"] = "1"  # the fence counts at exit
     args = [sys.executable, TRAIN, workload, str(STEPS[workload])]
     if workload == "transformer":
         args.append("--full")
@@ -128,8 +142,16 @@ def run(workload, config, tmp):
         info = json.loads(subprocess.run([REPORT, "info", "--json", trace], capture_output=True,
                                          text=True, check=True, env=REPORT_ENV).stdout)[0]
         r["pool_syncs"] = info["pool"]["syncs"]
+        r["fence_waits"] = info["pool"].get("fence_waits", 0)
+        m = re.search(r"pool: (\d+) fences recorded, \d+ waited for(; fences off: .*)?", p.stderr)
+        r["fences_recorded"] = int(m.group(1)) if m else None
+        r["fences_off"] = m.group(2)[len("; fences off: "):] if m and m.group(2) else None
         r["peak_requested"], r["peak_reserved"] = replay(trace)
-        os.unlink(trace)
+        if KEEP:
+            os.makedirs(KEEP, exist_ok=True)
+            shutil.move(trace, os.path.join(KEEP, f"{workload}-{config}.gmt"))
+        else:
+            os.unlink(trace)
     return r
 
 
@@ -154,18 +176,28 @@ def main():
                     row["mem_ratio"] = last["peak_reserved"] / last["peak_requested"]
                 if "pool_syncs" in last:
                     row["pool_syncs_per_step"] = last["pool_syncs"] / STEPS[workload]
+                    row["fence_waits_per_step"] = last["fence_waits"] / STEPS[workload]
+                    if last["fences_recorded"] is not None:
+                        row["fences_per_step"] = last["fences_recorded"] / STEPS[workload]
+                    row["fences_off"] = last["fences_off"]
                 row["losses_equal_baseline"] = last["losses"] == runs["baseline"][-1]["losses"]
                 rows[c] = row
             results[workload] = rows
             print(f"\n{workload}: baseline {base * 1e3:.2f} ms/step, "
                   f"medians of {REPEATS} alternating runs")
             print("| configuration | step time / baseline | peak reserved / peak requested | "
-                  "pool syncs per step |")
-            print("|---|---|---|---|")
+                  "pool syncs per step | fences waited for / recorded per step |")
+            print("|---|---|---|---|---|")
             for c, row in rows.items():
                 mem = f"{row['mem_ratio']:.3f}" if "mem_ratio" in row else "n/a"
                 syncs = f"{row['pool_syncs_per_step']:.2f}" if "pool_syncs_per_step" in row else ""
-                print(f"| {c} | {row['ratio']:.3f} | {mem} | {syncs} |", flush=True)
+                fences = ""
+                if "fence_waits_per_step" in row:
+                    fences = (f"{row['fence_waits_per_step']:.2f} / "
+                              f"{row.get('fences_per_step', float('nan')):.2f}")
+                    if row.get("fences_off"):
+                        fences += f" (off: {row['fences_off']})"
+                print(f"| {c} | {row['ratio']:.3f} | {mem} | {syncs} | {fences} |", flush=True)
     bench = os.path.join(BUNDLE, "bench_pool")
     if os.path.exists(bench):
         print("\npool core, CPU (host-memory upstream): threads, median ns per pair, pairs/s")

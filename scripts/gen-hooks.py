@@ -3,8 +3,14 @@
 # STREAM which is the stream expression for the variant), api constant,
 # stream for base variant, ptds suffix or None, stream for ptds variant.
 rows = []
-def H(name, params, args, before, record, api, base_stream, sfx=None, ptds_stream=None):
-    rows.append((name, params, args, before, record, api, base_stream, sfx, ptds_stream))
+def H(name, params, args, before, record, api, base_stream, sfx=None, ptds_stream=None, pre=None):
+    rows.append((name, params, args, before, record, api, base_stream, sfx, ptds_stream, pre))
+
+# Before a non-blocking stream exists, the pool stops trusting fences on the
+# legacy stream (preload/fence.c).
+def NB(fn):
+    return ("if (flags & cudaStreamNonBlocking)\n"
+            f"        gmt_fence_off(\"a non-blocking stream was created ({fn})\");")
 
 # allocation
 H("cudaMalloc", "void **devPtr, size_t size", "devPtr, size", False,
@@ -108,9 +114,11 @@ H("cudaStreamSynchronize", "cudaStream_t stream", "stream", False,
 H("cudaStreamCreate", "cudaStream_t *pStream", "pStream", False,
   "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, 0, 0)", "GMT_API_STREAM_CREATE", "GMT_NO_STREAM")
 H("cudaStreamCreateWithFlags", "cudaStream_t *pStream, unsigned int flags", "pStream, flags", False,
-  "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, flags, 0)", "GMT_API_STREAM_CREATE_WITH_FLAGS", "GMT_NO_STREAM")
+  "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, flags, 0)", "GMT_API_STREAM_CREATE_WITH_FLAGS", "GMT_NO_STREAM",
+  pre=NB("cudaStreamCreateWithFlags"))
 H("cudaStreamCreateWithPriority", "cudaStream_t *pStream, unsigned int flags, int priority", "pStream, flags, priority", False,
-  "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, flags, priority)", "GMT_API_STREAM_CREATE_WITH_PRIORITY", "GMT_NO_STREAM")
+  "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, flags, priority)", "GMT_API_STREAM_CREATE_WITH_PRIORITY", "GMT_NO_STREAM",
+  pre=NB("cudaStreamCreateWithPriority"))
 H("cudaStreamDestroy", "cudaStream_t stream", "stream", True,
   "gmt_ev_stream_destroy(&c_, r_, stream)", "0", "GMT_NO_STREAM")
 H("cudaSetDevice", "int device", "device", False,
@@ -188,14 +196,15 @@ cudaError_t gmt_mem_device_reset(void);
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 ''')
 import re
-for (name, params, args, before, record, api, bs, sfx, ps) in rows:
+for (name, params, args, before, record, api, bs, sfx, ps, pre) in rows:
     variants = [(name, api, bs)]
     if sfx:
         variants.append((name + sfx, api + " | GMT_API_PTDS" if api != "0" else api, ps))
     for (fn, a, st) in variants:
         rec = record.replace("STREAM", st).replace("API", "(" + a + ")")
         b = "true" if before else "false"
-        out.append(f"GMT_EXPORT cudaError_t {fn}({params})\n{{\n    TRACED({b}, GMT_REAL({fn})({args}),\n           {rec});\n}}\n")
+        p = f"    {pre}\n" if pre else ""
+        out.append(f"GMT_EXPORT cudaError_t {fn}({params})\n{{\n{p}    TRACED({b}, GMT_REAL({fn})({args}),\n           {rec});\n}}\n")
 for (name, params, call) in CUSTOM:
     out.append(f"GMT_EXPORT cudaError_t {name}({params})\n{{\n    return {call};\n}}\n")
 for (name, params, args, begin) in CAPTURE:

@@ -122,6 +122,24 @@ stress() {
         echo "zero corruptions, with reuse"
 }
 check stress stress
+# The same on blocking streams, the legacy and the per-thread stream: what
+# the pool's fences (events on the legacy stream) cover; it must wait for
+# them (fence_waits > 0) and still never hand out memory in use.
+stress_blocking() {
+    cd "$W" || return 1
+    STRESS_STREAMS=blocking ./stress 50 || return 1
+    STRESS_STREAMS=blocking LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressb.gmt GPUMEMTRACE_VERBOSE=1 \
+        ./stress 300 >stressb.out 2>stressb.err || { cat stressb.out stressb.err; return 1; }
+    cat stressb.out stressb.err
+    "$GPUMEMREPORT" info --json stressb.gmt | python3 -c "
+import json, sys
+d = json.load(sys.stdin)[0]['pool']
+print('pool:', d)
+sys.exit(0 if d['fence_waits'] > 0 else 1)" || return 1
+    grep -q "corrupted_words 0 " stressb.out && ! grep -q "reused_addresses 0$" stressb.out &&
+        echo "zero corruptions, with reuse, through fences"
+}
+check stress_blocking stress_blocking
 "$GPUMEMREPORT" info "$W/torch.gmt" >"$OUT/torch-info.txt" 2>&1
 "$GPUMEMREPORT" dump --limit 400 "$W/torch.gmt" >"$OUT/torch-dump-head.txt" 2>&1
 cat "$W"/cached.json "$W"/uncached.json >"$OUT/torch-runs.json" 2>/dev/null

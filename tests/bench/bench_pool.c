@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     pairs = argc > 2 ? atol(argv[2]) : 2000000;
     if (n < 1 || n > 64)
         return 2;
-    struct pool_upstream up = {up_alloc, up_release, up_sync, NULL};
+    struct pool_upstream up = {up_alloc, up_release, up_sync, NULL, NULL};
     g_pool = pool_create(&up, NULL);
     pthread_t t[64];
     double t0 = now();

@@ -92,7 +92,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "replay_pool: %s\n", err);
         return 2;
     }
-    struct pool_upstream up = {up_alloc, up_release, up_sync, NULL};
+    struct pool_upstream up = {up_alloc, up_release, up_sync, NULL, NULL};
     struct pool *p = pool_create(&up, NULL);
     g_pool = p;
     verbose = getenv("REPLAY_VERBOSE") != NULL;

@@ -155,6 +155,18 @@ def test_old_abi_passes_through_untouched():
            in p.stderr, p.stderr)
 
 
+def test_non_blocking_stream_seen_at_the_driver_turns_fences_off():
+    """A runtime linked statically creates its streams through the driver:
+    the pool's fences (events on the legacy stream) would not cover a
+    non-blocking one, so the observer turns them off before it exists."""
+    p = drv("nbstream", GPUMEMTRACE_VERBOSE="1")
+    expect("fences off: a non-blocking stream was created (cuStreamCreate)"
+           in p.stderr, p.stderr)
+    p = drv("async", GPUMEMTRACE_VERBOSE="1")  # a blocking one: still on
+    expect("pool: 0 fences recorded" in p.stderr and "fences off" not in p.stderr,
+           p.stderr)
+
+
 def test_observer_off():
     p = drv("alloc", GPUMEMTRACE_DRIVER="0")
     expect(traces() == [], f"GPUMEMTRACE_DRIVER=0 still traced: {traces()}")

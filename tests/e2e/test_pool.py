@@ -23,6 +23,36 @@ def test_no_reuse_under_pending_work():
     expect(pool["free_completed"] == got["by_api"]["cudaFree"], f"{pool} {got['by_api']}")
 
 
+def test_fences_cover_blocking_streams():
+    """Blocking streams, the legacy and the per-thread stream only: the
+    pool waits for its fences (events on the legacy stream), not for the
+    device, and still never hands out memory old work writes into."""
+    p = scenario("reuse-blocking", mem="3M", GPUMEMTRACE_VERBOSE="1")
+    words = p.stdout.split()
+    expect(int(words[words.index("reused_addresses") + 1]) > 0, p.stdout)
+    pool = info(one_trace())["pool"]
+    expect(pool["fence_waits"] > 0 and pool["syncs"] == 0, f"{pool}")
+    expect("fences off" not in p.stderr, p.stderr)
+
+
+def test_fences_off_once_a_non_blocking_stream_exists():
+    """The same waves on non-blocking streams: events on the legacy stream
+    do not cover them, so the pool synchronizes the device instead (with
+    fences still on, the old kernels' late writes would land in the new
+    owners' memory, and the scenario would fail)."""
+    p = scenario("reuse", mem="3M", GPUMEMTRACE_VERBOSE="1")
+    pool = info(one_trace())["pool"]
+    expect(pool["fence_waits"] == 0 and pool["syncs"] > 0, f"{pool}")
+    expect("fences off: a non-blocking stream was created "
+           "(cudaStreamCreateWithFlags)" in p.stderr, p.stderr)
+
+
+def test_fences_off_by_option():
+    scenario("reuse-blocking", mem="3M", GPUMEMTRACE_POOL_FENCES="0")
+    pool = info(one_trace())["pool"]
+    expect(pool["fence_waits"] == 0 and pool["syncs"] > 0, f"{pool}")
+
+
 def test_detector_sees_unsafe_reuse():
     """Negative control: the hazard made on purpose is detected."""
     scenario("control")

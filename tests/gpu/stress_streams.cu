@@ -1,6 +1,6 @@
 // stress_streams.cu - the pool's safety rule on a real GPU.
 //
-// usage: stress_streams [ROUNDS] [HEADROOM_MIB]
+// usage: [STRESS_STREAMS=blocking] stress_streams [ROUNDS] [HEADROOM_MIB]
 //
 // Rounds of: on each of 8 non-blocking streams, allocate a buffer, launch
 // a kernel that spins ~200 us and then writes the OLD pattern into it,
@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define CHECK(x)                                                               \
@@ -65,9 +66,18 @@ int main(int argc, char **argv)
     int clock_khz = 0;
     CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
     long long spin = (long long)clock_khz * 200 / 1000; /* ~200 us */
+    // STRESS_STREAMS=blocking: blocking streams, the legacy stream and the
+    // per-thread stream instead - what the pool's fences cover.
+    const char *kind = getenv("STRESS_STREAMS");
+    bool blocking = kind && strcmp(kind, "blocking") == 0;
     cudaStream_t st[S];
     for (int i = 0; i < S; i++)
-        CHECK(cudaStreamCreateWithFlags(&st[i], cudaStreamNonBlocking));
+        CHECK(cudaStreamCreateWithFlags(&st[i], blocking ? cudaStreamDefault
+                                                         : cudaStreamNonBlocking));
+    if (blocking) {
+        st[0] = cudaStreamLegacy;
+        st[1] = cudaStreamPerThread;
+    }
     unsigned long long *bad;
     CHECK(cudaMallocHost(&bad, sizeof *bad));
     *bad = 0;

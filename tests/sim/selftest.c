@@ -368,6 +368,20 @@ static void test_async_and_events(void)
     EXPECT(cudaStreamQuery(s1), cudaErrorNotReady);
     OK(cudaStreamSynchronize(s1));
 
+    /* ...except that an event recorded on the legacy stream completes only
+     * after the work queued before it on the blocking streams (s2), never
+     * waiting for non-blocking ones (s1). */
+    OK(simLaunchSleep(DELAY_US, s2));
+    OK(cudaEventRecord(e0, cudaStreamLegacy));
+    EXPECT(cudaEventQuery(e0), cudaErrorNotReady);
+    OK(cudaEventSynchronize(e0));
+    OK(cudaStreamQuery(s2));
+    OK(simLaunchSleep(DELAY_US, s1));
+    OK(cudaEventRecord(e0, NULL));
+    OK(cudaEventSynchronize(e0));
+    EXPECT(cudaStreamQuery(s1), cudaErrorNotReady);
+    OK(cudaStreamSynchronize(s1));
+
     /* Async copies with a pageable host side return only when done. */
     unsigned char pageable[64];
     memset(pageable, 0x33, sizeof pageable);

@@ -123,6 +123,8 @@ static cudaError_t sim_event_record(cudaEvent_t event, cudaStream_t h, unsigned 
         err = cudaErrorInvalidResourceHandle;
     if (err == cudaSuccess && event->device != s->device)
         err = cudaErrorInvalidResourceHandle; /* event and stream on different devices */
+    if (err == cudaSuccess && s->kind == SIM_STREAM_LEGACY && !sim_legacy_deps(op, s))
+        err = cudaErrorMemoryAllocation;
     if (err == cudaSuccess) {
         event->refs++;
         op->u.event.ev = event;

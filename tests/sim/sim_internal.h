@@ -167,6 +167,12 @@ struct sim_op {
         struct {
             struct CUevent_st *ev; /* holds a reference */
             unsigned long long gen;
+            /* A record on the legacy stream first waits for the work queued
+             * before it on the device's blocking streams (each held by a
+             * reference): deps[i] must reach seq[i]. */
+            size_t ndeps;
+            struct CUstream_st **deps;
+            unsigned long long *seq;
         } event;
         struct {
             struct sim_alloc *a;   /* still in the registry, freeing == true */
@@ -298,6 +304,7 @@ struct CUgraph_st *sim_graph_new(void);
 void sim_graph_free(struct CUgraph_st *g);
 void sim_event_unref(struct CUevent_st *ev);
 void sim_stream_mark_destroyed(struct CUstream_st *s);
+bool sim_legacy_deps(struct sim_op *op, struct CUstream_st *legacy); /* false: no memory */
 void sim_device_reset_streams(int dev);
 
 #pragma GCC visibility pop

@@ -11,6 +11,8 @@
  * synchronise sees it.  Streams are independent: the legacy stream does
  * NOT implicitly synchronise with other streams, which is strictly less
  * synchronisation than real CUDA and therefore exposes more unsafe reuse.
+ * The one exception: an event recorded on the legacy stream waits for the
+ * device's blocking streams, as in CUDA (sim_legacy_deps).
  *
  * Operations that touch tracked memory re-validate it when they run
  * (sim_region_ok): if the allocation they were issued against is gone the
@@ -241,6 +243,55 @@ void sim_stream_mark_destroyed(struct CUstream_st *s)
 /* Operations and the worker threads                                   */
 /* ------------------------------------------------------------------ */
 
+/* The one implicit synchronization simulated: an event recorded on the
+ * legacy stream completes only after the work queued before it on the
+ * device's blocking streams (user streams without cudaStreamNonBlocking,
+ * per-thread default streams). Lock held. */
+bool sim_legacy_deps(struct sim_op *op, struct CUstream_st *legacy)
+{
+    size_t n = 0;
+    for (struct CUstream_st *s = sim_g.streams; s; s = s->next)
+        if (s != legacy && s->device == legacy->device &&
+            !(s->kind == SIM_STREAM_USER && (s->flags & cudaStreamNonBlocking)) &&
+            s->completed < s->enqueued)
+            n++;
+    if (n == 0)
+        return true;
+    op->u.event.deps = malloc(n * sizeof *op->u.event.deps);
+    op->u.event.seq = malloc(n * sizeof *op->u.event.seq);
+    if (!op->u.event.deps || !op->u.event.seq) {
+        free(op->u.event.deps);
+        free(op->u.event.seq);
+        op->u.event.deps = NULL;
+        op->u.event.seq = NULL;
+        return false;
+    }
+    for (struct CUstream_st *s = sim_g.streams; s; s = s->next) {
+        if (s != legacy && s->device == legacy->device &&
+            !(s->kind == SIM_STREAM_USER && (s->flags & cudaStreamNonBlocking)) &&
+            s->completed < s->enqueued) {
+            s->refs++;
+            op->u.event.deps[op->u.event.ndeps] = s;
+            op->u.event.seq[op->u.event.ndeps++] = s->enqueued;
+        }
+    }
+    return true;
+}
+
+/* Drop the references a legacy record holds (lock held). */
+static void sim_release_deps(struct sim_op *op)
+{
+    for (size_t i = 0; i < op->u.event.ndeps; i++) {
+        op->u.event.deps[i]->refs--;
+        sim_stream_maybe_free(op->u.event.deps[i]);
+    }
+    free(op->u.event.deps);
+    free(op->u.event.seq);
+    op->u.event.deps = NULL;
+    op->u.event.seq = NULL;
+    op->u.event.ndeps = 0;
+}
+
 struct sim_op *sim_op_new(enum sim_op_kind kind)
 {
     struct sim_op *op = calloc(1, sizeof *op);
@@ -261,6 +312,7 @@ void sim_op_free(struct sim_op *op)
     case SIM_OP_RECORD:
     case SIM_OP_WAIT:
         sim_event_unref(op->u.event.ev);
+        sim_release_deps(op);
         break;
     case SIM_OP_FREE:
         /* Only reached when the enqueue failed: the allocation stays. */
@@ -350,6 +402,9 @@ static void sim_exec(struct sim_op *op)
         sim_lock();
         break;
     case SIM_OP_RECORD:
+        for (size_t i = 0; i < op->u.event.ndeps; i++)
+            while (op->u.event.deps[i]->completed < op->u.event.seq[i])
+                pthread_cond_wait(&sim_g.progress, &sim_g.lock);
         ev = op->u.event.ev;
         /* A later record may already have completed on a faster stream;
          * never move the event backwards. */

@@ -82,7 +82,7 @@ static void on_completed(void *ctx, int dev, uintptr_t a, size_t s)
     __atomic_add_fetch(&up.completed, 1, __ATOMIC_RELAXED);
 }
 
-static const struct pool_upstream upstream = {up_alloc, up_release, up_sync, NULL};
+static const struct pool_upstream upstream = {up_alloc, up_release, up_sync, NULL, NULL};
 static const struct pool_observer observer = {NULL, NULL, on_completed, NULL, NULL};
 
 /* The program frees: GPU work may still use the range until a sync. */

@@ -3,6 +3,7 @@
  * then every function through cuGetProcAddress. No libcudart at all.
  *
  *   drv_calls MODE     MODE: alloc | vmm | async | host | v1 | dlsym | threads
+ *                            | copies | rthandle | nbstream
  *
  * Each mode makes a known set of calls (the tests know the answers) and
  * prints what it checked about the lookups themselves.
@@ -160,6 +161,21 @@ static void mode_async(void)
     ok(pool_destroy(pool), "cuMemPoolDestroy");
 }
 
+/* A non-blocking stream (the pool's fences go off), then 1 MiB allocated
+ * and freed so that the process records something. */
+static void mode_nbstream(void)
+{
+    CUresult (*stream_create)(CUstream *, unsigned) =
+        FN(CUresult(*)(CUstream *, unsigned), "cuStreamCreate");
+    alloc_t alloc = FN(alloc_t, "cuMemAlloc");
+    free_t release = FN(free_t, "cuMemFree");
+    CUstream s;
+    ok(stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    CUdeviceptr p;
+    ok(alloc(&p, 1 * MiB), "cuMemAlloc");
+    ok(release(p), "cuMemFree");
+}
+
 /* Pinned host memory: 64 KiB and 128 KiB, both freed. */
 static void mode_host(void)
 {
@@ -299,7 +315,7 @@ static void mode_threads(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: drv_calls alloc|vmm|async|host|v1|dlsym|threads|copies|rthandle\n");
+        fprintf(stderr, "usage: drv_calls alloc|vmm|async|host|v1|dlsym|threads|copies|rthandle|nbstream\n");
         return 2;
     }
     g_cuda = dlopen("libcuda.so.1", RTLD_NOW);
@@ -327,6 +343,8 @@ int main(int argc, char **argv)
         mode_dlsym();
     else if (strcmp(m, "threads") == 0)
         mode_threads();
+    else if (strcmp(m, "nbstream") == 0)
+        mode_nbstream();
     else if (strcmp(m, "copies") == 0)
         mode_copies();
     else if (strcmp(m, "rthandle") == 0)
