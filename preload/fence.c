@@ -41,14 +41,17 @@
  * capture lock (mem.c), which no capture begins without. Never when the
  * program has an error pending (our call could consume it).
  *
- * When fences are recorded: at a pooled free, at most every
- * FENCE_EVERY_NS per device (by whichever thread frees then, without
- * waiting for the device's lock), so that frees spread over time get
- * fences close to them; and when a request misses, if anything was freed
- * since the newest fence, so that a burst of frees gets one at its end.
- * Cost: a clock read per pooled free, an event record at most every 50 us
- * and per miss after new frees, an event query per outstanding fence per
- * miss.
+ * When fences are recorded: when a request misses, if anything was freed
+ * since the newest fence, so that a burst of frees gets one at its end;
+ * and, while the pool has needed pending memory within the last 100 ms
+ * (FENCE_PRESSURE_NS), at a pooled free, at most every FENCE_EVERY_NS per
+ * device (by whichever thread frees then, without waiting for the
+ * device's lock), so that frees spread over time get fences close to
+ * them. A program whose own synchronizations keep the pool supplied (a
+ * small MLP that synchronizes every step) then records few. Cost: a
+ * clock read per pooled free, an event record at most every 50 us under
+ * pressure and per miss after new frees, an event query per outstanding
+ * fence per miss.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -60,6 +63,7 @@
 
 #define NFENCE 64                  /* outstanding fences per device */
 #define FENCE_EVERY_NS 50000ull    /* at most one new fence per 50 us */
+#define FENCE_PRESSURE_NS 100000000ull /* ...and only within 100 ms of a wait */
 
 struct fence {
     cudaEvent_t ev;                /* created on first use, kept */
@@ -70,6 +74,7 @@ struct fdev {
     pthread_mutex_t lock;
     uint64_t head, tail;           /* outstanding: ring[head..tail) */
     uint64_t last_ns;              /* when the newest was recorded */
+    uint64_t need_ns;              /* when the pool last had to wait */
     struct fence ring[NFENCE];
 };
 
@@ -236,7 +241,8 @@ void gmt_fence_after_free(struct pool *p, int dev)
     if (f == NULL)
         return;
     uint64_t now = now_ns();
-    if (now - LOAD(f->last_ns) < FENCE_EVERY_NS)
+    if (now - LOAD(f->last_ns) < FENCE_EVERY_NS ||
+        now - LOAD(f->need_ns) > FENCE_PRESSURE_NS)
         return;
     if (pthread_mutex_trylock(&f->lock) != 0)
         return; /* another thread is at it: never wait for a free */
@@ -262,6 +268,8 @@ int gmt_fence_reclaim(struct pool *p, int dev, bool wait)
         record_locked(p, f, dev);
         f->last_ns = now_ns();
     }
+    if (wait) /* the pool needs pending memory: frees get fences again */
+        __atomic_store_n(&f->need_ns, now_ns(), __ATOMIC_RELAXED);
     if (n > 0 || !wait || f->head == f->tail) {
         pthread_mutex_unlock(&f->lock);
         return n > 0;

@@ -3,7 +3,7 @@
 
 usage: scripts/bench-pool-gpu.py [--bundle DIR] [--repeats N] [--json FILE]
                                  [--workloads transformer,mlp] [--configs a,b,...]
-                                 [--keep DIR]
+                                 [--keep DIR] [--pin CPUS]
 
 Two workloads (tests/gpu/torch_train.py): the GPU-bound transformer
 (TransformerEncoder, 6 layers, d=1024, 16 heads, FFN 4096, batch 16x512,
@@ -36,7 +36,9 @@ and live segments replayed in order). Also: the pool's device
 synchronizations per step, the fences it waited for and recorded per
 step (and why fences were off, if they were), and the pool core's CPU microbenchmark at 1-16
 threads (tests/bench/bench_pool.c, if built in the bundle). --keep DIR
-keeps the last trace of each workload and configuration there.
+keeps the last trace of each workload and configuration there; --pin
+CPUS runs every configuration under `taskset -c CPUS` (the launch-bound
+MLP's step time moves by up to 20% between unpinned runs on a shared host).
 """
 import json
 import re
@@ -61,6 +63,7 @@ JSON_OUT = arg("--json", None)
 WORKLOADS = arg("--workloads", "transformer,mlp").split(",")
 CONFIG_NAMES = arg("--configs", None)
 KEEP = arg("--keep", None)  # a folder: keep the last trace of each run there
+PIN = arg("--pin", None)    # CPUs for taskset: every run on the same cores
 LIB = os.path.join(BUNDLE, "libgpumemtrace.so")
 REPORT = os.path.join(BUNDLE, "gpumemreport")
 REPORT_ENV = dict(os.environ, LD_LIBRARY_PATH=BUNDLE)  # libdw and friends
@@ -130,7 +133,8 @@ def run(workload, config, tmp):
         env["LD_PRELOAD"] = LIB
         env["GPUMEMTRACE_OUTPUT"] = trace
         env["GPUMEMTRACE_VERBOSE"] = "1"  # the fence counts at exit
-    args = [sys.executable, TRAIN, workload, str(STEPS[workload])]
+    args = ([] if PIN is None else ["taskset", "-c", PIN]) + [
+        sys.executable, TRAIN, workload, str(STEPS[workload])]
     if workload == "transformer":
         args.append("--full")
     p = subprocess.run(args, env=env, capture_output=True, text=True)
