@@ -41,17 +41,17 @@
  * capture lock (mem.c), which no capture begins without. Never when the
  * program has an error pending (our call could consume it).
  *
- * When fences are recorded: when a request misses, if anything was freed
- * since the newest fence, so that a burst of frees gets one at its end;
- * and, while the pool has needed pending memory within the last 100 ms
- * (FENCE_PRESSURE_NS), at a pooled free, at most every FENCE_EVERY_NS per
+ * When fences are recorded: when the pool needs pending memory, if
+ * anything was freed since the newest fence, so that a burst of frees gets
+ * one at its end; and, while the pool has needed pending memory within the
+ * last 20 ms (FENCE_PRESSURE_NS), at a pooled free, at most every FENCE_EVERY_NS per
  * device (by whichever thread frees then, without waiting for the
  * device's lock), so that frees spread over time get fences close to
  * them. A program whose own synchronizations keep the pool supplied (a
  * small MLP that synchronizes every step) then records few. Cost: a
- * clock read per pooled free, an event record at most every 50 us under
- * pressure and per miss after new frees, an event query per outstanding
- * fence per miss.
+ * clock read per pooled free; an event record at most every 50 us under
+ * pressure and per wait; at a miss, while fences are outstanding, an event
+ * query at most every 20 us (POLL_EVERY_NS).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -63,7 +63,8 @@
 
 #define NFENCE 64                  /* outstanding fences per device */
 #define FENCE_EVERY_NS 50000ull    /* at most one new fence per 50 us */
-#define FENCE_PRESSURE_NS 100000000ull /* ...and only within 100 ms of a wait */
+#define FENCE_PRESSURE_NS 20000000ull /* ...and only within 20 ms of a wait */
+#define POLL_EVERY_NS 20000ull     /* misses query fences at most every 20 us */
 
 struct fence {
     cudaEvent_t ev;                /* created on first use, kept */
@@ -75,6 +76,7 @@ struct fdev {
     uint64_t head, tail;           /* outstanding: ring[head..tail) */
     uint64_t last_ns;              /* when the newest was recorded */
     uint64_t need_ns;              /* when the pool last had to wait */
+    uint64_t poll_ns;              /* when a miss last queried the fences */
     struct fence ring[NFENCE];
 };
 
@@ -256,21 +258,30 @@ int gmt_fence_reclaim(struct pool *p, int dev, bool wait)
     struct fdev *f = fdev_get(dev, false);
     if (f == NULL)
         return 0;
+    uint64_t now = now_ns();
+    if (!wait && (now - LOAD(f->poll_ns) < POLL_EVERY_NS ||
+                  LOAD(f->head) == LOAD(f->tail)))
+        return 0; /* nothing to query, or queried just now */
     if (!wait && pthread_mutex_trylock(&f->lock) != 0)
         return 0; /* another thread is polling: no queue behind it */
     if (wait)
         pthread_mutex_lock(&f->lock);
+    __atomic_store_n(&f->poll_ns, now, __ATOMIC_RELAXED);
     int n = poll_locked(p, f, dev, false);
-    /* A request missed: the frees since the newest fence (a burst, as
-     * when a layer's temporaries go) get one now. It completes when the
-     * GPU gets here, as one recorded after the last of them would. */
-    if (n == 0 && gmt_fence_usable()) {
-        record_locked(p, f, dev);
-        f->last_ns = now_ns();
+    if (n > 0 || !wait) {
+        pthread_mutex_unlock(&f->lock);
+        return n > 0;
     }
-    if (wait) /* the pool needs pending memory: frees get fences again */
-        __atomic_store_n(&f->need_ns, now_ns(), __ATOMIC_RELAXED);
-    if (n > 0 || !wait || f->head == f->tail) {
+    /* The pool needs pending memory: frees get fences again for a while,
+     * and the frees since the newest fence (a burst, as when a layer's
+     * temporaries go) get one now. It completes when the GPU gets here,
+     * as one recorded after the last of them would. */
+    __atomic_store_n(&f->need_ns, now, __ATOMIC_RELAXED);
+    if (gmt_fence_usable()) {
+        record_locked(p, f, dev);
+        __atomic_store_n(&f->last_ns, now, __ATOMIC_RELAXED);
+    }
+    if (f->head == f->tail) {
         pthread_mutex_unlock(&f->lock);
         return n > 0;
     }
