@@ -43,15 +43,17 @@
  *
  * When fences are recorded: when the pool needs pending memory, if
  * anything was freed since the newest fence, so that a burst of frees gets
- * one at its end; and, while the pool has needed pending memory within the
- * last 20 ms (FENCE_PRESSURE_NS), at a pooled free, at most every FENCE_EVERY_NS per
- * device (by whichever thread frees then, without waiting for the
- * device's lock), so that frees spread over time get fences close to
- * them. A program whose own synchronizations keep the pool supplied (a
- * small MLP that synchronizes every step) then records few. Cost: a
- * clock read per pooled free; an event record at most every 50 us under
- * pressure and per wait; at a miss, while fences are outstanding, an event
- * query at most every 20 us (POLL_EVERY_NS).
+ * one at its end; and at a pooled free, at most every FENCE_EVERY_NS per
+ * device (by whichever thread frees then, without waiting for the device's
+ * lock), while the pool has needed pending memory within the last 20 ms
+ * (FENCE_PRESSURE_NS) and its waits have taken 20 us or more on average
+ * (FENCE_BEHIND_NS: the GPU runs behind the CPU), so that frees spread over
+ * time get fences close to them and a wait need not go to the newest.
+ * Where the GPU keeps up (a launch-bound small MLP, measured: 21 such
+ * fences a step cost it about 3%), waits are short anyway and frees record
+ * none. Cost: a clock read per pooled free; an event record at most every
+ * 50 us when behind, and per wait; at a miss, while fences are
+ * outstanding, an event query at most every 20 us (POLL_EVERY_NS).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -65,6 +67,7 @@
 #define FENCE_EVERY_NS 50000ull    /* at most one new fence per 50 us */
 #define FENCE_PRESSURE_NS 20000000ull /* ...and only within 20 ms of a wait */
 #define POLL_EVERY_NS 20000ull     /* misses query fences at most every 20 us */
+#define FENCE_BEHIND_NS 20000ull   /* waits averaging less: the GPU keeps up */
 
 struct fence {
     cudaEvent_t ev;                /* created on first use, kept */
@@ -77,6 +80,7 @@ struct fdev {
     uint64_t last_ns;              /* when the newest was recorded */
     uint64_t need_ns;              /* when the pool last had to wait */
     uint64_t poll_ns;              /* when a miss last queried the fences */
+    uint64_t wait_avg_ns;          /* how long waits took, moving average */
     struct fence ring[NFENCE];
 };
 
@@ -244,7 +248,8 @@ void gmt_fence_after_free(struct pool *p, int dev)
         return;
     uint64_t now = now_ns();
     if (now - LOAD(f->last_ns) < FENCE_EVERY_NS ||
-        now - LOAD(f->need_ns) > FENCE_PRESSURE_NS)
+        now - LOAD(f->need_ns) > FENCE_PRESSURE_NS ||
+        LOAD(f->wait_avg_ns) < FENCE_BEHIND_NS)
         return;
     if (pthread_mutex_trylock(&f->lock) != 0)
         return; /* another thread is at it: never wait for a free */
@@ -294,6 +299,10 @@ int gmt_fence_reclaim(struct pool *p, int dev, bool wait)
         return 0;
     cudaError_t r = GMT_REAL(cudaEventSynchronize)(ev);
     cuda_quiet_end(r);
+    uint64_t took = now_ns() - now; /* one writer at a time: f's waiters
+                                       queue on the capture lock */
+    __atomic_store_n(&f->wait_avg_ns, (LOAD(f->wait_avg_ns) * 7 + took) / 8,
+                     __ATOMIC_RELAXED);
     __atomic_add_fetch(&g_waits, 1, __ATOMIC_RELAXED);
     struct gmt_thread *t = gmt_thread_get();
     if (t)
