@@ -117,6 +117,8 @@ void gmt_capture_end(uint64_t key, cudaStream_t handle)
 
 /* ---- the pool's upstream: the real runtime ----------------------------- */
 
+static void release_at_exit(void);
+
 static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
 {
     (void)ctx;
@@ -130,6 +132,15 @@ static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
         return r;
     }
     *out = (uintptr_t)p;
+    /* The exit handler goes in after the runtime's first allocation: the
+     * runtime registers its own teardown as it initializes, and exit
+     * handlers run in reverse, so ours runs first, while cudaFree still
+     * works. (Registered at tracer start, before the program's first call
+     * reached the runtime, it ran after the teardown: on an H200 every
+     * segment's release at exit failed.) */
+    if (!__atomic_load_n(&g_atexit_done, __ATOMIC_ACQUIRE) &&
+        !__atomic_exchange_n(&g_atexit_done, true, __ATOMIC_ACQ_REL))
+        atexit(release_at_exit);
     return 0;
 }
 
@@ -255,14 +266,7 @@ static void release_at_exit(void)
         pool_release_all(p);
         t->guard = 0;
     }
-    if (p && gmt_opt.verbose) {
-        uint64_t rec, waits;
-        gmt_fence_counts(&rec, &waits);
-        const char *why = gmt_fence_off_reason();
-        gmt_info("pool: %llu fences recorded, %llu waited for%s%s",
-                 (unsigned long long)rec, (unsigned long long)waits,
-                 why ? "; fences off: " : "", why ? why : "");
-    }
+
 }
 
 void gmt_mem_init(void)
@@ -275,10 +279,6 @@ void gmt_mem_init(void)
                        "cudaMalloc passes through");
         return;
     }
-    /* Registered now, after the runtime initialized, so it runs before the
-     * runtime's own exit-time teardown. */
-    if (!g_atexit_done && atexit(release_at_exit) == 0)
-        g_atexit_done = true;
     __atomic_store_n(&g_pool, p, __ATOMIC_RELEASE);
 }
 

@@ -345,6 +345,14 @@ __attribute__((destructor)) static void gmt_fini(void)
         if (gmt_opt.embed_symbols && (t = gmt_thread_get()) != NULL)
             gmt_stack_embed_symbols(t);
         gmt_trace_close();
+        if (gmt_opt.verbose && gmt_opt.pool) {
+            uint64_t rec, waits;
+            gmt_fence_counts(&rec, &waits);
+            const char *why = gmt_fence_off_reason();
+            gmt_info("pool: %llu fences recorded, %llu waited for%s%s",
+                     (unsigned long long)rec, (unsigned long long)waits,
+                     why ? "; fences off: " : "", why ? why : "");
+        }
         if (gmt_opt.verbose)
             gmt_info("wrote %s (%llu records)", gmt_trace_path(),
                      (unsigned long long)gmt_trace_events());
