@@ -7,8 +7,8 @@
  * the GPU then idles until the CPU launches again (38 times per step on a
  * transformer, 1.2% of its step time, measured on an H200). A fence proves
  * the same for the frees before it without stalling anyone: a snapshot of
- * the pool's free counters followed by an event recorded on the device's
- * legacy stream. When the event has completed, the snapshot's frees are
+ * the pool (it advances the device's epoch) followed by an event recorded
+ * on the device's legacy stream. When the event has completed, the snapshot's frees are
  * reusable (pool_synced). The pool asks for that when a request misses
  * (gmt_fence_reclaim): completed fences cost an event query each, and when
  * it must wait, it waits for the oldest fence only - the GPU keeps the work
@@ -29,12 +29,13 @@
  * recorded earlier stay valid: work on a stream that did not exist yet
  * cannot touch a block freed before, short of a use after free.
  *
- * Ordering. A fence reads the free counters, then the "off" flag, then
- * records its event; a creation sets the flag before it creates. If a
- * fence's snapshot includes a free made after a non-blocking stream was
- * created, the snapshot saw that free's counter store, which comes after
- * the flag store in the freeing thread, so the fence sees the flag and is
- * not recorded.
+ * Ordering. A fence takes its snapshot (advancing the pool's epoch), then
+ * reads the "off" flag, then records its event; a creation sets the flag before it creates. If a
+ * fence's snapshot covers a free made after a non-blocking stream was
+ * created, that free read the epoch before the snapshot advanced it (both
+ * sequentially consistent), and the freeing thread's flag store came
+ * before its read, so the fence, reading the flag after its snapshot,
+ * sees it and is not recorded.
  *
  * Never inside a stream capture: recording on the legacy stream would
  * break a capture in progress; every CUDA call here runs under the
@@ -213,20 +214,18 @@ static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
     return n;
 }
 
-/* Record a fence covering every free so far, unless the newest fence
- * already does. f locked. */
+/* Record a fence covering every free so far, unless nothing was freed
+ * since the newest snapshot. f locked. */
 static void record_locked(struct pool *p, struct fdev *f, int dev)
 {
     if (f->tail - f->head == NFENCE)
         poll_locked(p, f, dev, false);
     if (f->tail - f->head == NFENCE)
         return;
+    if (!pool_freed_since_snapshot(p, dev))
+        return; /* the newest fence or synchronization covers every free */
     struct fence *fe = &f->ring[f->tail % NFENCE];
     pool_sync_snapshot(p, dev, &fe->snap);
-    if (f->tail > 0 &&
-        memcmp(&fe->snap, &f->ring[(f->tail - 1) % NFENCE].snap,
-               sizeof fe->snap) == 0)
-        return; /* no free since the newest fence */
     /* after the snapshot: see the ordering note at the top */
     if (__atomic_load_n(&g_off, __ATOMIC_SEQ_CST) || !cuda_quiet_begin(false))
         return;

@@ -9,11 +9,12 @@
  * Small requests (<= 1 MiB) and large ones use separate bins and separate
  * segments, as PyTorch does, so small blocks never fragment large segments.
  *
- * Pending frees. A freed block waits in its arena's FIFO with a tag from
- * the device's free counter. When a device-wide synchronization that
- * started after the tag was drawn completes, the device's safe mark moves
- * past it and the block is promoted - merged and binned - by the next
- * thread that takes the arena's lock. See pool.h for the rule.
+ * Pending frees. A freed block waits in its arena's FIFO with a tag: the
+ * device's epoch when it was freed. A snapshot taken before a device-wide
+ * synchronization (or a fence, fence.c) advances the epoch; when the
+ * synchronization has completed, the device's safe mark moves past every
+ * tag drawn before it and the block is promoted - merged and binned - by
+ * the next thread that takes the arena's lock. See pool.h for the rule.
  *
  * IPC. cudaIpcGetMemHandle names a whole segment; the caller refuses it
  * for a block that does not start its segment (pool_lookup tells). Large
@@ -84,8 +85,10 @@ static struct pdev *get_dev(struct pool *p, int dev)
         pthread_mutexattr_t at;
         pthread_mutexattr_init(&at);
         pthread_mutexattr_settype(&at, PTHREAD_MUTEX_ADAPTIVE_NP);
-        for (int i = 0; i < POOL_ARENAS; i++)
+        for (int i = 0; i < POOL_ARENAS; i++) {
             pthread_mutex_init(&d->arenas[i].lock, &at);
+            d->arenas[i].d = d;
+        }
         pthread_mutexattr_destroy(&at);
         __atomic_store_n(&p->dev[dev], d, __ATOMIC_RELEASE);
     }
@@ -132,7 +135,7 @@ static void make_free(struct arena *a, struct blk *b)
  * bins. Arena locked. */
 static void promote(struct pool *p, struct arena *a, int dev)
 {
-    uint64_t safe = __atomic_load_n(&a->safe_seq, __ATOMIC_ACQUIRE);
+    uint64_t safe = __atomic_load_n(&a->d->safe, __ATOMIC_ACQUIRE);
     if (a->pend_head == NULL || a->pend_head->tag >= safe)
         return;
     uint64_t n = 0;
@@ -347,23 +350,34 @@ static struct pdev *dev_of(struct pool *p, int dev)
 void pool_sync_snapshot(struct pool *p, int dev, struct pool_snapshot *s)
 {
     struct pdev *d = dev_of(p, dev);
-    for (int i = 0; i < POOL_ARENAS; i++)
-        s->seq[i] = d && LOAD(d->arenas[i].nsegs)
-                        ? __atomic_load_n(&d->arenas[i].free_seq, __ATOMIC_ACQUIRE)
-                        : 0; /* an arena without segments has nothing pending */
+    if (d == NULL) {
+        s->epoch = 0; /* nothing was ever freed there */
+        return;
+    }
+    if (__atomic_load_n(&d->dirty, __ATOMIC_RELAXED))
+        __atomic_store_n(&d->dirty, 0, __ATOMIC_RELAXED);
+    /* Every free that drew a tag below the new epoch drew it before this
+     * (the GPU work it ended was issued before): a synchronization that
+     * starts now covers it. */
+    s->epoch = __atomic_add_fetch(&d->epoch, 1, __ATOMIC_SEQ_CST);
+}
+
+bool pool_freed_since_snapshot(struct pool *p, int dev)
+{
+    struct pdev *d = dev_of(p, dev);
+    return d && __atomic_load_n(&d->dirty, __ATOMIC_RELAXED);
 }
 
 void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s)
 {
     struct pdev *d = dev_of(p, dev);
-    for (int i = 0; d && i < POOL_ARENAS; i++) {
-        uint64_t *safe = &d->arenas[i].safe_seq;
-        uint64_t cur = __atomic_load_n(safe, __ATOMIC_RELAXED);
-        while (cur < s->seq[i] &&
-               !__atomic_compare_exchange_n(safe, &cur, s->seq[i], false,
-                                            __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-            ;
-    }
+    if (d == NULL)
+        return;
+    uint64_t cur = __atomic_load_n(&d->safe, __ATOMIC_RELAXED);
+    while (cur < s->epoch &&
+           !__atomic_compare_exchange_n(&d->safe, &cur, s->epoch, false,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
 }
 
 /* Pending bytes that make a synchronization worth it (see the top): a
@@ -426,14 +440,12 @@ static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
     /* No lock: two threads that miss at once may both synchronize, which
      * is redundant but harmless; a device lock here became the contended
      * global lock the pool must not have (measured at 4+ threads). */
+    uint64_t epoch = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&d->dirty, __ATOMIC_RELAXED) &&
+        __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) >= epoch)
+        return true; /* nothing freed since a synchronization completed */
     struct pool_snapshot snap;
     pool_sync_snapshot(p, dev, &snap);
-    bool covered = true;
-    for (int i = 0; i < POOL_ARENAS && covered; i++)
-        covered = __atomic_load_n(&d->arenas[i].safe_seq, __ATOMIC_ACQUIRE) >=
-                  snap.seq[i];
-    if (covered)
-        return true; /* another thread's synchronization did it */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int r = p->up.sync(p->up.ctx, dev);
@@ -593,9 +605,14 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
 static void retire_locked(struct arena *a, struct blk *b)
 {
     b->state = B_PENDING;
-    b->tag = a->free_seq;
-    /* a snapshot reads this without the lock */
-    __atomic_store_n(&a->free_seq, a->free_seq + 1, __ATOMIC_RELEASE);
+    /* The tag is drawn after the program's GPU work on b was issued (see
+     * pool_sync_snapshot). Frees read the epoch's line and write `dirty`
+     * only when it is clear: once per snapshot per device, not per free.
+     * Set after the tag is drawn, a racing snapshot can leave it set for
+     * nothing (one needless synchronization), never clear it wrongly. */
+    b->tag = __atomic_load_n(&a->d->epoch, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&a->d->dirty, __ATOMIC_RELAXED))
+        __atomic_store_n(&a->d->dirty, 1, __ATOMIC_RELAXED);
     b->lnext = NULL;
     b->lprev = a->pend_tail;
     if (a->pend_tail)
@@ -810,7 +827,7 @@ const char *pool_check(struct pool *p)
         goto out;                                                             \
     } while (0)
     for (int dev = 0; dev < POOL_MAX_DEVICES && !bad; dev++) {
-        struct pdev *d = p->dev[dev];
+        struct pdev *d = dev_of(p, dev);
         if (d == NULL)
             continue;
         for (int i = 0; i < POOL_ARENAS; i++)

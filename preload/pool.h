@@ -10,7 +10,7 @@
  * Safety rule: a block freed by the program may only be handed out again
  * once every piece of GPU work issued before the free - on any stream -
  * has finished. Freed blocks are therefore "pending", tagged with their
- * arena's free counter. A device-wide synchronization that started after
+ * device's epoch. A device-wide synchronization that started after
  * a block was freed makes it reusable. Synchronizations the program makes
  * itself count (pool_synced), and the pool makes one of its own only when
  * a request cannot be served otherwise and enough memory is pending to be
@@ -19,9 +19,10 @@
  * Concurrency: each device's pool is split into arenas, each with its own
  * lock; a thread uses one arena (by thread index) and visits the others
  * only when its own cannot serve it. A free finds its segment in a
- * lock-free index and its block in the owning arena's map. Free counters,
- * safe marks and statistics are per arena: threads on different arenas
- * write no common cache line.
+ * lock-free index and its block in the owning arena's map. Statistics are
+ * per arena; the epoch and safe mark are per device and change once per
+ * synchronization: threads on different arenas write no common cache line
+ * between synchronizations.
  */
 #ifndef GMT_POOL_H
 #define GMT_POOL_H
@@ -97,13 +98,16 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t size,
  * interior free); 0: now pending. *dev gets the block's device. */
 enum { POOL_NOT_MINE = -1, POOL_INVALID = -2 };
 int pool_free(struct pool *p, uintptr_t ptr, int *dev);
-/* A device-wide synchronization is about to start / has completed: every
- * block freed before the snapshot is reusable. (The free counters are per
- * arena, so a snapshot holds one per arena.) */
+/* A device-wide synchronization (or an event covering the device) is
+ * about to start / has completed: every block freed before the snapshot
+ * is reusable. A snapshot advances the device's epoch. */
 struct pool_snapshot {
-    uint64_t seq[POOL_ARENAS];
+    uint64_t epoch;
 };
 void pool_sync_snapshot(struct pool *p, int dev, struct pool_snapshot *s);
+/* Was anything freed on dev since the last snapshot? A hint: it may say
+ * yes when the answer is no, never the reverse when no snapshot races. */
+bool pool_freed_since_snapshot(struct pool *p, int dev);
 void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s);
 /* Give back every segment with nothing allocated in it (after making
  * pending blocks reusable if a synchronization is allowed). */

@@ -72,29 +72,38 @@ struct addrmap {
     size_t cap, n; /* cap: power of two */
 };
 
+struct pdev;
+
 /* Everything a thread touches on its fast path lives in its arena, so
  * threads on different arenas share no written cache line. */
 struct arena {
     pthread_mutex_t lock;
+    struct pdev *d;            /* its device: the epoch and safe marks */
     struct bins small, large;
     struct blk *pend_head, *pend_tail;
     struct seg *segs;
     struct blk *spare;
     struct addrmap map;
-    /* Each on its own cache line: the owner updates the counters on every
-     * call, other threads read free_seq and write safe_seq when they
-     * synchronize. Sharing a line made every synchronization stall every
-     * owner (measured: no scaling past 2 threads on 16 cores). */
+    /* On its own cache line: the owner updates the counters on every
+     * call; other threads only read them. */
     _Alignas(64) uint64_t reserved; /* counters: read unlocked by others */
     uint64_t allocated, requested, pending, free_bytes, nsegs, promotions;
     uint64_t syncs;   /* synchronizations this arena's threads made */
     uint64_t sync_ns; /* what they cost, moving average */
-    _Alignas(64) uint64_t free_seq; /* next tag (written under the lock) */
-    _Alignas(64) uint64_t safe_seq; /* tags below this are reusable */
 } __attribute__((aligned(64)));
 
+/* A device. A freed block is tagged with the device's epoch; a snapshot
+ * (taken before a synchronization or a fence) advances the epoch, and when
+ * that synchronization has completed, `safe` moves past every tag drawn
+ * before it. Frees only read the epoch's line and promotions only `safe`'s:
+ * both change once per synchronization, not per call. (Free counters per
+ * arena, which every synchronization read and every safe mark per arena,
+ * which it wrote, made the owners' lines bounce between cores.) */
 struct pdev {
     struct arena arenas[POOL_ARENAS];
+    _Alignas(64) uint64_t epoch;  /* tag of a free now */
+    uint32_t dirty;               /* a free since the last snapshot (a hint) */
+    _Alignas(64) uint64_t safe;   /* tags below this are reusable */
 };
 
 /* Segments by base address, for frees: read without any lock under a

@@ -334,8 +334,8 @@ static void *stress(void *arg)
 
 static void *checker(void *arg)
 {
-    volatile int *stop = arg;
-    while (!*stop)
+    int *stop = arg;
+    while (!__atomic_load_n(stop, __ATOMIC_ACQUIRE))
         if (pool_check(g_pool) != NULL)
             __atomic_add_fetch(&check_fail, 1, __ATOMIC_RELAXED);
     return NULL;
@@ -346,13 +346,13 @@ static void sixteen_threads(void)
     reset(2ull << 30);
     g_pool = pool_create(&upstream, &observer);
     pthread_t t[16], c;
-    volatile int stop = 0;
+    int stop = 0;
     pthread_create(&c, NULL, checker, (void *)&stop);
     for (int i = 0; i < 16; i++)
         pthread_create(&t[i], NULL, stress, (void *)(uintptr_t)(i + 1));
     for (int i = 0; i < 16; i++)
         pthread_join(t[i], NULL);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     pthread_join(c, NULL);
     const char *why = pool_check(g_pool);
     if (why)
