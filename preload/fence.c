@@ -314,6 +314,20 @@ int gmt_fence_reclaim(struct pool *p, int dev, bool wait)
     return n > 0;
 }
 
+void gmt_fence_forget_device(int dev)
+{
+    struct fdev *f = fdev_get(dev, false);
+    if (f == NULL)
+        return;
+    pthread_mutex_lock(&f->lock);
+    /* The reset destroyed the events with the context: new ones are made
+     * on first use. What the fences covered, the reset freed. */
+    for (int i = 0; i < NFENCE; i++)
+        f->ring[i].ev = NULL;
+    __atomic_store_n(&f->head, f->tail, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&f->lock);
+}
+
 void gmt_fence_reset_after_fork(void)
 {
     /* The parent's events mean nothing here (nor does CUDA after fork). */

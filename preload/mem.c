@@ -506,7 +506,9 @@ cudaError_t gmt_mem_device_reset(void)
 {
     struct pool *p = g_pool;
     int dev = -1;
-    if (p && GMT_REAL(cudaGetDevice)(&dev) == cudaSuccess)
+    if (p && GMT_REAL(cudaGetDevice)(&dev) == cudaSuccess) {
         pool_forget_device(p, dev); /* the reset frees it all */
+        gmt_fence_forget_device(dev);
+    }
     return GMT_REAL(cudaDeviceReset)();
 }
