@@ -8,34 +8,45 @@
  * transformer, 1.2% of its step time, measured on an H200). A fence proves
  * the same for the frees before it without stalling anyone: a snapshot of
  * the pool (it advances the device's epoch) followed by an event recorded
- * on the device's legacy stream. When the event has completed, the snapshot's frees are
- * reusable (pool_synced). The pool asks for that when a request misses
+ * on the device's legacy stream. When the event has completed, the
+ * snapshot's frees are reusable (pool_synced). The pool asks for that when a request misses
  * (gmt_fence_reclaim): completed fences cost an event query each, and when
  * it must wait, it waits for the oldest fence only - the GPU keeps the work
  * queued after it, so it never runs dry.
  *
- * Why an event on the legacy stream covers the device: an operation on the
- * legacy stream waits for all work queued before it on every blocking
- * stream of its context (CUDA's "legacy default stream" semantics; the
- * per-thread default streams are blocking streams too). Not for
- * non-blocking streams (measured on an H200: DESIGN.md), nor for streams
- * of other contexts. So fences are used only while the process has never
- * created a non-blocking stream or a context of its own: the stream and
- * context creations are watched at the runtime hooks and, for runtimes
- * linked statically (NCCL, JAX's plugin...), by the driver-level observer
- * (driver_calls.c), which is why fences need that observer on. The first
- * such creation turns fences off for good (gmt_fence_off, before the real
- * call); the pool then uses device-wide synchronizations as before. Fences
- * recorded earlier stay valid: work on a stream that did not exist yet
- * cannot touch a block freed before, short of a use after free.
+ * When fences are used: only while the program runs all its work on the
+ * legacy default stream - it has created no stream and no context of its
+ * own and uses no per-thread default stream. Then a fence is one more
+ * operation in the one stream the work is in, so it covers every free
+ * before it and adds no dependency the program did not have. (An
+ * operation on the legacy stream also waits for earlier work of blocking
+ * streams, so fences would cover those - but later work on every blocking
+ * stream would then wait for the fence as well, tying together streams
+ * the program keeps apart, and a program whose streams wait on each other
+ * could hang. Non-blocking streams and other contexts it would not cover
+ * at all: measured on an H200, DESIGN.md.) That is PyTorch's default, the
+ * case the pool's synchronizations cost most in.
  *
- * Ordering. A fence takes its snapshot (advancing the pool's epoch), then
- * reads the "off" flag, then records its event; a creation sets the flag before it creates. If a
- * fence's snapshot covers a free made after a non-blocking stream was
- * created, that free read the epoch before the snapshot advanced it (both
- * sequentially consistent), and the freeing thread's flag store came
- * before its read, so the fence, reading the flag after its snapshot,
- * sees it and is not recorded.
+ * How it is known: stream and context creations are watched at the
+ * runtime hooks and, for runtimes linked statically (NCCL, a JAX
+ * plugin...), by the driver-level observer (driver.c), which is why fences
+ * need that observer on; a per-thread default stream, or a stream handle
+ * not seen created, shows up in the hooks' stream arguments
+ * (gmt_stream_of). The first such sign turns fences off for good
+ * (gmt_fence_off, before a creation's real call); the pool then uses
+ * device-wide synchronizations. Fences recorded earlier stay valid: work
+ * on a stream that did not exist yet cannot touch a block freed before,
+ * short of a use after free. Not seen: kernels launched on a per-thread
+ * default stream by a program that makes no hooked call with it (the
+ * fence still covers them; it may order them after it).
+ *
+ * Ordering. A fence takes its snapshot (advancing the device's epoch),
+ * then reads the "off" flag, then records its event; a creation sets the
+ * flag before it creates. If a fence's snapshot covers a free made after
+ * a stream was created, that free read the epoch before the snapshot
+ * advanced it (both sequentially consistent), and the freeing thread's
+ * flag store came before its read, so the fence, reading the flag after
+ * its snapshot, sees it and is not recorded.
  *
  * Never inside a stream capture: recording on the legacy stream would
  * break a capture in progress; every CUDA call here runs under the
@@ -102,12 +113,14 @@ static uint64_t now_ns(void)
 
 void gmt_fence_off(const char *why)
 {
-    if (!__atomic_exchange_n(&g_off, true, __ATOMIC_SEQ_CST)) {
-        g_off_why = why;
-        if (gmt_opt.verbose)
-            gmt_info("pool: %s; freed blocks now wait for device-wide "
-                     "synchronizations", why);
-    }
+    if (__atomic_load_n(&g_off, __ATOMIC_SEQ_CST))
+        return; /* the common case once off: no write */
+    const char *none = NULL; /* the first reason, published before the flag */
+    __atomic_compare_exchange_n(&g_off_why, &none, why, false,
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&g_off, true, __ATOMIC_SEQ_CST) && gmt_opt.verbose)
+        gmt_info("pool: fences off (%s); freed blocks now wait for "
+                 "device-wide synchronizations", why);
 }
 
 bool gmt_fence_usable(void)
@@ -123,7 +136,9 @@ const char *gmt_fence_off_reason(void)
     if (!gmt_opt.driver)
         return "the driver-level observer is off, so streams of statically "
                "linked runtimes would be unseen";
-    return __atomic_load_n(&g_off, __ATOMIC_SEQ_CST) ? g_off_why : NULL;
+    return __atomic_load_n(&g_off, __ATOMIC_SEQ_CST)
+               ? __atomic_load_n(&g_off_why, __ATOMIC_ACQUIRE)
+               : NULL;
 }
 
 void gmt_fence_counts(uint64_t *recorded, uint64_t *waits)
@@ -222,19 +237,22 @@ static void record_locked(struct pool *p, struct fdev *f, int dev)
         poll_locked(p, f, dev, false);
     if (f->tail - f->head == NFENCE)
         return;
-    if (!pool_freed_since_snapshot(p, dev))
-        return; /* the newest fence or synchronization covers every free */
+    if (!pool_freed_since_snapshot(p, dev) || !cuda_quiet_begin(false))
+        return; /* nothing new to cover, or no CUDA call of ours now */
     struct fence *fe = &f->ring[f->tail % NFENCE];
     pool_sync_snapshot(p, dev, &fe->snap);
     /* after the snapshot: see the ordering note at the top */
-    if (__atomic_load_n(&g_off, __ATOMIC_SEQ_CST) || !cuda_quiet_begin(false))
-        return;
-    struct record_args a = {fe};
-    cudaError_t r = (cudaError_t)gmt_on_device(dev, do_record, &a);
-    cuda_quiet_end(r);
+    cudaError_t r = cudaErrorNotPermitted;
+    if (!__atomic_load_n(&g_off, __ATOMIC_SEQ_CST)) {
+        struct record_args a = {fe};
+        r = (cudaError_t)gmt_on_device(dev, do_record, &a);
+    }
+    cuda_quiet_end(r == cudaErrorNotPermitted ? cudaSuccess : r);
     if (r == cudaSuccess) {
         __atomic_store_n(&f->tail, f->tail + 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&g_recorded, 1, __ATOMIC_RELAXED);
+    } else {
+        pool_snapshot_abandoned(p, dev); /* its frees still need cover */
     }
 }
 
@@ -298,8 +316,8 @@ int gmt_fence_reclaim(struct pool *p, int dev, bool wait)
         return 0;
     cudaError_t r = GMT_REAL(cudaEventSynchronize)(ev);
     cuda_quiet_end(r);
-    uint64_t took = now_ns() - now; /* one writer at a time: f's waiters
-                                       queue on the capture lock */
+    uint64_t took = now_ns() - now; /* racing waiters may lose an update:
+                                       a statistic */
     __atomic_store_n(&f->wait_avg_ns, (LOAD(f->wait_avg_ns) * 7 + took) / 8,
                      __ATOMIC_RELAXED);
     __atomic_add_fetch(&g_waits, 1, __ATOMIC_RELAXED);

@@ -152,8 +152,8 @@ int gmt_on_device(int dev, int (*f)(void *), void *arg)
     if (cur != dev && GMT_REAL(cudaSetDevice)(dev) != cudaSuccess)
         return GMT_REAL(cudaGetLastError)();
     int r = f(arg);
-    if (cur != dev)
-        GMT_REAL(cudaSetDevice)(cur);
+    if (cur != dev && GMT_REAL(cudaSetDevice)(cur) != cudaSuccess)
+        GMT_REAL(cudaGetLastError)(); /* ours: leave nothing behind */
     return r;
 }
 
@@ -506,9 +506,10 @@ cudaError_t gmt_mem_device_reset(void)
 {
     struct pool *p = g_pool;
     int dev = -1;
-    if (p && GMT_REAL(cudaGetDevice)(&dev) == cudaSuccess) {
+    if (p && GMT_REAL(cudaGetDevice)(&dev) == cudaSuccess)
         pool_forget_device(p, dev); /* the reset frees it all */
-        gmt_fence_forget_device(dev);
-    }
-    return GMT_REAL(cudaDeviceReset)();
+    cudaError_t r = GMT_REAL(cudaDeviceReset)();
+    if (p && dev >= 0)
+        gmt_fence_forget_device(dev); /* their events died with it */
+    return r;
 }

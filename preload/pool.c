@@ -368,6 +368,13 @@ bool pool_freed_since_snapshot(struct pool *p, int dev)
     return d && __atomic_load_n(&d->dirty, __ATOMIC_RELAXED);
 }
 
+void pool_snapshot_abandoned(struct pool *p, int dev)
+{
+    struct pdev *d = dev_of(p, dev);
+    if (d)
+        __atomic_store_n(&d->dirty, 1, __ATOMIC_RELAXED);
+}
+
 void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s)
 {
     struct pdev *d = dev_of(p, dev);
@@ -473,7 +480,12 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
 {
     struct blk *b;
     struct arena *own = &d->arenas[ai];
-    while (p->up.reclaim && p->up.reclaim(p->up.ctx, dev, true) > 0)
+    /* Only until what was pending at the call is reusable: other threads
+     * freeing meanwhile must not keep this one waiting for ever. */
+    uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
+    while (p->up.reclaim &&
+           __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto &&
+           p->up.reclaim(p->up.ctx, dev, true) > 0)
         if ((b = all ? try_all(p, d, dev, ai, size, req)
                      : try_arena(p, own, dev, size, req)) != NULL)
             return b;

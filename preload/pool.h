@@ -108,6 +108,9 @@ void pool_sync_snapshot(struct pool *p, int dev, struct pool_snapshot *s);
 /* Was anything freed on dev since the last snapshot? A hint: it may say
  * yes when the answer is no, never the reverse when no snapshot races. */
 bool pool_freed_since_snapshot(struct pool *p, int dev);
+/* The snapshot just taken will not be followed by a synchronization: let
+ * pool_freed_since_snapshot say yes again. */
+void pool_snapshot_abandoned(struct pool *p, int dev);
 void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s);
 /* Give back every segment with nothing allocated in it (after making
  * pending blocks reusable if a synchronization is allowed). */

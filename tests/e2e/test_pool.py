@@ -23,11 +23,11 @@ def test_no_reuse_under_pending_work():
     expect(pool["free_completed"] == got["by_api"]["cudaFree"], f"{pool} {got['by_api']}")
 
 
-def test_fences_cover_blocking_streams():
-    """Blocking streams, the legacy and the per-thread stream only: the
-    pool waits for its fences (events on the legacy stream), not for the
-    device, and still never hands out memory old work writes into."""
-    p = scenario("reuse-blocking", mem="3M", GPUMEMTRACE_VERBOSE="1")
+def test_fences_on_the_legacy_stream():
+    """Every kernel on the legacy stream: the pool waits for its fences
+    (events on that stream), not for the device, and still never hands out
+    memory the old kernels write into."""
+    p = scenario("reuse-legacy", mem="3M", GPUMEMTRACE_VERBOSE="1")
     words = p.stdout.split()
     expect(int(words[words.index("reused_addresses") + 1]) > 0, p.stdout)
     pool = info(one_trace())["pool"]
@@ -43,12 +43,24 @@ def test_fences_off_once_a_non_blocking_stream_exists():
     p = scenario("reuse", mem="3M", GPUMEMTRACE_VERBOSE="1")
     pool = info(one_trace())["pool"]
     expect(pool["fence_waits"] == 0 and pool["syncs"] > 0, f"{pool}")
-    expect("fences off: a non-blocking stream was created "
+    expect("fences off: the program created a stream "
            "(cudaStreamCreateWithFlags)" in p.stderr, p.stderr)
 
 
+def test_fences_off_with_streams_of_its_own():
+    """Blocking streams would be covered, but an event on the legacy stream
+    would also make their later work wait for it, tying together streams
+    the program keeps apart: any stream the program creates, or the
+    per-thread default stream, turns fences off."""
+    p = scenario("reuse-blocking", mem="3M", GPUMEMTRACE_VERBOSE="1")
+    pool = info(one_trace())["pool"]
+    expect(pool["fence_waits"] == 0 and pool["syncs"] > 0, f"{pool}")
+    expect("fences off: the program created a stream "
+           "(cudaStreamCreateWithPriority)" in p.stderr, p.stderr)
+
+
 def test_fences_off_by_option():
-    scenario("reuse-blocking", mem="3M", GPUMEMTRACE_POOL_FENCES="0")
+    scenario("reuse-legacy", mem="3M", GPUMEMTRACE_POOL_FENCES="0")
     pool = info(one_trace())["pool"]
     expect(pool["fence_waits"] == 0 and pool["syncs"] > 0, f"{pool}")
 

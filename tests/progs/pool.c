@@ -5,8 +5,11 @@
  *   reuse    blocks freed while simulated kernels on several non-blocking
  *            streams still write into them are reallocated at once; the
  *            new owner's data must never be overwritten by the old work
- *   reuse-blocking  the same on blocking streams, the legacy stream and
- *            the per-thread stream: what the pool's fences cover
+ *   reuse-blocking  the same on two blocking streams, the legacy stream
+ *            and the per-thread stream
+ *   reuse-legacy  the same with every kernel on the legacy stream: what
+ *            the pool's fences are for (the new owner's host writes model
+ *            any access not ordered after the old kernels)
  *   control  the same hazard created on purpose (cudaFreeAsync on another
  *            stream, which does not wait): proves the detector sees it
  *   oom      fill a small device, free (pending), allocate again, run out
@@ -16,7 +19,6 @@
  *   capture  while a stream captures, the pool neither synchronizes nor
  *            serves cudaMalloc (the runtime refuses it, as without us)
  */
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,17 +47,21 @@ static int check_filled(const unsigned char *p, size_t n, unsigned char v)
  * can hold one 2 MiB small segment, so the second wave only fits in the
  * memory the first one freed - while the first wave's kernels, delayed by
  * 2 ms on four non-blocking streams, still write into it. */
-static void reuse(bool blocking)
+enum streams { NON_BLOCKING, BLOCKING, LEGACY };
+
+static void reuse(enum streams kind)
 {
     enum { STREAMS = 4, ROUNDS = 40, WAVE = 16, SIZE = 96 * 1024 };
     cudaStream_t s[STREAMS];
-    for (int i = 0; i < STREAMS && !blocking; i++)
-        cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking);
-    if (blocking) { /* two blocking streams, the legacy and per-thread ones */
-        cudaStreamCreate(&s[0]);
-        cudaStreamCreateWithPriority(&s[1], cudaStreamDefault, -1);
-        s[2] = cudaStreamLegacy;
-        s[3] = cudaStreamPerThread;
+    for (int i = 0; i < STREAMS; i++) {
+        if (kind == NON_BLOCKING)
+            cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking);
+        else if (kind == BLOCKING && i < 2)
+            cudaStreamCreateWithPriority(&s[i], cudaStreamDefault, -i);
+        else if (kind == BLOCKING)
+            s[i] = i == 2 ? cudaStreamLegacy : cudaStreamPerThread;
+        else
+            s[i] = i % 2 ? cudaStreamLegacy : NULL; /* both the legacy stream */
     }
     unsigned long corrupt = 0, reused = 0;
     for (int r = 0; r < ROUNDS; r++) {
@@ -210,9 +216,11 @@ int main(int argc, char **argv)
         return 2;
     const char *s = argv[1];
     if (!strcmp(s, "reuse"))
-        reuse(false);
+        reuse(NON_BLOCKING);
     else if (!strcmp(s, "reuse-blocking"))
-        reuse(true);
+        reuse(BLOCKING);
+    else if (!strcmp(s, "reuse-legacy"))
+        reuse(LEGACY);
     else if (!strcmp(s, "control"))
         control();
     else if (!strcmp(s, "oom"))
