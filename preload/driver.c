@@ -210,17 +210,18 @@ CUresult gmtw_cuInit(unsigned int flags)
     return r;
 }
 
-/* ---- streams and contexts the pool's fences must not meet -----------------
+/* ---- streams and contexts the pool's fences cannot cover -----------------
  * A fence is an event on the legacy stream (fence.c): it covers blocking
- * streams of the primary context only, and it would tie together streams
- * the program keeps apart. Said before the real call, which is a tail
- * call. */
+ * streams of the primary context only. Said before the real call, which
+ * is a tail call. */
 
 CUresult gmtw_cuStreamCreate(CUstream *ph, unsigned int flags)
 {
     if (MISSING(cuStreamCreate))
         return CUDA_ERROR_NOT_INITIALIZED;
-    gmt_fence_off("the program created a stream (cuStreamCreate)");
+    if (flags & CU_STREAM_NON_BLOCKING)
+        gmt_fence_off("the program created a non-blocking stream "
+                      "(cuStreamCreate)");
     return REAL(cuStreamCreate)(ph, flags);
 }
 
@@ -229,7 +230,9 @@ CUresult gmtw_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags,
 {
     if (MISSING(cuStreamCreateWithPriority))
         return CUDA_ERROR_NOT_INITIALIZED;
-    gmt_fence_off("the program created a stream (cuStreamCreateWithPriority)");
+    if (flags & CU_STREAM_NON_BLOCKING)
+        gmt_fence_off("the program created a non-blocking stream "
+                      "(cuStreamCreateWithPriority)");
     return REAL(cuStreamCreateWithPriority)(ph, flags, priority);
 }
 

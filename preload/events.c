@@ -12,17 +12,11 @@
 uint64_t gmt_stream_of(const void *stream, bool ptsz)
 {
     uintptr_t s = (uintptr_t)stream;
-    if (s == 0 && !ptsz)
-        return GMT_STREAM_LEGACY;
+    if (s == 0)
+        return ptsz ? GMT_STREAM_PER_THREAD : GMT_STREAM_LEGACY;
     if (s == (uintptr_t)cudaStreamLegacy)
         return GMT_STREAM_LEGACY;
-    /* A per-thread default stream, or a stream whose creation we did not
-     * see: the pool's fences must not meet it (fence.c). */
-    gmt_fence_off(s == 0 || s == (uintptr_t)cudaStreamPerThread
-                      ? "the program uses per-thread default streams"
-                      : "the program uses a stream of its own");
-    return s == 0 ? GMT_STREAM_PER_THREAD
-                  : s; /* cudaStreamPerThread is 2 == GMT_STREAM_PER_THREAD */
+    return s; /* cudaStreamPerThread is 2 == GMT_STREAM_PER_THREAD */
 }
 
 static void emit(struct gmt_call *c, struct gmt_event *ev, int r,

@@ -477,21 +477,22 @@ GMT_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 
 GMT_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 {
-    gmt_fence_off("the program created a stream (cudaStreamCreate)");
     TRACED(false, GMT_REAL(cudaStreamCreate)(pStream),
            gmt_ev_stream_create(&c_, r_, (GMT_API_STREAM_CREATE), pStream ? (const void *)*pStream : NULL, 0, 0));
 }
 
 GMT_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
-    gmt_fence_off("the program created a stream (cudaStreamCreateWithFlags)");
+    if (flags & cudaStreamNonBlocking)
+        gmt_fence_off("the program created a non-blocking stream (cudaStreamCreateWithFlags)");
     TRACED(false, GMT_REAL(cudaStreamCreateWithFlags)(pStream, flags),
            gmt_ev_stream_create(&c_, r_, (GMT_API_STREAM_CREATE_WITH_FLAGS), pStream ? (const void *)*pStream : NULL, flags, 0));
 }
 
 GMT_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
 {
-    gmt_fence_off("the program created a stream (cudaStreamCreateWithPriority)");
+    if (flags & cudaStreamNonBlocking)
+        gmt_fence_off("the program created a non-blocking stream (cudaStreamCreateWithPriority)");
     TRACED(false, GMT_REAL(cudaStreamCreateWithPriority)(pStream, flags, priority),
            gmt_ev_stream_create(&c_, r_, (GMT_API_STREAM_CREATE_WITH_PRIORITY), pStream ? (const void *)*pStream : NULL, flags, priority));
 }

@@ -6,10 +6,11 @@ rows = []
 def H(name, params, args, before, record, api, base_stream, sfx=None, ptds_stream=None, pre=None):
     rows.append((name, params, args, before, record, api, base_stream, sfx, ptds_stream, pre))
 
-# Before a stream of the program's own exists, the pool stops recording fences
-# on the legacy stream (preload/fence.c).
+# Before a non-blocking stream exists, the pool stops recording fences on the
+# legacy stream: they would not cover it (preload/fence.c).
 def NB(fn):
-    return f"gmt_fence_off(\"the program created a stream ({fn})\");"
+    return ("if (flags & cudaStreamNonBlocking)\n"
+            f"        gmt_fence_off(\"the program created a non-blocking stream ({fn})\");")
 
 # allocation
 H("cudaMalloc", "void **devPtr, size_t size", "devPtr, size", False,
@@ -111,8 +112,7 @@ H("cudaDeviceSynchronize", "void", "", False,
 H("cudaStreamSynchronize", "cudaStream_t stream", "stream", False,
   "gmt_ev_sync(&c_, r_, API, STREAM)", "GMT_API_STREAM_SYNCHRONIZE", "S(stream)", "_ptsz", "SZ(stream)")
 H("cudaStreamCreate", "cudaStream_t *pStream", "pStream", False,
-  "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, 0, 0)", "GMT_API_STREAM_CREATE", "GMT_NO_STREAM",
-  pre=NB("cudaStreamCreate"))
+  "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, 0, 0)", "GMT_API_STREAM_CREATE", "GMT_NO_STREAM")
 H("cudaStreamCreateWithFlags", "cudaStream_t *pStream, unsigned int flags", "pStream, flags", False,
   "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, flags, 0)", "GMT_API_STREAM_CREATE_WITH_FLAGS", "GMT_NO_STREAM",
   pre=NB("cudaStreamCreateWithFlags"))
