@@ -14,37 +14,38 @@
  * it must wait, it waits for the oldest fence only - the GPU keeps the work
  * queued after it, so it never runs dry.
  *
- * When fences are used: only while the program runs all its work on the
- * legacy default stream - it has created no stream and no context of its
- * own and uses no per-thread default stream. Then a fence is one more
- * operation in the one stream the work is in, so it covers every free
- * before it and adds no dependency the program did not have. (An
- * operation on the legacy stream also waits for earlier work of blocking
- * streams, so fences would cover those - but later work on every blocking
- * stream would then wait for the fence as well, tying together streams
- * the program keeps apart, and a program whose streams wait on each other
- * could hang. Non-blocking streams and other contexts it would not cover
- * at all: measured on an H200, DESIGN.md.) That is PyTorch's default, the
- * case the pool's synchronizations cost most in.
+ * Why an event on the legacy stream covers the device: an operation on the
+ * legacy stream waits for all work queued before it on every blocking
+ * stream of its context (CUDA's "legacy default stream" semantics; the
+ * per-thread default streams are blocking streams too). Not for
+ * non-blocking streams (measured on an H200: DESIGN.md), nor for streams
+ * of other contexts. So fences are used only while the process has never
+ * created a non-blocking stream or a context of its own: the stream and
+ * context creations are watched at the runtime hooks and, for runtimes
+ * linked statically (NCCL, a JAX plugin...), by the driver-level observer
+ * (driver.c), which is why fences need that observer on. The first such
+ * creation turns fences off for good (gmt_fence_off, before the real
+ * call); the pool then uses device-wide synchronizations. Fences recorded
+ * earlier stay valid: work on a stream that did not exist yet cannot touch
+ * a block freed before, short of a use after free.
  *
- * How it is known: stream and context creations are watched at the
- * runtime hooks and, for runtimes linked statically (NCCL, a JAX
- * plugin...), by the driver-level observer (driver.c), which is why fences
- * need that observer on; a per-thread default stream, or a stream handle
- * not seen created, shows up in the hooks' stream arguments
- * (gmt_stream_of). The first such sign turns fences off for good
- * (gmt_fence_off, before a creation's real call); the pool then uses
- * device-wide synchronizations. Fences recorded earlier stay valid: work
- * on a stream that did not exist yet cannot touch a block freed before,
- * short of a use after free. Not seen: kernels launched on a per-thread
- * default stream by a program that makes no hooked call with it (the
- * fence still covers them; it may order them after it).
+ * What a fence does to the program's streams: an operation on the legacy
+ * stream also makes later work of every blocking stream wait for it, so a
+ * fence orders the blocking streams' work before it ahead of their work
+ * after it. Fences are recorded only inside cudaFree, whose real version
+ * waits for the whole device - a stronger barrier the program already had
+ * at that point - and inside cudaMalloc where the pool would otherwise
+ * synchronize the device. So they never order the program's streams more
+ * than the program itself (with the real cudaFree) or the pool without
+ * fences did. (PyTorch's training loop, on the legacy stream, also creates
+ * a blocking stream through the driver: fences limited to programs with
+ * no stream at all were off there, measured on an H200.)
  *
  * Ordering. A fence takes its snapshot (advancing the device's epoch),
  * then reads the "off" flag, then records its event; a creation sets the
  * flag before it creates. If a fence's snapshot covers a free made after
- * a stream was created, that free read the epoch before the snapshot
- * advanced it (both sequentially consistent), and the freeing thread's
+ * a non-blocking stream was created, that free read the epoch before the
+ * snapshot advanced it (both sequentially consistent), and the freeing thread's
  * flag store came before its read, so the fence, reading the flag after
  * its snapshot, sees it and is not recorded.
  *

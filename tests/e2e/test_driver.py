@@ -155,15 +155,14 @@ def test_old_abi_passes_through_untouched():
            in p.stderr, p.stderr)
 
 
-def test_stream_seen_at_the_driver_turns_fences_off():
+def test_non_blocking_stream_seen_at_the_driver_turns_fences_off():
     """A runtime linked statically creates its streams through the driver:
-    the pool's fences (events on the legacy stream) must not meet them (a
-    non-blocking one they would not cover), so the observer turns them off
-    before one exists."""
+    the pool's fences (events on the legacy stream) would not cover a
+    non-blocking one, so the observer turns them off before it exists."""
     p = drv("nbstream", GPUMEMTRACE_VERBOSE="1")
-    expect("fences off: the program created a stream (cuStreamCreate)"
-           in p.stderr, p.stderr)
-    p = drv("alloc", GPUMEMTRACE_VERBOSE="1")  # no stream: still on
+    expect("fences off: the program created a non-blocking stream "
+           "(cuStreamCreate)" in p.stderr, p.stderr)
+    p = drv("async", GPUMEMTRACE_VERBOSE="1")  # a blocking one: still on
     expect("pool: 0 fences recorded" in p.stderr and "fences off" not in p.stderr,
            p.stderr)
 

@@ -6,10 +6,10 @@
  *            streams still write into them are reallocated at once; the
  *            new owner's data must never be overwritten by the old work
  *   reuse-blocking  the same on two blocking streams, the legacy stream
- *            and the per-thread stream
- *   reuse-legacy  the same with every kernel on the legacy stream: what
- *            the pool's fences are for (the new owner's host writes model
- *            any access not ordered after the old kernels)
+ *            and the per-thread stream: what the pool's fences cover
+ *   reuse-legacy  the same with every kernel on the legacy stream (the
+ *            new owner's host writes model any access not ordered after
+ *            the old kernels)
  *   control  the same hazard created on purpose (cudaFreeAsync on another
  *            stream, which does not wait): proves the detector sees it
  *   oom      fill a small device, free (pending), allocate again, run out
