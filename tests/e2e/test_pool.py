@@ -23,16 +23,22 @@ def test_no_reuse_under_pending_work():
     expect(pool["free_completed"] == got["by_api"]["cudaFree"], f"{pool} {got['by_api']}")
 
 
-def test_fences_on_the_legacy_stream():
-    """Every kernel on the legacy stream: the pool waits for its fences
-    (events on that stream), not for the device, and still never hands out
-    memory the old kernels write into."""
-    p = scenario("reuse-legacy", mem="3M", GPUMEMTRACE_VERBOSE="1")
+def fenced(name):
+    """Scenario `name` reuses memory through fences only: waits for them,
+    no device synchronization, and fences never went off."""
+    p = scenario(name, mem="3M", GPUMEMTRACE_VERBOSE="1")
     words = p.stdout.split()
     expect(int(words[words.index("reused_addresses") + 1]) > 0, p.stdout)
     pool = info(one_trace())["pool"]
     expect(pool["fence_waits"] > 0 and pool["syncs"] == 0, f"{pool}")
     expect("fences off" not in p.stderr, p.stderr)
+
+
+def test_fences_on_the_legacy_stream():
+    """Every kernel on the legacy stream: the pool waits for its fences
+    (events on that stream), not for the device, and still never hands out
+    memory the old kernels write into."""
+    fenced("reuse-legacy")
 
 
 def test_fences_off_once_a_non_blocking_stream_exists():
@@ -51,12 +57,7 @@ def test_fences_cover_blocking_streams():
     """Two blocking streams, the legacy and the per-thread stream: an event
     on the legacy stream waits for the blocking streams' earlier work, so
     fences stay on and cover them."""
-    p = scenario("reuse-blocking", mem="3M", GPUMEMTRACE_VERBOSE="1")
-    words = p.stdout.split()
-    expect(int(words[words.index("reused_addresses") + 1]) > 0, p.stdout)
-    pool = info(one_trace())["pool"]
-    expect(pool["fence_waits"] > 0 and pool["syncs"] == 0, f"{pool}")
-    expect("fences off" not in p.stderr, p.stderr)
+    fenced("reuse-blocking")
 
 
 def test_fences_off_by_option():
