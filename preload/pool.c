@@ -49,6 +49,7 @@
 #define POOL_SYNC_MAX (32u << 20)
 #define STEAL_MIN (8u << 20)
 #define POOL_SYNC_FLOOR (4u << 20) /* even a free sync touches every arena */
+#define RECLAIM_MAX 256            /* fence waits per request, at most */
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
@@ -483,9 +484,10 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
     /* Only until what was pending at the call is reusable: other threads
      * freeing meanwhile must not keep this one waiting for ever. */
     uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
-    while (p->up.reclaim &&
-           __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto &&
-           p->up.reclaim(p->up.ctx, dev, true) > 0)
+    for (int n = 0; n < RECLAIM_MAX && p->up.reclaim &&
+                    __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto &&
+                    p->up.reclaim(p->up.ctx, dev, true) > 0;
+         n++)
         if ((b = all ? try_all(p, d, dev, ai, size, req)
                      : try_arena(p, own, dev, size, req)) != NULL)
             return b;

@@ -369,6 +369,70 @@ static void sixteen_threads(void)
     pool_release_all(g_pool);
 }
 
+/* An upstream with fences: each is a snapshot and the number of busy
+ * ranges (GPU work) queued when it was taken; waiting for the oldest
+ * "completes" the work queued before it. */
+static struct {
+    struct pool *p;
+    struct pool_snapshot snap[16];
+    size_t busy_at[16];
+    int head, tail, waits, always; /* always: a broken one, always 1 */
+} fq;
+
+static int up_reclaim(void *ctx, int dev, bool wait)
+{
+    (void)ctx;
+    if (fq.always)
+        return 1;
+    if (!wait)
+        return 0;
+    if (pool_freed_since_snapshot(fq.p, dev) && fq.tail < 16) {
+        pool_sync_snapshot(fq.p, dev, &fq.snap[fq.tail]);
+        fq.busy_at[fq.tail++] = up.nbusy;
+    }
+    if (fq.head == fq.tail)
+        return 0;
+    /* the GPU passes the oldest fence: the work queued before it is done */
+    size_t done = fq.busy_at[fq.head];
+    memmove(up.busy_lo, up.busy_lo + done, (up.nbusy - done) * sizeof *up.busy_lo);
+    memmove(up.busy_hi, up.busy_hi + done, (up.nbusy - done) * sizeof *up.busy_hi);
+    up.nbusy -= done;
+    for (int i = fq.head + 1; i < fq.tail; i++)
+        fq.busy_at[i] -= done;
+    pool_synced(fq.p, dev, &fq.snap[fq.head++]);
+    fq.waits++;
+    return 1;
+}
+
+static void fences_before_syncs(void)
+{
+    reset(4u << 20); /* two small segments' worth */
+    static const struct pool_upstream fenced = {up_alloc, up_release, up_sync,
+                                                up_reclaim, NULL};
+    memset(&fq, 0, sizeof fq);
+    struct pool *p = fq.p = pool_create(&fenced, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 1u << 20), b = gpu_alloc(p, 0, 1u << 20);
+    uintptr_t c = gpu_alloc(p, 0, 1u << 20), e = gpu_alloc(p, 0, 1u << 20);
+    CHECK(a && b && c && e && up.used == 4u << 20);
+    gpu_free(p, a, 1u << 20);
+    up_reclaim(NULL, 0, true); /* a fence after a's free: waited for at once */
+    CHECK(fq.waits == 1);
+    gpu_alloc(p, 0, 1u << 20); /* takes a */
+    gpu_free(p, b, 1u << 20);
+    pool_sync_snapshot(p, 0, &fq.snap[fq.tail]); /* a fence covering b */
+    fq.busy_at[fq.tail++] = up.nbusy;
+    gpu_free(p, c, 1u << 20); /* after it: not covered */
+    /* Only pending memory can serve: the pool waits for b's fence (the
+     * oldest), not for the device, and never hands out c. */
+    uintptr_t x = gpu_alloc(p, 0, 1u << 20);
+    CHECK(x == b && up.syncs == 0 && up.violations == 0 && fq.waits == 2);
+    /* A reclaim that claims progress for ever still ends in a sync. */
+    fq.always = 1;
+    uintptr_t y = gpu_alloc(p, 0, 1u << 20);
+    CHECK(y == c && up.syncs == 1 && up.violations == 0);
+    pool_release_all(p);
+}
+
 int main(void)
 {
     no_reuse_before_sync();
@@ -378,6 +442,7 @@ int main(void)
     refused_sync_grows();
     invalid_frees();
     large_blocks();
+    fences_before_syncs();
     sixteen_threads();
     return CHECK_DONE();
 }
