@@ -11,10 +11,13 @@
  * once every piece of GPU work issued before the free - on any stream -
  * has finished. Freed blocks are therefore "pending", tagged with their
  * device's epoch. A device-wide synchronization that started after
- * a block was freed makes it reusable. Synchronizations the program makes
- * itself count (pool_synced), and the pool makes one of its own only when
- * a request cannot be served otherwise and enough memory is pending to be
- * worth it: one synchronization then releases every pending block at once.
+ * a block was freed makes it reusable, and so does anything else the
+ * upstream knows to cover the device (its `reclaim`: the library's fences,
+ * events on the legacy stream). Synchronizations the program makes itself
+ * count (pool_synced). When a request cannot be served otherwise and
+ * enough memory is pending to be worth it, the pool first waits for the
+ * upstream's oldest fences, one at a time, and only then makes a
+ * synchronization of its own, which releases every pending block at once.
  *
  * Concurrency: each device's pool is split into arenas, each with its own
  * lock; a thread uses one arena (by thread index) and visits the others
