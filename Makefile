@@ -159,7 +159,7 @@ $(O)/tests/lib%.so: tests/progs/libs/%.c $(SIMLIB)
 	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
 # Unit tests link the report tool's objects and the library's pure cores.
-UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(O)/preload/pool.o $(O)/preload/pool_index.o
+UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(O)/preload/pool.o $(O)/preload/pool_index.o $(O)/preload/pool_check.o
 $(O)/tests/unit/%: tests/unit/%.c $(UNIT_OBJ)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)

@@ -9,10 +9,10 @@
  * the same for the frees before it without stalling anyone: a snapshot of
  * the pool (it advances the device's epoch) followed by an event recorded
  * on the device's legacy stream. When the event has completed, the
- * snapshot's frees are reusable (pool_synced). The pool asks for that when a request misses
- * (gmt_fence_reclaim): completed fences cost an event query each, and when
- * it must wait, it waits for the oldest fence only - the GPU keeps the work
- * queued after it, so it never runs dry.
+ * snapshot's frees are reusable (pool_synced). The pool asks for that when
+ * a request misses (gmt_fence_reclaim): completed fences cost an event
+ * query each, and when it must wait, it waits for the oldest fence only -
+ * the GPU keeps the work queued after it, so it never runs dry.
  *
  * Why an event on the legacy stream covers the device: an operation on the
  * legacy stream waits for all work queued before it on every blocking
@@ -45,9 +45,9 @@
  * then reads the "off" flag, then records its event; a creation sets the
  * flag before it creates. If a fence's snapshot covers a free made after
  * a non-blocking stream was created, that free read the epoch before the
- * snapshot advanced it (both sequentially consistent), and the freeing thread's
- * flag store came before its read, so the fence, reading the flag after
- * its snapshot, sees it and is not recorded.
+ * snapshot advanced it (both sequentially consistent), and the flag store
+ * came before that read, so the fence, reading the flag after its
+ * snapshot, sees it and is not recorded.
  *
  * Never inside a stream capture: recording on the legacy stream would
  * break a capture in progress; every CUDA call here runs under the
@@ -70,7 +70,6 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "pool.h"

@@ -1,10 +1,11 @@
-/* pool_internal.h - what the two files of the caching pool share.
+/* pool_internal.h - what the files of the caching pool share.
  *
  * pool.c decides: arenas, allocation and free, pending frees and
  * synchronization, growth, trim, statistics and the entry points of
  * pool.h. pool_index.c holds the data structures under it, which decide
  * nothing: size bins, block structs, the per-arena address map and the
- * lock-free segment index. Nothing outside the pool includes this header.
+ * lock-free segment index. pool_check.c checks the invariants (tests).
+ * Nothing outside the pool includes this header.
  *
  * The helpers on the fast path (bin lookup, the address map, block
  * structs) are static inline here so that pool.c still inlines them, as
