@@ -64,8 +64,8 @@
  * time get fences close to them and a wait need not go to the newest.
  * Where the GPU keeps up (a launch-bound small MLP, measured: 21 such
  * fences a step cost it about 3%), waits are short anyway and frees record
- * none. Cost: a clock read per pooled free; an event record at most every
- * 50 us when behind, and per wait; at a miss, while fences are
+ * none. Cost per pooled free: a few loads, and a clock read when behind;
+ * an event record at most every 50 us when behind, and per wait; at a miss, while fences are
  * outstanding, an event query at most every 20 us (POLL_EVERY_NS).
  */
 #include <pthread.h>
@@ -263,10 +263,11 @@ void gmt_fence_after_free(struct pool *p, int dev)
     struct fdev *f = fdev_get(dev, true);
     if (f == NULL)
         return;
+    if (LOAD(f->wait_avg_ns) < FENCE_BEHIND_NS)
+        return; /* the GPU keeps up: no clock read either */
     uint64_t now = now_ns();
     if (now - LOAD(f->last_ns) < FENCE_EVERY_NS ||
-        now - LOAD(f->need_ns) > FENCE_PRESSURE_NS ||
-        LOAD(f->wait_avg_ns) < FENCE_BEHIND_NS)
+        now - LOAD(f->need_ns) > FENCE_PRESSURE_NS)
         return;
     if (pthread_mutex_trylock(&f->lock) != 0)
         return; /* another thread is at it: never wait for a free */
@@ -280,10 +281,11 @@ int gmt_fence_reclaim(struct pool *p, int dev, bool wait)
     struct fdev *f = fdev_get(dev, false);
     if (f == NULL)
         return 0;
+    if (!wait && LOAD(f->head) == LOAD(f->tail))
+        return 0; /* nothing to query: no clock read */
     uint64_t now = now_ns();
-    if (!wait && (now - LOAD(f->poll_ns) < POLL_EVERY_NS ||
-                  LOAD(f->head) == LOAD(f->tail)))
-        return 0; /* nothing to query, or queried just now */
+    if (!wait && now - LOAD(f->poll_ns) < POLL_EVERY_NS)
+        return 0; /* queried just now */
     if (!wait && pthread_mutex_trylock(&f->lock) != 0)
         return 0; /* another thread is polling: no queue behind it */
     if (wait)

@@ -117,17 +117,11 @@ static void sim_init_once(void)
 
     env = getenv("SIM_CUDA_DEVICES");
     if (env && *env) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (errno || end == env || *end != '\0' || env[0] == '-') {
+        int bad = sim_parse_devices(env, SIM_MAX_DEVICES, &ndev); /* 0: none */
+        if (bad == 1)
             sim_warn("invalid %s=\"%s\", using 1 device", "SIM_CUDA_DEVICES", env);
-        } else if (v > SIM_MAX_DEVICES) {
+        else if (bad == 2)
             sim_warn("%s=%s exceeds the maximum, using 8 devices", "SIM_CUDA_DEVICES", env);
-            ndev = SIM_MAX_DEVICES;
-        } else {
-            ndev = v; /* 0 is allowed: "no CUDA device" */
-        }
     }
     env = getenv("SIM_CUDA_MEM");
     if (env && *env && !sim_parse_size(env, &cap)) {

@@ -64,17 +64,11 @@ static void drv_init_once(void)
 
     env = getenv("SIM_CUDA_DEVICES");
     if (env && *env) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (errno || end == env || *end != '\0' || env[0] == '-') {
+        int bad = sim_parse_devices(env, DRV_MAX_DEVICES, &ndev); /* 0: none */
+        if (bad == 1)
             fprintf(stderr, "simcuda: invalid SIM_CUDA_DEVICES=\"%s\", using 1 device\n", env);
-        } else if (v > DRV_MAX_DEVICES) {
+        else if (bad == 2)
             fprintf(stderr, "simcuda: SIM_CUDA_DEVICES=%s exceeds the maximum, using 8 devices\n", env);
-            ndev = DRV_MAX_DEVICES;
-        } else {
-            ndev = v; /* 0: no device */
-        }
     }
     env = getenv("SIM_CUDA_MEM");
     if (env && *env && !sim_parse_size(env, &cap)) {
@@ -111,6 +105,14 @@ bool drv_valid_device(CUdevice dev)
     return dev >= 0 && dev < drv.ndev;
 }
 
+CUresult drv_enter_device(CUdevice dev)
+{
+    CUresult r = drv_enter();
+    if (r == CUDA_SUCCESS && !drv_valid_device(dev))
+        r = CUDA_ERROR_INVALID_DEVICE;
+    return r;
+}
+
 /* ------------------------------------------------------------------ */
 /* Initialisation, versions, devices, context                          */
 /* ------------------------------------------------------------------ */
@@ -134,11 +136,9 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = drv_enter();
+    CUresult r = drv_enter_device(ordinal);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!drv_valid_device(ordinal))
-        return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
     return CUDA_SUCCESS;
 }
@@ -156,11 +156,9 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = drv_enter();
+    CUresult r = drv_enter_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!drv_valid_device(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
     snprintf(name, (size_t)len, "%s", "gpumemtrace simulated device");
     return CUDA_SUCCESS;
 }
@@ -169,11 +167,9 @@ static CUresult drv_total_mem(size_t *bytes, CUdevice dev)
 {
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = drv_enter();
+    CUresult r = drv_enter_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!drv_valid_device(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
     *bytes = drv.capacity;
     return CUDA_SUCCESS;
 }
@@ -201,11 +197,9 @@ static CUresult drv_uuid(CUuuid *uuid, CUdevice dev)
     static const char prefix[12] = { 'g', 'm', 't', 's', 'i', 'm', '-', 'g', 'p', 'u', '-', '0' };
     if (!uuid)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = drv_enter();
+    CUresult r = drv_enter_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!drv_valid_device(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
     memset(uuid->bytes, 0, sizeof uuid->bytes);
     memcpy(uuid->bytes, prefix, sizeof prefix);
     uuid->bytes[15] = (char)dev;
@@ -226,11 +220,9 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     if (!pi)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = drv_enter();
+    CUresult r = drv_enter_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!drv_valid_device(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = dev; break;
@@ -254,11 +246,9 @@ CUresult cuCtxGetDevice(CUdevice *device)
 
 CUresult simDrvSetDevice(int ordinal)
 {
-    CUresult r = drv_enter();
+    CUresult r = drv_enter_device(ordinal);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!drv_valid_device(ordinal))
-        return CUDA_ERROR_INVALID_DEVICE;
     drv_tls_device = ordinal;
     return CUDA_SUCCESS;
 }

@@ -164,31 +164,28 @@ CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 /* Stream-ordered allocation and memory pools                          */
 /* ------------------------------------------------------------------ */
 
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+/* Both lookups below: a direct call, never through the PLT, where a
+ * preloaded library could interpose. */
+static CUresult drv_default_pool(CUmemoryPool *pool_out, CUdevice dev)
 {
     if (!pool_out)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = drv_enter();
+    CUresult r = drv_enter_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!drv_valid_device(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
     *pool_out = drv.dev[dev].default_pool;
     return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    return drv_default_pool(pool_out, dev);
 }
 
 /* There is no cuDeviceSetMemPool: the current pool is the default one. */
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = drv_enter();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!drv_valid_device(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
-    *pool = drv.dev[dev].default_pool;
-    return CUDA_SUCCESS;
+    return drv_default_pool(pool, dev);
 }
 
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)

@@ -217,6 +217,8 @@ extern struct drv_state drv;
 extern _Thread_local int drv_tls_device;  /* current device, default 0 */
 CUresult drv_enter(void);
 bool drv_valid_device(CUdevice dev);
+/* drv_enter, then CUDA_ERROR_INVALID_DEVICE unless dev is a device. */
+CUresult drv_enter_device(CUdevice dev);
 
 /* sim_drv_mem.c */
 struct drv_alloc *drv_tree_find(uintptr_t p); /* lock held */

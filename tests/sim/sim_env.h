@@ -1,5 +1,6 @@
 /* sim_env.h - the environment parsing the simulated runtime and the
- * simulated driver share, so that both read SIM_CUDA_MEM alike. */
+ * simulated driver share, so that both read SIM_CUDA_DEVICES and
+ * SIM_CUDA_MEM alike. */
 #ifndef SIM_ENV_H
 #define SIM_ENV_H
 
@@ -35,6 +36,21 @@ static inline bool sim_parse_size(const char *s, unsigned long long *out)
         return false;
     *out = v * mult;
     return true;
+}
+
+/* SIM_CUDA_DEVICES: "0".."max" (0: no device). 0 and *out set when s is
+ * valid; 1 when it is not a number (*out untouched); 2 when it exceeds
+ * max (*out = max). */
+static inline int sim_parse_devices(const char *s, unsigned long long max,
+                                    unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0' || s[0] == '-')
+        return 1;
+    *out = v > max ? max : v;
+    return v > max ? 2 : 0;
 }
 
 #endif /* SIM_ENV_H */
