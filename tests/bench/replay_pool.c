@@ -1,6 +1,6 @@
 /* replay_pool.c - replay a trace's allocations through the caching pool.
  *
- * usage: replay_pool TRACE [SYNC_US]
+ * usage: replay_pool [--eager] TRACE [SYNC_US]
  * Reads the cudaMalloc/cudaFree events and the program's device
  * synchronizations of a trace (recorded with or without the pool), in
  * order, per thread, and replays them into pool.c with an upstream that
@@ -9,7 +9,11 @@
  * cost model sees what it would on the GPU. Prints the peak of live
  * requested bytes, the pool's peak reserved bytes, their ratio and the
  * synchronizations - the figures of the GPU benchmark, without a GPU.
+ * --eager makes every free reusable at once (as if each
+ * were followed by a synchronization that cost nothing): the bound that
+ * faster reuse could reach.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +84,13 @@ struct live {
 
 int main(int argc, char **argv)
 {
+    bool eager = argc > 1 && strcmp(argv[1], "--eager") == 0;
+    if (eager) {
+        argv++;
+        argc--;
+    }
     if (argc < 2) {
-        fprintf(stderr, "usage: replay_pool TRACE [SYNC_US]\n");
+        fprintf(stderr, "usage: replay_pool [--eager] TRACE [SYNC_US]\n");
         return 2;
     }
     if (argc > 2)
@@ -92,7 +101,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "replay_pool: %s\n", err);
         return 2;
     }
-    struct pool_upstream up = {up_alloc, up_release, up_sync, NULL, NULL};
+    struct pool_upstream up = {.alloc = up_alloc, .release = up_release, .sync = up_sync};
     struct pool *p = pool_create(&up, NULL);
     g_pool = p;
     verbose = getenv("REPLAY_VERBOSE") != NULL;
@@ -123,6 +132,11 @@ int main(int argc, char **argv)
             if (l) {
                 int dev;
                 pool_free(p, l->mine, &dev);
+                if (eager) { /* reusable at once: the bound fences approach */
+                    struct pool_snapshot snap;
+                    pool_sync_snapshot(p, dev, &snap);
+                    pool_synced(p, dev, &snap);
+                }
                 requested -= l->size;
                 g_requested = requested;
                 HASH_DEL(map, l);
