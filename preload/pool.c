@@ -294,6 +294,7 @@ static struct blk *adopt_segment(struct pool *p, struct arena *from,
     to->segs = s;
     ADD(to->reserved, s->size);
     ADD(to->nsegs, 1);
+    ADD(to->adopted, 1);
     ADD(to->free_bytes, s->size);
     bin_insert(bins_for(to, large), b);
     b = take(to, b, size, req);
@@ -329,8 +330,10 @@ static struct blk *try_others(struct pool *p, struct pdev *d, int dev,
         if (LOAD(a->nsegs) == 0 || (!wait && LOAD(a->free_bytes) < plenty))
             continue;
         struct blk *b = try_arena_lock(p, a, dev, size, req, wait);
-        if (b)
+        if (b) {
+            __atomic_fetch_add(&a->lent, 1, __ATOMIC_RELAXED);
             return b;
+        }
     }
     return NULL;
 }
@@ -744,6 +747,8 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
     }
     for (int i = 0; i < POOL_ARENAS; i++) {
         out->promotions += LOAD(d->arenas[i].promotions);
+        out->adopted += LOAD(d->arenas[i].adopted);
+        out->lent += LOAD(d->arenas[i].lent);
         out->syncs += LOAD(d->arenas[i].syncs);
     }
 }

@@ -80,6 +80,8 @@ struct pool_stats {
     uint64_t segments;
     uint64_t syncs;         /* synchronizations the pool issued */
     uint64_t promotions;    /* times pending blocks became reusable */
+    uint64_t adopted;       /* free segments moved to another arena */
+    uint64_t lent;          /* blocks served from another thread's arena */
 };
 
 struct pool_block_info {

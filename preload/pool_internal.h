@@ -89,6 +89,7 @@ struct arena {
      * call; other threads only read them. */
     _Alignas(64) uint64_t reserved; /* counters: read unlocked by others */
     uint64_t allocated, requested, pending, free_bytes, nsegs, promotions;
+    uint64_t adopted, lent; /* segments it took from others; blocks it gave */
     uint64_t syncs;   /* synchronizations this arena's threads made */
     uint64_t sync_ns; /* what they cost, moving average */
 } __attribute__((aligned(64)));
