@@ -276,6 +276,16 @@ static bool jdigit(struct jparse *jp)
     return jp->p < jp->end && *jp->p >= '0' && *jp->p <= '9';
 }
 
+/* One or more digits, consumed; false if there is none. */
+static bool jdigits(struct jparse *jp)
+{
+    if (!jdigit(jp))
+        return false;
+    while (jdigit(jp))
+        jp->p++;
+    return true;
+}
+
 static struct jval *jvalue(struct jparse *jp);
 
 /* Append (key, item) to an array or object. */
@@ -405,23 +415,19 @@ static struct jval *jvalue(struct jparse *jp)
                 jp->p++;
         if (jp->p < jp->end && *jp->p == '.') {
             jp->p++;
-            if (!jdigit(jp)) {
+            if (!jdigits(jp)) {
                 jerr(jp, "bad number");
                 break;
             }
-            while (jdigit(jp))
-                jp->p++;
         }
         if (jp->p < jp->end && (*jp->p == 'e' || *jp->p == 'E')) {
             jp->p++;
             if (jp->p < jp->end && (*jp->p == '+' || *jp->p == '-'))
                 jp->p++;
-            if (!jdigit(jp)) {
+            if (!jdigits(jp)) {
                 jerr(jp, "bad number");
                 break;
             }
-            while (jdigit(jp))
-                jp->p++;
         }
         v->type = J_NUM;
         if ((v->s = strndup((const char *)at, (size_t)(jp->p - at))) == NULL) {

@@ -9,9 +9,9 @@
  * cost model sees what it would on the GPU. Prints the peak of live
  * requested bytes, the pool's peak reserved bytes, their ratio and the
  * synchronizations - the figures of the GPU benchmark, without a GPU.
- * --eager makes every free reusable at once (as if each
- * were followed by a synchronization that cost nothing): the bound that
- * faster reuse could reach.
+ * --eager makes every free reusable at once (as if each were followed by
+ * a synchronization that cost nothing): the bound faster reuse could
+ * reach.
  */
 #include <stdbool.h>
 #include <stdio.h>
