@@ -49,7 +49,9 @@
     X(cuCtxGetDevice) X(cuDeviceGet) X(cuDeviceGetName)                       \
     X(cuDeviceTotalMem_v2) X(cuDeviceGetUuid_v2) X(cuDeviceGetAttribute)     \
     X(cuMemGetInfo_v2) X(cuDeviceGetMemPool) X(cuMemPoolGetAttribute)        \
-    X(cuPointerGetAttribute)
+    X(cuPointerGetAttribute) X(cuMemSetAccess)                                \
+    X(cuMemGetAllocationGranularity) X(cuDeviceCanAccessPeer)                 \
+    X(cuDeviceGetCount) X(cuCtxGetCurrent)
 
 enum {
 #define GMT_DRV_ENUM(n) D_##n,

@@ -55,6 +55,10 @@ static inline uint64_t gmt_now_ns(void)
     X(POOL, pool, bool, 1, 0, 1,                                              \
       "serve cudaMalloc/cudaFree from gpumemtrace's caching pool; 0: pass "   \
       "every call through to the runtime")                                    \
+    X(POOL_VMM, pool_vmm, bool, 0, 0, 1,                                      \
+      "1: the pool backs blocks over 1 MiB with 2 MiB pages of the driver's " \
+      "virtual memory and moves free pages to where a request needs them "   \
+      "(less memory held; cudaIpcGetMemHandle is refused on those blocks)")  \
     X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
       "let the pool reuse freed blocks once an event on the legacy stream "    \
       "shows the GPU past the free, instead of synchronizing the device "     \
@@ -104,6 +108,7 @@ void gmt_error_once(unsigned key, const char *fmt, ...)
 enum {
     GMT_ERR_OPEN, GMT_ERR_GROW, GMT_ERR_NOSYM, GMT_ERR_OOM_STATE,
     GMT_ERR_STACKTAB, GMT_ERR_MODULES, GMT_ERR_RECORD, GMT_ERR_IPC,
+    GMT_ERR_VMM,
     GMT_ERR_MAX
 };
 void gmt_log_reset_after_fork(void);
@@ -143,6 +148,19 @@ struct gmt_devinfo {
 bool gmt_drv_device_info(int dev, struct gmt_devinfo *out);
 /* The current device's free and total memory, from the driver. */
 bool gmt_drv_mem_info(size_t *free_b, size_t *total_b);
+/* ---- vmm.c: the driver's virtual memory, for the pool ----------------- */
+/* Called straight (the driver-level observer does not see them); 0 or a
+ * CUDA error code. Pages are GMT_VMM_PAGE bytes. */
+#define GMT_VMM_PAGE (2u << 20)
+/* cudaErrorNotSupported: dev has no virtual memory management (or it is
+ * not 2 MiB pages); the pool then uses plain segments. */
+int gmt_vmm_reserve(int dev, size_t size, uintptr_t *out);
+int gmt_vmm_unreserve(int dev, uintptr_t va, size_t size);
+int gmt_vmm_create(int dev, uint64_t *handle);
+int gmt_vmm_destroy(int dev, uint64_t handle);
+int gmt_vmm_map(int dev, uintptr_t va, const uint64_t *handles, size_t n);
+int gmt_vmm_unmap(int dev, uintptr_t va);
+void gmt_vmm_reset_after_fork(void);
 /* Why a process that used the driver has no trace (NULL: it didn't). */
 const char *gmt_drv_silence_reason(void);
 void gmt_drv_reset_after_fork(void);

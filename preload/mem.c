@@ -119,6 +119,19 @@ void gmt_capture_end(uint64_t key, cudaStream_t handle)
 
 static void release_at_exit(void);
 
+/* The exit handler goes in after the runtime's first allocation: the
+ * runtime registers its own teardown as it initializes, and exit
+ * handlers run in reverse, so ours runs first, while cudaFree still
+ * works. (Registered at tracer start, before the program's first call
+ * reached the runtime, it ran after the teardown: on an H200 every
+ * segment's release at exit failed.) */
+static void release_after_runtime(void)
+{
+    if (!__atomic_load_n(&g_atexit_done, __ATOMIC_ACQUIRE) &&
+        !__atomic_exchange_n(&g_atexit_done, true, __ATOMIC_ACQ_REL))
+        atexit(release_at_exit);
+}
+
 static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
 {
     (void)ctx;
@@ -132,15 +145,7 @@ static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
         return r;
     }
     *out = (uintptr_t)p;
-    /* The exit handler goes in after the runtime's first allocation: the
-     * runtime registers its own teardown as it initializes, and exit
-     * handlers run in reverse, so ours runs first, while cudaFree still
-     * works. (Registered at tracer start, before the program's first call
-     * reached the runtime, it ran after the teardown: on an H200 every
-     * segment's release at exit failed.) */
-    if (!__atomic_load_n(&g_atexit_done, __ATOMIC_ACQUIRE) &&
-        !__atomic_exchange_n(&g_atexit_done, true, __ATOMIC_ACQ_REL))
-        atexit(release_at_exit);
+    release_after_runtime();
     return 0;
 }
 
@@ -250,8 +255,52 @@ static void obs_synced(void *ctx, int dev, int r)
         gmt_ev_pool_sync(t, dev, GMT_API_POOL_SYNCHRONIZE, r);
 }
 
+static int up_reserve(void *ctx, int dev, size_t size, uintptr_t *out)
+{
+    (void)ctx;
+    int r = gmt_vmm_reserve(dev, size, out);
+    if (r == 0)
+        release_after_runtime();
+    return r;
+}
+
+static int up_unreserve(void *ctx, int dev, uintptr_t va, size_t size)
+{
+    (void)ctx;
+    return gmt_vmm_unreserve(dev, va, size);
+}
+
+static int up_create(void *ctx, int dev, uint64_t *h)
+{
+    (void)ctx;
+    return gmt_vmm_create(dev, h);
+}
+
+static int up_destroy(void *ctx, int dev, uint64_t h)
+{
+    (void)ctx;
+    return gmt_vmm_destroy(dev, h);
+}
+
+static int up_map(void *ctx, int dev, uintptr_t va, const uint64_t *h,
+                  size_t n)
+{
+    (void)ctx;
+    return gmt_vmm_map(dev, va, h, n);
+}
+
+static int up_unmap(void *ctx, int dev, uintptr_t va)
+{
+    (void)ctx;
+    return gmt_vmm_unmap(dev, va);
+}
+
 static const struct pool_upstream g_upstream = {up_alloc, up_release, up_sync,
                                                 up_reclaim, NULL};
+/* GPUMEMTRACE_POOL_VMM=1: large segments mapped page by page (vmm.c). */
+static const struct pool_upstream g_upstream_vmm = {
+    up_alloc,    up_release, up_sync,   up_reclaim, NULL,   GMT_VMM_PAGE,
+    up_reserve,  up_unreserve, up_create, up_destroy, up_map, up_unmap};
 static const struct pool_observer g_observer = {
     obs_segment_alloc, obs_segment_free, obs_free_completed, obs_synced, NULL};
 
@@ -273,7 +322,9 @@ void gmt_mem_init(void)
 {
     if (!gmt_opt.pool || g_pool)
         return;
-    struct pool *p = pool_create(&g_upstream, &g_observer);
+    struct pool *p = pool_create(gmt_opt.pool_vmm ? &g_upstream_vmm
+                                                  : &g_upstream,
+                                 &g_observer);
     if (p == NULL) {
         gmt_error_once(GMT_ERR_RECORD, "no memory for the caching pool; "
                        "cudaMalloc passes through");
@@ -291,6 +342,7 @@ void gmt_mem_reset_after_fork(void)
     g_ncapturing = g_overflow = 0;
     memset(g_last_sample, 0, sizeof g_last_sample);
     gmt_fence_reset_after_fork();
+    gmt_vmm_reset_after_fork();
 }
 
 static uint64_t host_rss(void)
@@ -370,6 +422,18 @@ static cudaError_t real_free(struct gmt_thread *t, void *ptr)
     return r;
 }
 
+/* The pool failed where no runtime call did (the driver's virtual
+ * memory, or host memory for its books): the runtime gives its own
+ * answer, which also leaves the runtime's error state as its failure
+ * would. A success is a plain allocation, which cudaFree passes through. */
+static cudaError_t fallback_malloc(struct gmt_call *c, void **devPtr,
+                                   size_t size)
+{
+    cudaError_t r = GMT_REAL(cudaMalloc)(devPtr, size);
+    gmt_call_errno(c);
+    return r;
+}
+
 cudaError_t gmt_mem_malloc(void **devPtr, size_t size)
 {
     struct gmt_call c;
@@ -393,6 +457,9 @@ cudaError_t gmt_mem_malloc(void **devPtr, size_t size)
             /* an upstream failure the pool recovered from must not linger */
             if (t->upstream_failed)
                 GMT_REAL(cudaGetLastError)();
+        } else if (!t->upstream_failed &&
+                   (r = fallback_malloc(&c, devPtr, size)) == cudaSuccess) {
+            block = size;
         } else {
             struct pool_stats st;
             size_t free_b = 0, total_b = 0;
@@ -488,6 +555,15 @@ cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *ptr)
 {
     struct pool *p = g_pool;
     struct pool_block_info bi;
+    if (p && pool_lookup(p, (uintptr_t)ptr, &bi) && bi.mapped) {
+        /* Pages of the driver's virtual memory: no legacy IPC handle can
+         * name them (the runtime would refuse too, less clearly). */
+        gmt_error_once(GMT_ERR_IPC, "cudaIpcGetMemHandle on %p, a pool block "
+                       "in pages of virtual memory (GPUMEMTRACE_POOL_VMM=1): "
+                       "refused with cudaErrorInvalidValue; run without "
+                       "GPUMEMTRACE_POOL_VMM to share it", ptr);
+        return cudaErrorInvalidValue;
+    }
     if (p && pool_lookup(p, (uintptr_t)ptr, &bi) &&
         !(bi.addr == (uintptr_t)ptr && bi.addr == bi.seg_base)) {
         /* The handle would name the whole segment: another process would

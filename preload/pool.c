@@ -65,6 +65,10 @@ struct pool *pool_create(const struct pool_upstream *up,
     if (p == NULL)
         return NULL;
     p->up = *up;
+    if (!up->reserve || !up->unreserve || !up->create || !up->destroy ||
+        !up->map || !up->unmap || (up->page & (up->page - 1)) ||
+        up->page < POOL_ROUND)
+        p->up.page = 0; /* no virtual memory: plain segments */
     if (obs)
         p->obs = *obs;
     pthread_mutex_init(&p->dev_lock, NULL);
@@ -92,6 +96,7 @@ static struct pdev *get_dev(struct pool *p, int dev)
             d->arenas[i].d = d;
         }
         pthread_mutexattr_destroy(&at);
+        pthread_mutex_init(&d->page_lock, NULL);
         __atomic_store_n(&p->dev[dev], d, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&p->dev_lock);
@@ -199,6 +204,350 @@ static bool is_large(size_t size)
     return size > POOL_SMALL_MAX;
 }
 
+static bool lock_arena(struct arena *a, bool wait)
+{
+    if (wait) {
+        pthread_mutex_lock(&a->lock);
+        return true;
+    }
+    return pthread_mutex_trylock(&a->lock) == 0;
+}
+
+/* ---- virtual memory: the pages behind mapped segments --------------------
+ *
+ * With pool_upstream.page set, large segments are address ranges with a
+ * physical page (or none) behind each page of the range. A page that any
+ * allocated or pending block touches is mapped; pages wholly inside free
+ * blocks may be mapped or not. An arena's `unbacked` counts its segments'
+ * bytes without a page, so the byte identities of plain segments hold for
+ * address ranges, and memory held is reserved - unbacked (+ parked pages).
+ * Every page mapped or unmapped is a segment of one page in the trace.
+ */
+
+
+static bool vmm_on(const struct pool *p)
+{
+    return p->up.page != 0;
+}
+
+#define BUMP(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
+
+/* Pages parked on the device, at most n of them into out. */
+static size_t spare_take(struct pdev *d, uint64_t *out, size_t n)
+{
+    pthread_mutex_lock(&d->page_lock);
+    size_t k = n < d->nspare ? n : d->nspare;
+    d->nspare -= k;
+    memcpy(out, d->spare + d->nspare, k * sizeof *out);
+    pthread_mutex_unlock(&d->page_lock);
+    return k;
+}
+
+/* Park n pages on the device; those it has no host memory to list go back
+ * to the driver. */
+static void spare_put(struct pool *p, struct pdev *d, int dev,
+                      const uint64_t *h, size_t n)
+{
+    pthread_mutex_lock(&d->page_lock);
+    if (d->nspare + n > d->spare_cap) {
+        size_t cap = d->spare_cap ? d->spare_cap : 64;
+        while (cap < d->nspare + n)
+            cap *= 2;
+        uint64_t *ns = realloc(d->spare, cap * sizeof *ns);
+        if (ns) {
+            d->spare = ns;
+            d->spare_cap = cap;
+        }
+    }
+    size_t k = d->spare_cap - d->nspare < n ? d->spare_cap - d->nspare : n;
+    if (k)
+        memcpy(d->spare + d->nspare, h, k * sizeof *h);
+    d->nspare += k;
+    pthread_mutex_unlock(&d->page_lock);
+    for (size_t i = k; i < n; i++)
+        p->up.destroy(p->up.ctx, dev, h[i]);
+}
+
+/* Give every parked page of d back to the driver. */
+static void spare_drain(struct pool *p, struct pdev *d, int dev)
+{
+    uint64_t h[64];
+    size_t n;
+    while ((n = spare_take(d, h, 64)) != 0)
+        for (size_t i = 0; i < n; i++)
+            p->up.destroy(p->up.ctx, dev, h[i]);
+}
+
+/* Unmap page i of segment s (mapped) into *out. Arena a (s's) locked or s
+ * out of every list. */
+static bool unmap_page(struct pool *p, struct pdev *d, struct arena *a,
+                       struct seg *s, size_t i, uint64_t *out)
+{
+    size_t pg = p->up.page;
+    if (p->up.unmap(p->up.ctx, s->dev, s->base + i * pg) != 0)
+        return false;
+    *out = s->pages[i];
+    s->pages[i] = 0;
+    s->nmapped--;
+    if (a)
+        ADD(a->unbacked, pg);
+    BUMP(d->unmaps, 1);
+    if (p->obs.segment_free)
+        p->obs.segment_free(p->obs.ctx, s->dev, s->base + i * pg, pg);
+    return true;
+}
+
+/* Take up to n mapped pages that lie wholly inside a's free blocks (which
+ * no GPU work can touch any more) into out. Arena locked. */
+static size_t harvest(struct pool *p, struct arena *a, uint64_t *out, size_t n)
+{
+    size_t got = 0, pg = p->up.page;
+    struct bins *bs = &a->large;
+    for (unsigned w = 0; w < BIN_WORDS && got < n; w++) {
+        for (uint64_t m = bs->map[w]; m && got < n; m &= m - 1) {
+            unsigned bin = w * 64 + (unsigned)__builtin_ctzll(m);
+            for (struct blk *b = bs->head[bin]; b && got < n; b = b->lnext) {
+                struct seg *s = b->seg;
+                if (s->pages == NULL || s->nmapped == 0)
+                    continue;
+                size_t i0 = (b->addr - s->base + pg - 1) / pg;
+                size_t i1 = (b->addr + b->size - s->base) / pg;
+                for (size_t i = i0; i < i1 && got < n; i++)
+                    if (s->pages[i] && unmap_page(p, a->d, a, s, i, &out[got]))
+                        got++;
+            }
+        }
+    }
+    return got;
+}
+
+static uint64_t pending_bytes(struct pdev *d);
+static uint64_t sync_worth(struct arena *own, size_t size);
+static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
+                      int dev);
+
+/* Would `more` bytes of new pages keep what dev holds within the most the
+ * program has asked for at once (as seen here)? Then the pool creates
+ * them rather than move pages: moving costs calls. (Slack above that peak
+ * saved no moves in replay_pool --vmm on the transformer trace: 1% more
+ * memory, 1.4% fewer maps.) */
+static bool within_peak(struct pool *p, struct pdev *d, uint64_t more)
+{
+    uint64_t held = 0, req = 0;
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        struct arena *o = &d->arenas[i];
+        held += LOAD(o->reserved) - LOAD(o->unbacked);
+        req += LOAD(o->requested);
+    }
+    held += LOAD(d->nspare) * p->up.page;
+    uint64_t peak = LOAD(d->peak_req);
+    if (req > peak)
+        STORE(d->peak_req, peak = req);
+    return held + more <= peak;
+}
+
+/* Gather pages into h[got..need) from what exists: pages parked on the
+ * device, then pages of free blocks - a's (locked), then other arenas'
+ * whose lock is free (waiting for one while holding ours could deadlock).
+ * Returns the new count. */
+static size_t gather(struct pool *p, struct arena *a, int dev, uint64_t *h,
+                     size_t got, size_t need)
+{
+    struct pdev *d = a->d;
+    got += spare_take(d, h + got, need - got);
+    if (got < need) {
+        promote(p, a, dev);
+        got += harvest(p, a, h + got, need - got);
+    }
+    for (int i = 0; i < POOL_ARENAS && got < need; i++) {
+        struct arena *o = &d->arenas[i];
+        if (o == a || LOAD(o->nsegs) == 0 || !lock_arena(o, false))
+            continue;
+        promote(p, o, dev);
+        size_t k = harvest(p, o, h + got, need - got);
+        pthread_mutex_unlock(&o->lock);
+        got += k;
+        BUMP(d->taken, k);
+    }
+    return got;
+}
+
+/* Back every page block b (just taken, arena a locked) touches with
+ * physical memory. Existing pages first (gather). Then, while memory is
+ * pending, the upstream's fences one at a time, oldest first, and failing
+ * them one synchronization if it is worth it (as for a request that only
+ * pending blocks could serve, pool_alloc): pages that GPU work may still
+ * touch become free pages to take. Only then new pages. The arena's lock
+ * is let go while waiting: b (B_BACKING meanwhile) is in no map or list,
+ * so nothing another thread does can touch it. 0 or a CUDA error; on error
+ * b's pages may be partly mapped, which is allowed. */
+static int back_block(struct pool *p, struct arena *a, struct blk *b)
+{
+    struct seg *s = b->seg;
+    if (s->pages == NULL)
+        return 0;
+    size_t pg = p->up.page;
+    size_t i0 = (b->addr - s->base) / pg;
+    size_t i1 = (b->addr + b->size - s->base + pg - 1) / pg;
+    size_t need = 0;
+    for (size_t i = i0; i < i1; i++)
+        need += s->pages[i] == 0;
+    if (need == 0)
+        return 0;
+    struct pdev *d = a->d;
+    int dev = s->dev;
+    uint64_t buf[64];
+    uint64_t *h = need <= 64 ? buf : malloc(need * sizeof *h);
+    if (h == NULL)
+        return 2;
+    size_t got = spare_take(d, h, need);
+    if (got < need && !within_peak(p, d, (need - got) * pg))
+        got = gather(p, a, dev, h, got, need);
+    uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
+    for (int n = 0; got < need && n < RECLAIM_MAX && p->up.reclaim &&
+                    pending_bytes(d) >= pg &&
+                    __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto;
+         n++) {
+        b->state = B_BACKING;
+        pthread_mutex_unlock(&a->lock);
+        int k = p->up.reclaim(p->up.ctx, dev, true);
+        pthread_mutex_lock(&a->lock);
+        b->state = B_ALLOC;
+        if (k <= 0)
+            break;
+        got = gather(p, a, dev, h, got, need);
+    }
+    if (got < need && pending_bytes(d) >= sync_worth(a, (need - got) * pg)) {
+        b->state = B_BACKING;
+        pthread_mutex_unlock(&a->lock);
+        pool_sync(p, d, a, dev);
+        pthread_mutex_lock(&a->lock);
+        b->state = B_ALLOC;
+        got = gather(p, a, dev, h, got, need);
+    }
+    int r = 0;
+    while (got < need && (r = p->up.create(p->up.ctx, dev, &h[got])) == 0) {
+        got++;
+        BUMP(d->created, 1);
+    }
+    size_t used = 0;
+    for (size_t i = i0; i < i1 && got == need;) {
+        if (s->pages[i]) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < i1 && s->pages[j] == 0)
+            j++;
+        if ((r = p->up.map(p->up.ctx, dev, s->base + i * pg, h + used,
+                           j - i)) != 0)
+            break;
+        for (size_t k = i; k < j; k++) {
+            s->pages[k] = h[used++];
+            if (p->obs.segment_alloc)
+                p->obs.segment_alloc(p->obs.ctx, dev, s->base + k * pg, pg);
+        }
+        s->nmapped += j - i;
+        ADD(a->unbacked, -(j - i) * pg);
+        BUMP(d->maps, j - i);
+        i = j;
+    }
+    if (used < got) /* a failure: keep what was gathered for the next */
+        spare_put(p, d, dev, h + used, got - used);
+    if (h != buf)
+        free(h);
+    return used == need ? 0 : r ? r : 2;
+}
+
+/* Pages a block of `size` at b's start would need mapped. */
+static size_t pages_missing(const struct pool *p, const struct blk *b,
+                            size_t size)
+{
+    const struct seg *s = b->seg;
+    size_t pg = p->up.page;
+    if (s->pages == NULL || s->nmapped == s->size / pg)
+        return 0;
+    size_t n = 0;
+    for (size_t i = (b->addr - s->base) / pg;
+         i < (b->addr + size - s->base + pg - 1) / pg; i++)
+        n += s->pages[i] == 0;
+    return n;
+}
+
+#define FIT_SCAN 32 /* free blocks a large request weighs, at most */
+
+/* Best fit, for a pool that maps pages: of the free blocks that fit (the
+ * smallest first), the one that needs the fewest pages mapped, so that a
+ * request lands where memory already is rather than move pages there
+ * from elsewhere. Arena locked. */
+static struct blk *fit(struct pool *p, struct bins *bs, size_t size)
+{
+    struct blk *b = bin_find(bs, size);
+    if (b == NULL || !vmm_on(p) || !is_large(size))
+        return b;
+    size_t best_n = pages_missing(p, b, size);
+    struct blk *best = b;
+    unsigned seen = 1, bin = b->bin;
+    struct blk *x = b->lnext;
+    while (best_n && seen < FIT_SCAN) {
+        while (x == NULL && ++bin < NBINS)
+            if ((bs->map[bin / 64] >> (bin % 64)) & 1)
+                x = bs->head[bin];
+        if (x == NULL)
+            break;
+        if (x->size >= size) {
+            size_t n = pages_missing(p, x, size);
+            if (n < best_n) {
+                best_n = n;
+                best = x;
+            }
+            seen++;
+        }
+        x = x->lnext;
+    }
+    return best;
+}
+
+/* Bytes of free block b that memory is behind: all of it in a plain
+ * segment; in a mapped one, what lies on mapped pages. Arena locked. */
+static uint64_t backed(const struct pool *p, const struct blk *b)
+{
+    const struct seg *s = b->seg;
+    if (s->pages == NULL)
+        return b->size;
+    size_t pg = p->up.page;
+    uint64_t n = 0;
+    for (uintptr_t x = b->addr; x < b->addr + b->size;) {
+        uintptr_t end = (x - s->base) / pg * pg + s->base + pg;
+        if (end > b->addr + b->size)
+            end = b->addr + b->size;
+        if (s->pages[(x - s->base) / pg])
+            n += end - x;
+        x = end;
+    }
+    return n;
+}
+
+/* Undo take() for a block that could not be backed. Arena locked. */
+static void untake(struct arena *a, struct blk *b)
+{
+    ADD(a->allocated, -b->size);
+    ADD(a->requested, -b->req);
+    make_free(a, b);
+}
+
+/* take(), then back the block's pages; NULL if they could not be. */
+static struct blk *take_backed(struct pool *p, struct arena *a, struct blk *b,
+                               size_t size, size_t req)
+{
+    b = take(a, b, size, req);
+    if (back_block(p, a, b) != 0) {
+        untake(a, b);
+        return NULL;
+    }
+    return b;
+}
+
 static size_t segment_size(size_t size)
 {
     if (size <= POOL_SMALL_MAX)
@@ -220,15 +569,6 @@ static void publish(struct arena *a, struct blk *b)
         retire_locked(a, b);
 }
 
-static bool lock_arena(struct arena *a, bool wait)
-{
-    if (wait) {
-        pthread_mutex_lock(&a->lock);
-        return true;
-    }
-    return pthread_mutex_trylock(&a->lock) == 0;
-}
-
 /* Try one arena: promote, best fit, take. */
 static struct blk *try_arena_lock(struct pool *p, struct arena *a, int dev,
                                   size_t size, size_t req, bool wait)
@@ -236,11 +576,9 @@ static struct blk *try_arena_lock(struct pool *p, struct arena *a, int dev,
     if (!lock_arena(a, wait))
         return NULL;
     promote(p, a, dev);
-    struct blk *b = bin_find(bins_for(a, is_large(size)), size);
-    if (b) {
-        b = take(a, b, size, req);
+    struct blk *b = fit(p, bins_for(a, is_large(size)), size);
+    if (b && (b = take_backed(p, a, b, size, req)) != NULL)
         publish(a, b);
-    }
     pthread_mutex_unlock(&a->lock);
     return b;
 }
@@ -274,8 +612,10 @@ static struct blk *adopt_segment(struct pool *p, struct arena *from,
     }
     struct blk *b = s->first; /* the one free block spanning it */
     bin_remove(bins_for(from, large), b);
+    size_t unbacked = s->pages ? s->size - s->nmapped * p->up.page : 0;
     ADD(from->free_bytes, -s->size);
     ADD(from->reserved, -s->size);
+    ADD(from->unbacked, -unbacked);
     ADD(from->nsegs, -1);
     if (s->sprev)
         s->sprev->snext = s->snext;
@@ -293,12 +633,13 @@ static struct blk *adopt_segment(struct pool *p, struct arena *from,
         to->segs->sprev = s;
     to->segs = s;
     ADD(to->reserved, s->size);
+    ADD(to->unbacked, unbacked);
     ADD(to->nsegs, 1);
     ADD(to->adopted, 1);
     ADD(to->free_bytes, s->size);
     bin_insert(bins_for(to, large), b);
-    b = take(to, b, size, req);
-    publish(to, b);
+    if ((b = take_backed(p, to, b, size, req)) != NULL)
+        publish(to, b);
     pthread_mutex_unlock(&to->lock);
     return b;
 }
@@ -405,6 +746,11 @@ static uint64_t sync_worth(struct arena *own, size_t size)
     return w > size ? w : size;
 }
 
+static bool idle_block(const struct blk *b)
+{
+    return b->state == B_FREE || b->state == B_PENDING;
+}
+
 /* Would a synchronization create a block of `size`? True if some pending
  * block, merged with its free and pending neighbours, spans that much:
  * fragmented free memory next to pending memory serves a request that
@@ -425,10 +771,10 @@ static bool pending_could_fit(struct pdev *d, unsigned own, size_t size)
         unsigned budget = 100000;
         for (struct blk *b = a->pend_head; b && budget; b = b->lnext) {
             struct blk *start = b;
-            while (start->prev && start->prev->state != B_ALLOC && budget--)
+            while (start->prev && idle_block(start->prev) && budget--)
                 start = start->prev;
             size_t run = 0;
-            for (struct blk *x = start; x && x->state != B_ALLOC && budget--;
+            for (struct blk *x = start; x && idle_block(x) && budget--;
                  x = x->next)
                 run += x->size;
             if (run >= size && (bool)b->seg->large == is_large(size)) {
@@ -507,8 +853,46 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
                : try_arena(p, own, dev, size, req);
 }
 
+/* Give a segment that is out of its arena and the index back: a plain
+ * one to the driver; a mapped one's pages to the driver or, with `park`,
+ * to the device's parked pages, then its address range. Segment events
+ * are recorded only for what really went back: at exit the runtime may
+ * already be gone, and the trace must not say otherwise. */
+static void release_segment(struct pool *p, struct pdev *d, int dev,
+                            uintptr_t base, size_t size, uint64_t *pages,
+                            bool park)
+{
+    if (pages == NULL) {
+        if (p->up.release(p->up.ctx, dev, base, size) == 0 &&
+            p->obs.segment_free)
+            p->obs.segment_free(p->obs.ctx, dev, base, size);
+        return;
+    }
+    size_t pg = p->up.page;
+    bool whole = true;
+    for (size_t i = 0; i < size / pg; i++) {
+        if (pages[i] == 0)
+            continue;
+        if (p->up.unmap(p->up.ctx, dev, base + i * pg) != 0) {
+            whole = false; /* left mapped: the address range must stay */
+            continue;
+        }
+        BUMP(d->unmaps, 1);
+        if (p->obs.segment_free)
+            p->obs.segment_free(p->obs.ctx, dev, base + i * pg, pg);
+        if (park)
+            spare_put(p, d, dev, &pages[i], 1);
+        else
+            p->up.destroy(p->up.ctx, dev, pages[i]);
+    }
+    free(pages);
+    if (whole)
+        p->up.unreserve(p->up.ctx, dev, base, size);
+}
+
 /* Give back fully free segments of dev: all, or only large or small ones
- * when `only` is set. */
+ * when `only` is set (before growing: then the pages of mapped segments
+ * stay parked, for the segment about to be made). */
 static int trim_class(struct pool *p, struct pdev *d, int dev, bool only,
                       bool large)
 {
@@ -527,6 +911,8 @@ static int trim_class(struct pool *p, struct pdev *d, int dev, bool only,
             blk_put(a, b);
             ADD(a->free_bytes, -s->size);
             ADD(a->reserved, -s->size);
+            if (s->pages)
+                ADD(a->unbacked, -(s->size - s->nmapped * p->up.page));
             ADD(a->nsegs, -1);
             if (s->sprev)
                 s->sprev->snext = s->snext;
@@ -543,13 +929,10 @@ static int trim_class(struct pool *p, struct pdev *d, int dev, bool only,
             gone = s->snext;
             uintptr_t base = s->base;
             size_t size = s->size;
-            released++;
+            uint64_t *pages = s->pages;
+            released += pages == NULL; /* what synchronized the device */
             segidx_remove(p, s); /* recycles s */
-            /* Recorded only if it really went back: at exit the runtime
-             * may already be gone, and the trace must not say otherwise. */
-            if (p->up.release(p->up.ctx, dev, base, size) == 0 &&
-                p->obs.segment_free)
-                p->obs.segment_free(p->obs.ctx, dev, base, size);
+            release_segment(p, d, dev, base, size, pages, only);
         }
     }
     return released;
@@ -558,6 +941,8 @@ static int trim_class(struct pool *p, struct pdev *d, int dev, bool only,
 static void trim(struct pool *p, struct pdev *d, int dev)
 {
     trim_class(p, d, dev, false, false);
+    if (vmm_on(p))
+        spare_drain(p, d, dev);
 }
 
 void pool_trim(struct pool *p, int dev)
@@ -575,9 +960,26 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
                 size_t size, size_t req, struct blk **out)
 {
     size_t ssize = segment_size(size);
+    bool mapped = vmm_on(p) && is_large(size);
+    size_t pg = p->up.page;
     uintptr_t base = 0;
-    int r = p->up.alloc(p->up.ctx, dev, ssize, &base);
-    if (r != 0)
+    int r;
+    uint64_t *pages = NULL;
+    if (mapped) {
+        size_t vsize = (ssize + pg - 1) / pg * pg;
+        if ((pages = calloc(vsize / pg, sizeof *pages)) == NULL)
+            return 2;
+        if ((r = p->up.reserve(p->up.ctx, dev, vsize, &base)) == 0) {
+            ssize = vsize;
+        } else {
+            free(pages);
+            pages = NULL;
+            if (r != POOL_NO_VMM)
+                return r;
+            mapped = false; /* not on this device */
+        }
+    }
+    if (!mapped && (r = p->up.alloc(p->up.ctx, dev, ssize, &base)) != 0)
         return r;
     struct seg *s = seg_new(p);
     if (s) {
@@ -587,6 +989,7 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
         s->dev = dev;
         s->large = is_large(size);
         s->arena = (uint8_t)ai;
+        s->pages = pages;
     }
     struct arena *a = &d->arenas[ai];
     pthread_mutex_lock(&a->lock);
@@ -601,7 +1004,7 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
             p->seg_spare = s;
             pthread_mutex_unlock(&p->seg_lock);
         }
-        p->up.release(p->up.ctx, dev, base, ssize);
+        release_segment(p, d, dev, base, ssize, pages, false);
         return 2; /* cudaErrorMemoryAllocation: host memory ran out */
     }
     s->first = b;
@@ -616,11 +1019,20 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
     ADD(a->reserved, ssize);
     ADD(a->nsegs, 1);
     ADD(a->free_bytes, ssize);
-    if (p->obs.segment_alloc)
+    if (mapped)
+        ADD(a->unbacked, ssize); /* its pages are recorded as they come */
+    else if (p->obs.segment_alloc)
         p->obs.segment_alloc(p->obs.ctx, dev, base, ssize);
     bin_insert(bins_for(a, s->large), b);
-    *out = take(a, b, size, req);
-    publish(a, *out);
+    b = take(a, b, size, req);
+    if ((r = back_block(p, a, b)) != 0) {
+        /* no memory behind it: the empty range stays for trim */
+        untake(a, b);
+        pthread_mutex_unlock(&a->lock);
+        return r;
+    }
+    publish(a, b);
+    *out = b;
     pthread_mutex_unlock(&a->lock);
     return 0;
 }
@@ -733,7 +1145,7 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
     for (int i = 0; i < POOL_ARENAS; i++) {
         struct arena *a = &d->arenas[i];
         pthread_mutex_lock(&a->lock);
-        out->reserved += a->reserved;
+        out->reserved += a->reserved - a->unbacked;
         out->allocated += a->allocated;
         out->requested += a->requested;
         out->pending += a->pending;
@@ -743,9 +1155,10 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
             struct bins *bs = k ? &a->large : &a->small;
             for (unsigned bin = 0; bin < NBINS; bin++) {
                 for (struct blk *b = bs->head[bin]; b; b = b->lnext) {
-                    out->free_blocks++;
-                    if (b->size > out->largest_free)
-                        out->largest_free = b->size;
+                    uint64_t n = backed(p, b);
+                    out->free_blocks += n != 0;
+                    if (n > out->largest_free)
+                        out->largest_free = n;
                 }
             }
         }
@@ -757,6 +1170,13 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
         out->lent += LOAD(d->arenas[i].lent);
         out->syncs += LOAD(d->arenas[i].syncs);
     }
+    pthread_mutex_lock(&d->page_lock);
+    out->reserved += d->nspare * p->up.page;
+    pthread_mutex_unlock(&d->page_lock);
+    out->page_maps = LOAD(d->maps);
+    out->page_unmaps = LOAD(d->unmaps);
+    out->pages_created = LOAD(d->created);
+    out->pages_taken = LOAD(d->taken);
 }
 
 uint64_t pool_idle(struct pool *p, int dev)
@@ -764,7 +1184,10 @@ uint64_t pool_idle(struct pool *p, int dev)
     struct pdev *d = dev_of(p, dev);
     uint64_t idle = 0;
     for (int i = 0; d && i < POOL_ARENAS; i++)
-        idle += LOAD(d->arenas[i].reserved) - LOAD(d->arenas[i].allocated);
+        idle += LOAD(d->arenas[i].reserved) - LOAD(d->arenas[i].unbacked) -
+                LOAD(d->arenas[i].allocated);
+    if (d)
+        idle += LOAD(d->nspare) * p->up.page;
     return idle;
 }
 
@@ -782,6 +1205,8 @@ bool pool_lookup(struct pool *p, uintptr_t ptr, struct pool_block_info *out)
     out->seg_base = ref.base;
     out->seg_size = ref.size;
     out->device = ref.dev;
+    /* under the arena's lock: a segment it owns cannot change */
+    out->mapped = ref.s->base == ref.base && ref.s->pages != NULL;
     struct blk *b = map_get(&a->map, ptr);
     if (b) {
         out->addr = b->addr;
@@ -800,6 +1225,7 @@ static void drop_arena(struct pool *p, struct arena *a)
             bn = b->next;
             free(b);
         }
+        free(s->pages);
         segidx_remove(p, s); /* recycles s */
     }
     while (a->spare) {
@@ -818,6 +1244,7 @@ static void drop_arena(struct pool *p, struct arena *a)
     STORE(a->requested, 0);
     STORE(a->pending, 0);
     STORE(a->free_bytes, 0);
+    STORE(a->unbacked, 0);
     STORE(a->nsegs, 0);
 }
 
@@ -831,6 +1258,9 @@ void pool_forget_device(struct pool *p, int dev)
         drop_arena(p, &d->arenas[i]);
         pthread_mutex_unlock(&d->arenas[i].lock);
     }
+    pthread_mutex_lock(&d->page_lock);
+    d->nspare = 0; /* the reset freed them */
+    pthread_mutex_unlock(&d->page_lock);
 }
 
 void pool_release_all(struct pool *p)

@@ -44,6 +44,7 @@
 #define POOL_LARGE_ROUND (2u << 20)           /* larger: own segment */
 
 /* Where memory comes from. Functions return 0 or a CUDA error code. */
+#define POOL_NO_VMM 801 /* cudaErrorNotSupported */
 struct pool_upstream {
     int (*alloc)(void *ctx, int dev, size_t size, uintptr_t *out);
     int (*release)(void *ctx, int dev, uintptr_t ptr, size_t size);
@@ -57,6 +58,25 @@ struct pool_upstream {
      * nothing is outstanding), and a synchronization is the way left. */
     int (*reclaim)(void *ctx, int dev, bool wait);
     void *ctx;
+    /* Optional: virtual memory. With `page` set (the physical granularity;
+     * all of the functions below present), segments for large requests are
+     * address ranges (reserve) whose pages the pool backs with physical
+     * memory only where blocks need it (map). Before it creates a physical
+     * page, the pool takes one from a free block (unmap): memory freed in a
+     * hole then serves a request of any size, and what the pool holds stays
+     * close to what the program uses. Only pages wholly inside reusable
+     * free blocks are taken, never pages GPU work may still touch. */
+    size_t page;
+    /* POOL_NO_VMM: not on this device; the pool takes a plain segment. */
+    int (*reserve)(void *ctx, int dev, size_t size, uintptr_t *out);
+    int (*unreserve)(void *ctx, int dev, uintptr_t va, size_t size);
+    int (*create)(void *ctx, int dev, uint64_t *handle); /* one page */
+    int (*destroy)(void *ctx, int dev, uint64_t handle);
+    /* Map n pages (handles[i] at va + i*page), accessible to the device
+     * and its peers; all or nothing. */
+    int (*map)(void *ctx, int dev, uintptr_t va, const uint64_t *handles,
+               size_t n);
+    int (*unmap)(void *ctx, int dev, uintptr_t va); /* one page */
 };
 
 /* What the pool did, for the trace. May be NULL. Called with an arena
@@ -70,7 +90,7 @@ struct pool_observer {
 };
 
 struct pool_stats {
-    uint64_t reserved;      /* bytes in segments */
+    uint64_t reserved;      /* bytes in segments (backed by memory) */
     uint64_t allocated;     /* bytes in blocks handed out (rounded) */
     uint64_t requested;     /* bytes the program asked for, live */
     uint64_t pending;       /* freed, not yet reusable */
@@ -82,12 +102,19 @@ struct pool_stats {
     uint64_t promotions;    /* times pending blocks became reusable */
     uint64_t adopted;       /* free segments moved to another arena */
     uint64_t lent;          /* blocks served from another thread's arena */
+    /* virtual memory (pool_upstream.page): */
+    uint64_t page_maps;     /* pages mapped */
+    uint64_t page_unmaps;   /* pages unmapped */
+    uint64_t pages_created; /* physical pages created */
+    uint64_t pages_taken;   /* pages taken from free blocks for others */
 };
 
 struct pool_block_info {
     uintptr_t addr, seg_base;
     size_t size, requested, seg_size;
     int device;
+    bool mapped; /* in an address range the pool maps page by page: no
+                    IPC handle can name it */
 };
 
 struct pool;

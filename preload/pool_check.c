@@ -29,9 +29,19 @@ const char *pool_check(struct pool *p)
         for (int i = 0; i < POOL_ARENAS; i++) {
             struct arena *a = &d->arenas[i];
             uint64_t res = 0, alloc = 0, req = 0, pend = 0, fr = 0, nfree = 0;
-            uint64_t nlive = 0;
+            uint64_t nlive = 0, unbacked = 0;
+            size_t pg = p->up.page;
             for (struct seg *s = a->segs; s; s = s->snext) {
                 res += s->size;
+                if (s->pages) {
+                    size_t n = 0;
+                    for (size_t k = 0; k < s->size / pg; k++)
+                        n += s->pages[k] != 0;
+                    if (n != s->nmapped)
+                        FAIL("dev %d: segment %#lx maps %zu pages, says %zu",
+                             dev, (unsigned long)s->base, n, s->nmapped);
+                    unbacked += s->size - n * pg;
+                }
                 uintptr_t at = s->base;
                 size_t busy = 0;
                 for (struct blk *b = s->first; b; b = b->next) {
@@ -61,6 +71,10 @@ const char *pool_check(struct pool *p)
                         req += b->req;
                         nlive++;
                         busy += b->size;
+                    } else if (b->state == B_BACKING) {
+                        alloc += b->size; /* taken; its taker waits */
+                        req += b->req;
+                        busy += b->size;
                     } else if (b->state == B_PENDING) {
                         pend += b->size;
                         busy += b->size;
@@ -68,6 +82,13 @@ const char *pool_check(struct pool *p)
                         FAIL("dev %d: block %#lx in state %d", dev,
                              (unsigned long)b->addr, b->state);
                     }
+                    if (s->pages && (b->state == B_ALLOC || b->state == B_PENDING))
+                        for (uintptr_t x = b->addr & ~(uintptr_t)(pg - 1);
+                             x < b->addr + b->size; x += pg)
+                            if (s->pages[(x - s->base) / pg] == 0)
+                                FAIL("dev %d: block %#lx (state %d) on an "
+                                     "unmapped page", dev,
+                                     (unsigned long)b->addr, b->state);
                     at += b->size;
                 }
                 if (at != s->base + s->size)
@@ -114,6 +135,8 @@ const char *pool_check(struct pool *p)
             if (res != a->reserved || alloc != a->allocated ||
                 req != a->requested || pend != a->pending || fr != a->free_bytes)
                 FAIL("dev %d arena %d: counters disagree with the blocks", dev, i);
+            if (unbacked != a->unbacked)
+                FAIL("dev %d arena %d: unbacked bytes differ", dev, i);
             if (res != alloc + pend + fr)
                 FAIL("dev %d arena %d: reserved != allocated+pending+free", dev, i);
             pend_total += pend;

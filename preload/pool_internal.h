@@ -31,7 +31,9 @@
 #define NBINS (NLINEAR + 48 * 16)   /* then 16 per power of two */
 #define BIN_WORDS ((NBINS + 63) / 64)
 
-enum { B_FREE = 1, B_ALLOC = 2, B_PENDING = 3 };
+/* B_BACKING: taken, not yet handed out, while the thread that took it
+ * waits (its arena unlocked) for pages to back it (pool.c, back_block). */
+enum { B_FREE = 1, B_ALLOC = 2, B_PENDING = 3, B_BACKING = 4 };
 
 struct seg;
 
@@ -53,6 +55,10 @@ struct seg {
     size_t busy;               /* bytes allocated or pending */
     struct seg *snext, *sprev;
     struct blk *first;
+    /* A mapped segment (virtual memory): the physical page behind each
+     * page of its range, 0 where none is mapped; NULL for a plain one. */
+    uint64_t *pages;
+    size_t nmapped;
     int dev;
     uint8_t large, arena;
 };
@@ -90,6 +96,7 @@ struct arena {
     _Alignas(64) uint64_t reserved; /* counters: read unlocked by others */
     uint64_t allocated, requested, pending, free_bytes, nsegs, promotions;
     uint64_t adopted, lent; /* segments it took from others; blocks it gave */
+    uint64_t unbacked; /* bytes of its segments with no page mapped */
     uint64_t syncs;   /* synchronizations this arena's threads made */
     uint64_t sync_ns; /* what they cost, moving average */
 } __attribute__((aligned(64)));
@@ -106,6 +113,14 @@ struct pdev {
     _Alignas(64) uint64_t epoch;  /* tag of a free now */
     uint32_t dirty;               /* a free since the last snapshot (a hint) */
     _Alignas(64) uint64_t safe;   /* tags below this are reusable */
+    /* Virtual memory: physical pages mapped nowhere (taken from a trimmed
+     * segment, or unmapped for a request that then failed), and what the
+     * device's pages did. A leaf lock, held for no upstream call. */
+    _Alignas(64) pthread_mutex_t page_lock;
+    uint64_t *spare;
+    size_t nspare, spare_cap;
+    uint64_t maps, unmaps, created, taken;
+    uint64_t peak_req; /* the most requested at once, as back_block saw */
 };
 
 /* Segments by base address, for frees: read without any lock under a

@@ -16,6 +16,9 @@ LayerNorm, batch 64, Adam). Configurations:
   pool+native    uncached + libgpumemtrace.so, native stacks only (64 frames)
   pool+stacks    uncached + libgpumemtrace.so, the default: native and
                  Python stacks
+  pool+vmm       pool with GPUMEMTRACE_POOL_VMM=1: blocks over 1 MiB on
+                 2 MiB pages of virtual memory that move between free
+                 blocks (also prints the page maps per step)
   pool-nofences, pool+stacks-nofences
                  pool, pool+stacks with GPUMEMTRACE_POOL_FENCES=0: freed
                  blocks wait for device-wide synchronizations only
@@ -77,6 +80,8 @@ CONFIGS = {
     "pool": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0"}, True),
     "pool+native": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_PYTHON": "0"}, True),
     "pool+stacks": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, True),
+    "pool+vmm": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
+                  "GPUMEMTRACE_POOL_VMM": "1"}, True),
     "pool-nofences": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
                        "GPUMEMTRACE_POOL_FENCES": "0"}, True),
     "pool+stacks-nofences": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
@@ -147,6 +152,7 @@ def run(workload, config, tmp):
                                          text=True, check=True, env=REPORT_ENV).stdout)[0]
         r["pool_syncs"] = info["pool"]["syncs"]
         r["fence_waits"] = info["pool"].get("fence_waits", 0)
+        r["segments_allocated"] = info["pool"]["segments_allocated"]
         m = re.search(r"pool: (\d+) fences recorded, \d+ waited for(; fences off: .*)?", p.stderr)
         r["fences_recorded"] = int(m.group(1)) if m else None
         r["fences_off"] = m.group(2)[len("; fences off: "):] if m and m.group(2) else None
@@ -184,6 +190,7 @@ def main():
                     if last["fences_recorded"] is not None:
                         row["fences_per_step"] = last["fences_recorded"] / STEPS[workload]
                     row["fences_off"] = last["fences_off"]
+                    row["segments_allocated_per_step"] = last["segments_allocated"] / STEPS[workload]
                 row["losses_equal_baseline"] = last["losses"] == runs["baseline"][-1]["losses"]
                 rows[c] = row
             results[workload] = rows

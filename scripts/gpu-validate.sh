@@ -15,6 +15,9 @@
 #  2. static: the same program built with nvcc's default static cudart:
 #             the runtime hooks see nothing; the driver observer records
 #             its allocations (driver API names only).
+#  5. stress_vmm, torch_vmm: the stress program and the PyTorch loop with
+#             GPUMEMTRACE_POOL_VMM=1 (pages moved between free blocks):
+#             zero corruptions, bit-identical losses.
 #  3. torch:  a PyTorch training loop with PYTORCH_NO_CUDA_MEMORY_CACHING=1
 #             under LD_PRELOAD: the trace's cudaMalloc count and requested
 #             bytes equal PyTorch's own allocation count and requested
@@ -150,6 +153,44 @@ sys.exit(0 if d['fence_waits'] > 0 else 1)" || return 1
         echo "zero corruptions, with reuse, through fences"
 }
 check stress_blocking stress_blocking
+# ---- 5. the same with virtual memory: pages move between free blocks ------------
+# GPUMEMTRACE_POOL_VMM=1: blocks over 1 MiB sit on 2 MiB pages the pool
+# unmaps from free blocks and maps where a request needs them. A page
+# taken while an old kernel still wrote into it would corrupt the new
+# owner's data; the losses must stay bit-identical too.
+stress_vmm() {
+    cd "$W" || return 1
+    GPUMEMTRACE_POOL_VMM=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressv.gmt ./stress 300 >stressv.out 2>stressv.err ||
+        { cat stressv.out stressv.err; return 1; }
+    cat stressv.out stressv.err
+    "$GPUMEMREPORT" info --json stressv.gmt | python3 -c "
+import json, sys
+d = json.load(sys.stdin)[0]['pool']
+print('pool:', d)
+sys.exit(0 if d['segments_freed'] > 0 else 1)" || return 1
+    grep -q "corrupted_words 0 " stressv.out && ! grep -q "reused_addresses 0$" stressv.out &&
+        echo "zero corruptions, with reuse, on moving pages"
+}
+check stress_vmm stress_vmm
+torch_vmm() {
+    cd "$W" || return 1
+    [ -s plain.json ] || return 1
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 GPUMEMTRACE_POOL_VMM=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=torchv.gmt \
+        python3 "$ROOT/tests/gpu/torch_train.py" transformer 8 >vmm.json 2>vmm.err || { cat vmm.err; return 1; }
+    cat vmm.err
+    "$GPUMEMREPORT" info --json torchv.gmt | python3 -c "
+import json, sys
+d = json.load(sys.stdin)[0]['pool']
+print('pool:', d)"
+    python3 - plain.json vmm.json <<'PY'
+import json, sys
+p, v = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:])
+print(f"losses: uncached {p['losses'][-1]!r}, uncached+pool+vmm {v['losses'][-1]!r}; "
+      f"all {len(v['losses'])} steps identical: {p['losses'] == v['losses']}")
+sys.exit(0 if p["losses"] == v["losses"] else 1)
+PY
+}
+check torch_vmm torch_vmm
 "$GPUMEMREPORT" info "$W/torch.gmt" >"$OUT/torch-info.txt" 2>&1
 "$GPUMEMREPORT" dump --limit 400 "$W/torch.gmt" >"$OUT/torch-dump-head.txt" 2>&1
 cat "$W"/cached.json "$W"/uncached.json >"$OUT/torch-runs.json" 2>/dev/null

@@ -1,6 +1,6 @@
 /* replay_pool.c - replay a trace's allocations through the caching pool.
  *
- * usage: replay_pool [--eager] TRACE [SYNC_US]
+ * usage: replay_pool [--eager] [--vmm] TRACE [SYNC_US]
  * Reads the cudaMalloc/cudaFree events and the program's device
  * synchronizations of a trace (recorded with or without the pool), in
  * order, per thread, and replays them into pool.c with an upstream that
@@ -11,7 +11,9 @@
  * synchronizations - the figures of the GPU benchmark, without a GPU.
  * --eager makes every free reusable at once (as if each were followed by
  * a synchronization that cost nothing): the bound faster reuse could
- * reach.
+ * reach. --vmm gives the pool virtual memory (2 MiB pages, as on an H200):
+ * large segments are address ranges it maps page by page, and the peak
+ * counts the physical pages; it also prints the page maps and unmaps.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -66,6 +68,72 @@ static int up_release(void *c, int d, uintptr_t p, size_t s)
     return 0;
 }
 
+#define PAGE (2u << 20)
+
+static void count(uint64_t s)
+{
+    reserved += s;
+    if (reserved > peak_reserved)
+        peak_reserved = reserved;
+}
+
+static int up_reserve(void *c, int d, size_t s, uintptr_t *o)
+{
+    (void)c;
+    (void)d;
+    next_va = (next_va + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+    *o = next_va;
+    next_va += s;
+    return 0;
+}
+
+static int up_unreserve(void *c, int d, uintptr_t va, size_t s)
+{
+    (void)c;
+    (void)d;
+    (void)va;
+    (void)s;
+    return 0;
+}
+
+static uint64_t next_handle = 1;
+
+static int up_create(void *c, int d, uint64_t *h)
+{
+    (void)c;
+    (void)d;
+    *h = next_handle++;
+    count(PAGE);
+    return 0;
+}
+
+static int up_destroy(void *c, int d, uint64_t h)
+{
+    (void)c;
+    (void)d;
+    (void)h;
+    reserved -= PAGE;
+    return 0;
+}
+
+static int up_map(void *c, int d, uintptr_t va, const uint64_t *h, size_t n)
+{
+    (void)c;
+    (void)d;
+    (void)va;
+    (void)h;
+    (void)n;
+    return 0;
+}
+
+static int up_unmap(void *c, int d, uintptr_t va)
+{
+    (void)c;
+    (void)d;
+    (void)va;
+    return 0;
+}
+
 static int up_sync(void *c, int d)
 {
     (void)c;
@@ -84,13 +152,17 @@ struct live {
 
 int main(int argc, char **argv)
 {
-    bool eager = argc > 1 && strcmp(argv[1], "--eager") == 0;
-    if (eager) {
-        argv++;
-        argc--;
+    bool eager = false, vmm = false;
+    for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argv++, argc--) {
+        if (strcmp(argv[1], "--eager") == 0)
+            eager = true;
+        else if (strcmp(argv[1], "--vmm") == 0)
+            vmm = true;
+        else
+            break;
     }
-    if (argc < 2) {
-        fprintf(stderr, "usage: replay_pool [--eager] TRACE [SYNC_US]\n");
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: replay_pool [--eager] [--vmm] TRACE [SYNC_US]\n");
         return 2;
     }
     if (argc > 2)
@@ -102,6 +174,15 @@ int main(int argc, char **argv)
         return 2;
     }
     struct pool_upstream up = {.alloc = up_alloc, .release = up_release, .sync = up_sync};
+    if (vmm) {
+        up.page = PAGE;
+        up.reserve = up_reserve;
+        up.unreserve = up_unreserve;
+        up.create = up_create;
+        up.destroy = up_destroy;
+        up.map = up_map;
+        up.unmap = up_unmap;
+    }
     struct pool *p = pool_create(&up, NULL);
     g_pool = p;
     verbose = getenv("REPLAY_VERBOSE") != NULL;
@@ -156,11 +237,17 @@ int main(int argc, char **argv)
     struct pool_stats st;
     pool_stats(p, 0, &st);
     printf("allocations %llu peak_requested %llu peak_reserved %llu ratio %.4f "
-           "pool_syncs %llu\n",
+           "pool_syncs %llu",
            (unsigned long long)allocs, (unsigned long long)peak_requested,
            (unsigned long long)peak_reserved,
            peak_requested ? (double)peak_reserved / (double)peak_requested : 0.0,
            (unsigned long long)st.syncs);
+    if (vmm)
+        printf(" page_maps %llu page_unmaps %llu pages_created %llu",
+               (unsigned long long)st.page_maps,
+               (unsigned long long)st.page_unmaps,
+               (unsigned long long)st.pages_created);
+    printf("\n");
     gmt_reader_close(r);
     return 0;
 }

@@ -152,6 +152,20 @@ CUresult cuDeviceGetCount(int *count)
     return CUDA_SUCCESS;
 }
 
+/* Every simulated device reaches every other's memory (sim_drv_vmm.c
+ * maps for any of them). */
+CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+    if (!canAccessPeer)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = drv_enter_device(dev);
+    if (r == CUDA_SUCCESS && !drv_valid_device(peerDev))
+        r = CUDA_ERROR_INVALID_DEVICE;
+    if (r == CUDA_SUCCESS)
+        *canAccessPeer = dev != peerDev;
+    return r;
+}
+
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     if (!name || len <= 0)
@@ -229,6 +243,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -319,6 +334,7 @@ static const struct drv_sym {
     { "cuDriverGetVersion", 2020, F(cuDriverGetVersion), 0, NULL, NULL, 0 },
     { "cuDeviceGet", 2000, F(cuDeviceGet), 0, NULL, NULL, 0 },
     { "cuDeviceGetCount", 2000, F(cuDeviceGetCount), 0, NULL, NULL, 0 },
+    { "cuDeviceCanAccessPeer", 4000, F(cuDeviceCanAccessPeer), 0, NULL, NULL, 0 },
     { "cuDeviceGetName", 2000, F(cuDeviceGetName), 0, NULL, NULL, 0 },
     { "cuDeviceTotalMem", 2000, F(cuDeviceTotalMem), 3020, F(cuDeviceTotalMem_v2), NULL, 0 },
     { "cuDeviceGetUuid", 9020, F(cuDeviceGetUuid), 11040, F(cuDeviceGetUuid_v2), NULL, 0 },

@@ -248,6 +248,7 @@ CUresult drv_stream_device(CUstream h, int *dev);
  */
 #define DRV_CORE_FUNCS(X) /* sim_driver.c */                                                  \
     X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)     \
+    X(cuDeviceCanAccessPeer)                                                                  \
     X(cuDeviceTotalMem) X(cuDeviceTotalMem_v2) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2)       \
     X(cuDeviceGetAttribute) X(cuCtxGetDevice) X(cuMemGetInfo) X(cuMemGetInfo_v2)              \
     X(cuGetProcAddress) X(cuGetProcAddress_v2)

@@ -8,8 +8,11 @@
  * ranges still in use: the pool must never hand one out.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "pool.h"
@@ -433,6 +436,278 @@ static void fences_before_syncs(void)
     pool_release_all(p);
 }
 
+/* ---- virtual memory: pages moved between blocks -------------------------
+ *
+ * A host upstream with the driver's page semantics: physical pages are
+ * pages of a memfd, an address range is mmap(PROT_NONE), mapping puts a
+ * page of the file there (MAP_SHARED|MAP_FIXED), so that bytes written
+ * through one mapping are the bytes the next mapping of that page shows.
+ * It counts pages against up.capacity, refuses to map a page twice, and
+ * checks at each unmap that no GPU work (up.busy) may still touch it.
+ */
+#define VPAGE (2u << 20)
+#define VMAX 4096 /* pages the file can hold */
+
+static struct {
+    int fd;
+    unsigned char mapped[VMAX], live[VMAX];
+    uintptr_t at[VMAX]; /* where a mapped page is */
+    uint32_t freelist[VMAX];
+    size_t nfree, next;
+    unsigned long creates, maps, unmaps;
+} vm = {.fd = -1};
+
+static int vm_reserve(void *ctx, int dev, size_t size, uintptr_t *out)
+{
+    (void)ctx;
+    (void)dev;
+    /* aligned like the driver's reservations: over-reserve and trim */
+    void *p = mmap(NULL, size + VPAGE, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return 2;
+    uintptr_t a = ((uintptr_t)p + VPAGE - 1) & ~(uintptr_t)(VPAGE - 1);
+    if (a > (uintptr_t)p)
+        munmap(p, a - (uintptr_t)p);
+    munmap((void *)(a + size), (uintptr_t)p + VPAGE - a);
+    *out = a;
+    return 0;
+}
+
+static int vm_unreserve(void *ctx, int dev, uintptr_t va, size_t size)
+{
+    (void)ctx;
+    (void)dev;
+    return munmap((void *)va, size) == 0 ? 0 : 1;
+}
+
+static int vm_create(void *ctx, int dev, uint64_t *h)
+{
+    (void)ctx;
+    (void)dev;
+    pthread_mutex_lock(&up.lock);
+    int r = 2;
+    if (up.used + VPAGE <= up.capacity && (vm.nfree || vm.next < VMAX)) {
+        uint32_t i = vm.nfree ? vm.freelist[--vm.nfree] : (uint32_t)vm.next++;
+        vm.live[i] = 1;
+        up.used += VPAGE;
+        vm.creates++;
+        *h = i + 1;
+        r = 0;
+    }
+    pthread_mutex_unlock(&up.lock);
+    return r;
+}
+
+static int vm_destroy(void *ctx, int dev, uint64_t h)
+{
+    (void)ctx;
+    (void)dev;
+    pthread_mutex_lock(&up.lock);
+    uint32_t i = (uint32_t)h - 1;
+    if (!vm.live[i] || vm.mapped[i])
+        up.violations++;
+    vm.live[i] = 0;
+    vm.freelist[vm.nfree++] = i;
+    up.used -= VPAGE;
+    pthread_mutex_unlock(&up.lock);
+    return 0;
+}
+
+static int vm_map(void *ctx, int dev, uintptr_t va, const uint64_t *h,
+                  size_t n)
+{
+    (void)ctx;
+    (void)dev;
+    pthread_mutex_lock(&up.lock);
+    for (size_t k = 0; k < n; k++) {
+        uint32_t i = (uint32_t)h[k] - 1;
+        if (!vm.live[i] || vm.mapped[i])
+            up.violations++; /* a page mapped twice */
+        vm.mapped[i] = 1;
+        vm.at[i] = va + k * VPAGE;
+        vm.maps++;
+        if (mmap((void *)(va + k * VPAGE), VPAGE, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_FIXED, vm.fd, (off_t)i * VPAGE) == MAP_FAILED)
+            up.violations++;
+    }
+    pthread_mutex_unlock(&up.lock);
+    return 0;
+}
+
+static int vm_unmap(void *ctx, int dev, uintptr_t va)
+{
+    (void)ctx;
+    (void)dev;
+    pthread_mutex_lock(&up.lock);
+    for (size_t i = 0; i < up.nbusy; i++)
+        if (va < up.busy_hi[i] && va + VPAGE > up.busy_lo[i])
+            up.violations++; /* GPU work may still touch it */
+    size_t i = 0;
+    while (i < VMAX && !(vm.mapped[i] && vm.at[i] == va))
+        i++;
+    if (i == VMAX)
+        up.violations++; /* nothing mapped there */
+    else
+        vm.mapped[i] = 0;
+    vm.unmaps++;
+    pthread_mutex_unlock(&up.lock);
+    mmap((void *)va, VPAGE, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    return 0;
+}
+
+static const struct pool_upstream vm_upstream = {
+    up_alloc, up_release, up_sync, NULL, NULL,
+    VPAGE, vm_reserve, vm_unreserve, vm_create, vm_destroy, vm_map, vm_unmap};
+
+static void vm_reset(size_t capacity)
+{
+    reset(capacity);
+    if (vm.fd < 0) {
+        vm.fd = memfd_create("test_pool_vmm", MFD_CLOEXEC);
+        CHECK(vm.fd >= 0 && ftruncate(vm.fd, (off_t)VMAX * VPAGE) == 0);
+    }
+    /* the mapped flags stay: a test leaves nothing mapped (checked) */
+    vm.creates = vm.maps = vm.unmaps = 0;
+}
+
+static void vm_sync(struct pool *p)
+{
+    struct pool_snapshot snap;
+    pool_sync_snapshot(p, 0, &snap);
+    up_sync(NULL, 0);
+    pool_synced(p, 0, &snap);
+}
+
+static void fill(uintptr_t a, size_t size, unsigned char v)
+{
+    memset((void *)a, v, size);
+}
+
+static bool filled(uintptr_t a, size_t size, unsigned char v)
+{
+    for (size_t i = 0; i < size; i += 4096)
+        if (((unsigned char *)a)[i] != v || ((unsigned char *)a)[i + 4095] != v)
+            return false;
+    return true;
+}
+
+static size_t pages_mapped_now(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < VMAX; i++)
+        n += vm.mapped[i];
+    return n;
+}
+
+/* Freed holes serve a request larger than any of them: their pages move
+ * (no new memory), the live blocks keep their bytes, the new block is
+ * readable and writable end to end. */
+static void vmm_holes_serve_large(void)
+{
+    vm_reset(80u << 20); /* exactly the five medium segments' used part */
+    struct pool *p = pool_create(&vm_upstream, &observer);
+    uintptr_t x[10];
+    for (int i = 0; i < 10; i++) {
+        x[i] = gpu_alloc(p, 0, 8u << 20); /* two per 20 MiB segment */
+        CHECK(x[i] != 0);
+        fill(x[i], 8u << 20, (unsigned char)(i + 1));
+    }
+    CHECK(vm.creates == 40 && up.used == 80u << 20);
+    struct pool_block_info bi;
+    CHECK(pool_lookup(p, x[0], &bi) && bi.mapped);
+    for (int i = 0; i < 10; i += 2)
+        gpu_free(p, x[i], 8u << 20);
+    vm_sync(p);
+    /* 24 MiB: larger than any 8 MiB hole; the memory is all in use */
+    uintptr_t big = gpu_alloc(p, 0, 24u << 20);
+    CHECK(big != 0);
+    fill(big, 24u << 20, 0xee);
+    for (int i = 1; i < 10; i += 2)
+        CHECK(filled(x[i], 8u << 20, (unsigned char)(i + 1)));
+    CHECK(filled(big, 24u << 20, 0xee));
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    CHECK(vm.creates == 40 && st.pages_created == 40);
+    CHECK(st.page_unmaps == 12 && st.page_maps == 52);
+    CHECK(st.reserved == 80u << 20 && up.used == 80u << 20);
+    CHECK(up.violations == 0);
+    const char *why = pool_check(p);
+    CHECK(why == NULL);
+    /* every byte back at the end, nothing left mapped */
+    for (int i = 1; i < 10; i += 2)
+        gpu_free(p, x[i], 8u << 20);
+    gpu_free(p, big, 24u << 20);
+    pool_trim(p, 0);
+    pool_stats(p, 0, &st);
+    CHECK(st.reserved == 0 && up.used == 0 && pages_mapped_now() == 0);
+    CHECK(up.violations == 0);
+    pool_release_all(p);
+}
+
+/* Pages of pending blocks are never taken: without a synchronization
+ * (refused, as during a capture) the pool makes new pages; when none can
+ * be made, the request fails cleanly, and after a synchronization the
+ * pending pages serve it. */
+static void vmm_pending_pages_stay(void)
+{
+    vm_reset(48u << 20);
+    struct pool *p = pool_create(&vm_upstream, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 16u << 20), b = gpu_alloc(p, 0, 16u << 20);
+    CHECK(a && b && vm.creates == 16);
+    gpu_free(p, a, 16u << 20);
+    gpu_free(p, b, 16u << 20);
+    up.refuse_sync = 1;
+    uintptr_t c = gpu_alloc(p, 0, 12u << 20); /* room for 8 new pages */
+    CHECK(c != 0 && vm.creates == 22 && up.violations == 0);
+    uintptr_t none = 0;
+    CHECK(pool_alloc(p, 0, 0, 12u << 20, &none) == 2 && none == 0);
+    CHECK(up.violations == 0 && pool_check(p) == NULL);
+    up.refuse_sync = 0; /* the capture ends */
+    uintptr_t e = gpu_alloc(p, 0, 12u << 20); /* after a sync: a's pages */
+    CHECK(e != 0 && up.syncs >= 1 && up.violations == 0);
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    CHECK(st.reserved == up.used); /* every page it made, it accounts for */
+    fill(e, 12u << 20, 7);
+    CHECK(pool_check(p) == NULL);
+    gpu_free(p, c, 12u << 20);
+    gpu_free(p, e, 12u << 20);
+    pool_trim(p, 0);
+    CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
+    pool_release_all(p);
+}
+
+static void vmm_sixteen_threads(void)
+{
+    vm_reset(6ull << 30);
+    g_pool = pool_create(&vm_upstream, &observer);
+    pthread_t t[16], c;
+    int stop = 0;
+    check_fail = 0;
+    pthread_create(&c, NULL, checker, (void *)&stop);
+    for (int i = 0; i < 16; i++)
+        pthread_create(&t[i], NULL, stress, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < 16; i++)
+        pthread_join(t[i], NULL);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    pthread_join(c, NULL);
+    const char *why = pool_check(g_pool);
+    if (why)
+        fprintf(stderr, "pool_check: %s\n", why);
+    CHECK(why == NULL && check_fail == 0);
+    CHECK(up.violations == 0);
+    struct pool_stats st;
+    pool_stats(g_pool, 0, &st);
+    CHECK(st.allocated == 0 && st.requested == 0);
+    CHECK(st.page_maps > 0);
+    pool_trim(g_pool, 0);
+    pool_stats(g_pool, 0, &st);
+    CHECK(st.reserved == 0 && up.used == 0 && pages_mapped_now() == 0);
+    pool_release_all(g_pool);
+}
+
 int main(void)
 {
     no_reuse_before_sync();
@@ -444,5 +719,8 @@ int main(void)
     large_blocks();
     fences_before_syncs();
     sixteen_threads();
+    vmm_holes_serve_large();
+    vmm_pending_pages_stay();
+    vmm_sixteen_threads();
     return CHECK_DONE();
 }
