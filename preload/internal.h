@@ -159,7 +159,7 @@ int gmt_vmm_unreserve(int dev, uintptr_t va, size_t size);
 int gmt_vmm_create(int dev, uint64_t *handle);
 int gmt_vmm_destroy(int dev, uint64_t handle);
 int gmt_vmm_map(int dev, uintptr_t va, const uint64_t *handles, size_t n);
-int gmt_vmm_unmap(int dev, uintptr_t va);
+int gmt_vmm_unmap(int dev, uintptr_t va, size_t n);
 void gmt_vmm_reset_after_fork(void);
 /* Why a process that used the driver has no trace (NULL: it didn't). */
 const char *gmt_drv_silence_reason(void);
@@ -284,6 +284,7 @@ bool gmt_tracer_active(void);
 
 void gmt_mem_init(void);             /* at tracer start, if the pool is on */
 void gmt_mem_reset_after_fork(void);
+void gmt_mem_verbose_summary(void); /* GPUMEMTRACE_VERBOSE at exit */
 /* Emit a SAMPLE for dev if the sampling interval has passed. */
 void gmt_mem_maybe_sample(struct gmt_thread *t, int dev);
 bool gmt_capture_active(void);

@@ -289,10 +289,10 @@ static int up_map(void *ctx, int dev, uintptr_t va, const uint64_t *h,
     return gmt_vmm_map(dev, va, h, n);
 }
 
-static int up_unmap(void *ctx, int dev, uintptr_t va)
+static int up_unmap(void *ctx, int dev, uintptr_t va, size_t n)
 {
     (void)ctx;
-    return gmt_vmm_unmap(dev, va);
+    return gmt_vmm_unmap(dev, va, n);
 }
 
 static const struct pool_upstream g_upstream = {up_alloc, up_release, up_sync,
@@ -331,6 +331,25 @@ void gmt_mem_init(void)
         return;
     }
     __atomic_store_n(&g_pool, p, __ATOMIC_RELEASE);
+}
+
+void gmt_mem_verbose_summary(void)
+{
+    struct pool *p = g_pool;
+    if (p == NULL || !gmt_opt.pool_vmm)
+        return;
+    for (int dev = 0; dev < POOL_MAX_DEVICES; dev++) {
+        struct pool_stats st;
+        pool_stats(p, dev, &st);
+        if (st.page_maps || st.page_unmaps)
+            gmt_info("pool, device %d: %llu pages created, %llu mapped in "
+                     "%llu calls, %llu unmapped in %llu calls",
+                     dev, (unsigned long long)st.pages_created,
+                     (unsigned long long)st.page_maps,
+                     (unsigned long long)st.map_calls,
+                     (unsigned long long)st.page_unmaps,
+                     (unsigned long long)st.unmap_calls);
+    }
 }
 
 void gmt_mem_reset_after_fork(void)

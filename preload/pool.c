@@ -51,6 +51,7 @@
 #define STEAL_MIN (8u << 20)
 #define POOL_SYNC_FLOOR (4u << 20) /* even a free sync touches every arena */
 #define RECLAIM_MAX 256            /* fence waits per request, at most */
+#define VMM_ARENA 0                /* where mapped segments live */
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
@@ -278,23 +279,45 @@ static void spare_drain(struct pool *p, struct pdev *d, int dev)
             p->up.destroy(p->up.ctx, dev, h[i]);
 }
 
-/* Unmap page i of segment s (mapped) into *out. Arena a (s's) locked or s
- * out of every list. */
-static bool unmap_page(struct pool *p, struct pdev *d, struct arena *a,
-                       struct seg *s, size_t i, uint64_t *out)
+/* Pages [i, i+n) of segment s (mapped) are unmapped: their handles to
+ * out. Arena a (s's) locked. */
+static void unmapped(struct pool *p, struct pdev *d, struct arena *a,
+                     struct seg *s, size_t i, size_t n, uint64_t *out)
 {
     size_t pg = p->up.page;
-    if (p->up.unmap(p->up.ctx, s->dev, s->base + i * pg) != 0)
-        return false;
-    *out = s->pages[i];
-    s->pages[i] = 0;
-    s->nmapped--;
+    for (size_t k = 0; k < n; k++) {
+        out[k] = s->pages[i + k];
+        s->pages[i + k] = 0;
+        if (p->obs.segment_free)
+            p->obs.segment_free(p->obs.ctx, s->dev, s->base + (i + k) * pg, pg);
+    }
+    s->nmapped -= n;
     if (a)
-        ADD(a->unbacked, pg);
-    BUMP(d->unmaps, 1);
-    if (p->obs.segment_free)
-        p->obs.segment_free(p->obs.ctx, s->dev, s->base + i * pg, pg);
-    return true;
+        ADD(a->unbacked, n * pg);
+    BUMP(d->unmaps, n);
+}
+
+/* Unmap pages [i, i+n) of segment s (all mapped) into out; returns how
+ * many went. One call for the run (unmapping costs 12-20 us a call on an
+ * H200); if the upstream refuses a run, page by page from then on. */
+static size_t unmap_run(struct pool *p, struct pdev *d, struct arena *a,
+                        struct seg *s, size_t i, size_t n, uint64_t *out)
+{
+    size_t pg = p->up.page, got = 0;
+    if (n > 1 && !LOAD(p->unmap_single)) {
+        BUMP(d->unmap_calls, 1);
+        if (p->up.unmap(p->up.ctx, s->dev, s->base + i * pg, n) == 0) {
+            unmapped(p, d, a, s, i, n, out);
+            return n;
+        }
+        STORE(p->unmap_single, true);
+    }
+    for (size_t k = i; k < i + n; k++) {
+        BUMP(d->unmap_calls, 1);
+        if (p->up.unmap(p->up.ctx, s->dev, s->base + k * pg, 1) == 0)
+            unmapped(p, d, a, s, k, 1, out + got++);
+    }
+    return got;
 }
 
 /* Take up to n mapped pages that lie wholly inside a's free blocks (which
@@ -312,9 +335,14 @@ static size_t harvest(struct pool *p, struct arena *a, uint64_t *out, size_t n)
                     continue;
                 size_t i0 = (b->addr - s->base + pg - 1) / pg;
                 size_t i1 = (b->addr + b->size - s->base) / pg;
-                for (size_t i = i0; i < i1 && got < n; i++)
-                    if (s->pages[i] && unmap_page(p, a->d, a, s, i, &out[got]))
-                        got++;
+                for (size_t i = i0; i < i1 && got < n;) {
+                    size_t j = i;
+                    while (j < i1 && s->pages[j] && j - i < n - got)
+                        j++;
+                    if (j > i)
+                        got += unmap_run(p, a->d, a, s, i, j - i, out + got);
+                    i = j > i ? j : i + 1;
+                }
             }
         }
     }
@@ -439,6 +467,7 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
         size_t j = i;
         while (j < i1 && s->pages[j] == 0)
             j++;
+        BUMP(d->map_calls, 1);
         if ((r = p->up.map(p->up.ctx, dev, s->base + i * pg, h + used,
                            j - i)) != 0)
             break;
@@ -826,6 +855,38 @@ static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
     return true;
 }
 
+/* A large request with virtual memory. All mapped segments live in one
+ * arena, VMM_ARENA: with them spread over the threads' arenas, PyTorch's
+ * forward pass (main thread) and backward pass (autograd thread) each
+ * pulled the other's pages into their own segments, and every step moved
+ * most of the memory twice (replay_pool --vmm: 2.5x the maps). Blocks
+ * that need no page mapped are served at once. Otherwise, while pending
+ * memory could become such a block, the thread waits for the upstream's
+ * fences one at a time, oldest first, and looks again: a block reused in
+ * place costs no call, a page moved costs two (an unmap, a map and its
+ * access). NULL: not served here; pool_alloc goes on as for any request,
+ * mapping pages where it must. */
+static struct blk *alloc_mapped(struct pool *p, struct pdev *d, int dev,
+                                size_t size, size_t req)
+{
+    struct arena *a = &d->arenas[VMM_ARENA];
+    uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
+    for (int n = 0;; n++) {
+        pthread_mutex_lock(&a->lock);
+        promote(p, a, dev);
+        struct blk *b = fit(p, &a->large, size);
+        size_t miss = b ? pages_missing(p, b, size) * p->up.page : size;
+        bool wait = miss && n < RECLAIM_MAX && p->up.reclaim &&
+                    LOAD(a->pending) >= miss &&
+                    __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto;
+        if (b && !wait && (b = take_backed(p, a, b, size, req)) != NULL)
+            publish(a, b);
+        pthread_mutex_unlock(&a->lock);
+        if (!wait || p->up.reclaim(p->up.ctx, dev, true) <= 0)
+            return wait ? NULL : b;
+    }
+}
+
 /* Make pending blocks reusable and try again (the own arena, or all of
  * them). The upstream's fences first: one at a time, oldest first, trying
  * after each, so that the thread waits only until the GPU has passed a
@@ -868,25 +929,25 @@ static void release_segment(struct pool *p, struct pdev *d, int dev,
             p->obs.segment_free(p->obs.ctx, dev, base, size);
         return;
     }
-    size_t pg = p->up.page;
-    bool whole = true;
-    for (size_t i = 0; i < size / pg; i++) {
-        if (pages[i] == 0)
-            continue;
-        if (p->up.unmap(p->up.ctx, dev, base + i * pg) != 0) {
-            whole = false; /* left mapped: the address range must stay */
-            continue;
-        }
-        BUMP(d->unmaps, 1);
-        if (p->obs.segment_free)
-            p->obs.segment_free(p->obs.ctx, dev, base + i * pg, pg);
+    size_t pg = p->up.page, npg = size / pg;
+    struct seg s = {.base = base, .size = size, .pages = pages, .dev = dev};
+    for (size_t i = 0; i < npg; i++)
+        s.nmapped += pages[i] != 0;
+    uint64_t h[64];
+    for (size_t i = 0; i < npg;) {
+        size_t j = i;
+        while (j < npg && pages[j] && j - i < 64)
+            j++;
+        size_t n = j > i ? unmap_run(p, d, NULL, &s, i, j - i, h) : 0;
         if (park)
-            spare_put(p, d, dev, &pages[i], 1);
+            spare_put(p, d, dev, h, n);
         else
-            p->up.destroy(p->up.ctx, dev, pages[i]);
+            for (size_t k = 0; k < n; k++)
+                p->up.destroy(p->up.ctx, dev, h[k]);
+        i = j > i ? j : i + 1;
     }
     free(pages);
-    if (whole)
+    if (s.nmapped == 0) /* else left mapped: the address range must stay */
         p->up.unreserve(p->up.ctx, dev, base, size);
 }
 
@@ -1071,8 +1132,14 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
     if (size == 0 || size < req)
         size = POOL_ROUND;
     unsigned ai = arena_hint % POOL_ARENAS;
+    struct blk *b = NULL;
+    if (vmm_on(p) && is_large(size)) {
+        ai = VMM_ARENA;
+        b = alloc_mapped(p, d, dev, size, req);
+    }
     struct arena *own = &d->arenas[ai];
-    struct blk *b = try_arena(p, own, dev, size, req);
+    if (b == NULL)
+        b = try_arena(p, own, dev, size, req);
     /* What completed fences cover is reusable for a query each. */
     if (b == NULL && p->up.reclaim && p->up.reclaim(p->up.ctx, dev, false) > 0)
         b = try_arena(p, own, dev, size, req);
@@ -1177,6 +1244,8 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
     out->page_unmaps = LOAD(d->unmaps);
     out->pages_created = LOAD(d->created);
     out->pages_taken = LOAD(d->taken);
+    out->map_calls = LOAD(d->map_calls);
+    out->unmap_calls = LOAD(d->unmap_calls);
 }
 
 uint64_t pool_idle(struct pool *p, int dev)

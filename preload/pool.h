@@ -76,7 +76,7 @@ struct pool_upstream {
      * and its peers; all or nothing. */
     int (*map)(void *ctx, int dev, uintptr_t va, const uint64_t *handles,
                size_t n);
-    int (*unmap)(void *ctx, int dev, uintptr_t va); /* one page */
+    int (*unmap)(void *ctx, int dev, uintptr_t va, size_t n); /* n pages */
 };
 
 /* What the pool did, for the trace. May be NULL. Called with an arena
@@ -106,7 +106,8 @@ struct pool_stats {
     uint64_t page_maps;     /* pages mapped */
     uint64_t page_unmaps;   /* pages unmapped */
     uint64_t pages_created; /* physical pages created */
-    uint64_t pages_taken;   /* pages taken from free blocks for others */
+    uint64_t pages_taken;   /* pages another arena's free blocks gave */
+    uint64_t map_calls, unmap_calls; /* upstream calls for them */
 };
 
 struct pool_block_info {

@@ -119,7 +119,7 @@ struct pdev {
     _Alignas(64) pthread_mutex_t page_lock;
     uint64_t *spare;
     size_t nspare, spare_cap;
-    uint64_t maps, unmaps, created, taken;
+    uint64_t maps, unmaps, created, taken, map_calls, unmap_calls;
     uint64_t peak_req; /* the most requested at once, as back_block saw */
 };
 
@@ -150,6 +150,7 @@ struct pool {
     struct segref *segidx;  /* MAX_SEGMENTS slots, reserved lazily */
     size_t nseg;
     struct seg *seg_spare;
+    bool unmap_single; /* the upstream unmaps one page per call only */
 };
 
 /* ---- size bins (pool_index.c) ------------------------------------------ */

@@ -352,6 +352,7 @@ __attribute__((destructor)) static void gmt_fini(void)
             gmt_info("pool: %llu fences recorded, %llu waited for%s%s",
                      (unsigned long long)rec, (unsigned long long)waits,
                      why ? "; fences off: " : "", why ? why : "");
+            gmt_mem_verbose_summary();
         }
         if (gmt_opt.verbose)
             gmt_info("wrote %s (%llu records)", gmt_trace_path(),

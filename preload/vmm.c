@@ -170,11 +170,12 @@ int gmt_vmm_destroy(int dev, uint64_t handle)
     return cuda_error(r, "cuMemRelease");
 }
 
-int gmt_vmm_unmap(int dev, uintptr_t va)
+/* n pages in one call (each was mapped on its own). */
+int gmt_vmm_unmap(int dev, uintptr_t va, size_t n)
 {
     (void)dev;
     CUresult r;
-    CALL(r, FN(cuMemUnmap)((CUdeviceptr)va, PG));
+    CALL(r, FN(cuMemUnmap)((CUdeviceptr)va, n * PG));
     return cuda_error(r, "cuMemUnmap");
 }
 

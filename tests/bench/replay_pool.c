@@ -1,6 +1,6 @@
 /* replay_pool.c - replay a trace's allocations through the caching pool.
  *
- * usage: replay_pool [--eager] [--vmm] TRACE [SYNC_US]
+ * usage: replay_pool [--eager] [--vmm] [--lag MS] TRACE [SYNC_US]
  * Reads the cudaMalloc/cudaFree events and the program's device
  * synchronizations of a trace (recorded with or without the pool), in
  * order, per thread, and replays them into pool.c with an upstream that
@@ -14,6 +14,10 @@
  * reach. --vmm gives the pool virtual memory (2 MiB pages, as on an H200):
  * large segments are address ranges it maps page by page, and the peak
  * counts the physical pages; it also prints the page maps and unmaps.
+ * --lag MS models the library's fences: the GPU runs MS milliseconds (of
+ * trace time) behind the program, a free becomes reusable once the GPU
+ * has passed it, and the pool may wait for the oldest free still ahead of
+ * the GPU (it then counts a fence wait).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -116,8 +120,11 @@ static int up_destroy(void *c, int d, uint64_t h)
     return 0;
 }
 
+static uint64_t map_calls, unmap_calls;
+
 static int up_map(void *c, int d, uintptr_t va, const uint64_t *h, size_t n)
 {
+    map_calls++;
     (void)c;
     (void)d;
     (void)va;
@@ -126,12 +133,38 @@ static int up_map(void *c, int d, uintptr_t va, const uint64_t *h, size_t n)
     return 0;
 }
 
-static int up_unmap(void *c, int d, uintptr_t va)
+static int up_unmap(void *c, int d, uintptr_t va, size_t n)
 {
+    unmap_calls++;
     (void)c;
     (void)d;
     (void)va;
+    (void)n;
     return 0;
+}
+
+/* The fences: a snapshot after each free, with the trace time of the
+ * free; the GPU is `lag_ns` behind the trace's clock, `now`. */
+#define MAXF (1u << 20)
+static struct pool_snapshot fsnap[MAXF];
+static uint64_t ftime[MAXF], lag_ns, now, fence_waits;
+static size_t fhead, ftail;
+
+static int up_reclaim(void *c, int d, bool wait)
+{
+    (void)c;
+    int n = 0;
+    while (fhead < ftail && ftime[fhead] + lag_ns <= now) {
+        pool_synced(g_pool, d, &fsnap[fhead++]);
+        n = 1;
+    }
+    if (n || !wait || fhead == ftail)
+        return n;
+    /* waiting for the oldest: the GPU catches up to it */
+    now = ftime[fhead] + lag_ns;
+    pool_synced(g_pool, d, &fsnap[fhead++]);
+    fence_waits++;
+    return 1;
 }
 
 static int up_sync(void *c, int d)
@@ -158,6 +191,11 @@ int main(int argc, char **argv)
             eager = true;
         else if (strcmp(argv[1], "--vmm") == 0)
             vmm = true;
+        else if (strcmp(argv[1], "--lag") == 0 && argc > 2) {
+            lag_ns = (uint64_t)(atof(argv[2]) * 1e6);
+            argv++;
+            argc--;
+        }
         else
             break;
     }
@@ -174,6 +212,8 @@ int main(int argc, char **argv)
         return 2;
     }
     struct pool_upstream up = {.alloc = up_alloc, .release = up_release, .sync = up_sync};
+    if (lag_ns)
+        up.reclaim = up_reclaim;
     if (vmm) {
         up.page = PAGE;
         up.reserve = up_reserve;
@@ -192,6 +232,8 @@ int main(int argc, char **argv)
     int got;
     while ((got = gmt_reader_next(r, &rec)) == 1) {
         unsigned api = rec.api & 0x7f;
+        if (rec.time > now)
+            now = rec.time;
         if (rec.kind == GMT_K_ALLOC && api == GMT_API_MALLOC && rec.result == 0 &&
             rec.size > 0) {
             struct live *l = calloc(1, sizeof *l);
@@ -213,6 +255,10 @@ int main(int argc, char **argv)
             if (l) {
                 int dev;
                 pool_free(p, l->mine, &dev);
+                if (lag_ns && ftail < MAXF) {
+                    pool_sync_snapshot(p, dev, &fsnap[ftail]);
+                    ftime[ftail++] = now;
+                }
                 if (eager) { /* reusable at once: the bound fences approach */
                     struct pool_snapshot snap;
                     pool_sync_snapshot(p, dev, &snap);
@@ -242,11 +288,15 @@ int main(int argc, char **argv)
            (unsigned long long)peak_reserved,
            peak_requested ? (double)peak_reserved / (double)peak_requested : 0.0,
            (unsigned long long)st.syncs);
+    if (lag_ns)
+        printf(" fence_waits %llu", (unsigned long long)fence_waits);
     if (vmm)
-        printf(" page_maps %llu page_unmaps %llu pages_created %llu",
+        printf(" page_maps %llu page_unmaps %llu pages_created %llu "
+               "map_calls %llu unmap_calls %llu",
                (unsigned long long)st.page_maps,
                (unsigned long long)st.page_unmaps,
-               (unsigned long long)st.pages_created);
+               (unsigned long long)st.pages_created,
+               (unsigned long long)map_calls, (unsigned long long)unmap_calls);
     printf("\n");
     gmt_reader_close(r);
     return 0;

@@ -455,6 +455,7 @@ static struct {
     uint32_t freelist[VMAX];
     size_t nfree, next;
     unsigned long creates, maps, unmaps;
+    int single;
 } vm = {.fd = -1};
 
 static int vm_reserve(void *ctx, int dev, size_t size, uintptr_t *out)
@@ -535,24 +536,32 @@ static int vm_map(void *ctx, int dev, uintptr_t va, const uint64_t *h,
     return 0;
 }
 
-static int vm_unmap(void *ctx, int dev, uintptr_t va)
+/* n pages; like the driver, only if each was mapped. vm.single: refuse
+ * more than one page per call (the pool then goes page by page). */
+static int vm_unmap(void *ctx, int dev, uintptr_t va, size_t n)
 {
     (void)ctx;
     (void)dev;
     pthread_mutex_lock(&up.lock);
+    if (n > 1 && vm.single) {
+        pthread_mutex_unlock(&up.lock);
+        return 1;
+    }
     for (size_t i = 0; i < up.nbusy; i++)
-        if (va < up.busy_hi[i] && va + VPAGE > up.busy_lo[i])
+        if (va < up.busy_hi[i] && va + n * VPAGE > up.busy_lo[i])
             up.violations++; /* GPU work may still touch it */
-    size_t i = 0;
-    while (i < VMAX && !(vm.mapped[i] && vm.at[i] == va))
-        i++;
-    if (i == VMAX)
-        up.violations++; /* nothing mapped there */
-    else
-        vm.mapped[i] = 0;
-    vm.unmaps++;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = 0;
+        while (i < VMAX && !(vm.mapped[i] && vm.at[i] == va + k * VPAGE))
+            i++;
+        if (i == VMAX)
+            up.violations++; /* nothing mapped there */
+        else
+            vm.mapped[i] = 0;
+        vm.unmaps++;
+    }
     pthread_mutex_unlock(&up.lock);
-    mmap((void *)va, VPAGE, PROT_NONE,
+    mmap((void *)va, n * VPAGE, PROT_NONE,
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
     return 0;
 }
@@ -682,6 +691,7 @@ static void vmm_pending_pages_stay(void)
 static void vmm_sixteen_threads(void)
 {
     vm_reset(6ull << 30);
+    vm.single = 1; /* page by page, the other way of unmapping */
     g_pool = pool_create(&vm_upstream, &observer);
     pthread_t t[16], c;
     int stop = 0;
@@ -706,6 +716,7 @@ static void vmm_sixteen_threads(void)
     pool_stats(g_pool, 0, &st);
     CHECK(st.reserved == 0 && up.used == 0 && pages_mapped_now() == 0);
     pool_release_all(g_pool);
+    vm.single = 0;
 }
 
 int main(void)
