@@ -343,12 +343,13 @@ void gmt_mem_verbose_summary(void)
         pool_stats(p, dev, &st);
         if (st.page_maps || st.page_unmaps)
             gmt_info("pool, device %d: %llu pages created, %llu mapped in "
-                     "%llu calls, %llu unmapped in %llu calls",
+                     "%llu calls, %llu unmapped in %llu calls, %.1f ms in "
+                     "the driver for them",
                      dev, (unsigned long long)st.pages_created,
                      (unsigned long long)st.page_maps,
                      (unsigned long long)st.map_calls,
                      (unsigned long long)st.page_unmaps,
-                     (unsigned long long)st.unmap_calls);
+                     (unsigned long long)st.unmap_calls, st.page_ns / 1e6);
     }
 }
 

@@ -226,6 +226,13 @@ static bool lock_arena(struct arena *a, bool wait)
  */
 
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static bool vmm_on(const struct pool *p)
 {
     return p->up.page != 0;
@@ -304,10 +311,12 @@ static size_t unmap_run(struct pool *p, struct pdev *d, struct arena *a,
                         struct seg *s, size_t i, size_t n, uint64_t *out)
 {
     size_t pg = p->up.page, got = 0;
+    uint64_t t0 = now_ns();
     if (n > 1 && !LOAD(p->unmap_single)) {
         BUMP(d->unmap_calls, 1);
         if (p->up.unmap(p->up.ctx, s->dev, s->base + i * pg, n) == 0) {
             unmapped(p, d, a, s, i, n, out);
+            BUMP(d->page_ns, now_ns() - t0);
             return n;
         }
         STORE(p->unmap_single, true);
@@ -317,6 +326,7 @@ static size_t unmap_run(struct pool *p, struct pdev *d, struct arena *a,
         if (p->up.unmap(p->up.ctx, s->dev, s->base + k * pg, 1) == 0)
             unmapped(p, d, a, s, k, 1, out + got++);
     }
+    BUMP(d->page_ns, now_ns() - t0);
     return got;
 }
 
@@ -454,6 +464,7 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
         got = gather(p, a, dev, h, got, need);
     }
     int r = 0;
+    uint64_t t0 = now_ns();
     while (got < need && (r = p->up.create(p->up.ctx, dev, &h[got])) == 0) {
         got++;
         BUMP(d->created, 1);
@@ -481,6 +492,7 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
         BUMP(d->maps, j - i);
         i = j;
     }
+    BUMP(d->page_ns, now_ns() - t0);
     if (used < got) /* a failure: keep what was gathered for the next */
         spare_put(p, d, dev, h + used, got - used);
     if (h != buf)
@@ -1246,6 +1258,7 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
     out->pages_taken = LOAD(d->taken);
     out->map_calls = LOAD(d->map_calls);
     out->unmap_calls = LOAD(d->unmap_calls);
+    out->page_ns = LOAD(d->page_ns);
 }
 
 uint64_t pool_idle(struct pool *p, int dev)

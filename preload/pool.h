@@ -108,6 +108,7 @@ struct pool_stats {
     uint64_t pages_created; /* physical pages created */
     uint64_t pages_taken;   /* pages another arena's free blocks gave */
     uint64_t map_calls, unmap_calls; /* upstream calls for them */
+    uint64_t page_ns;       /* time in them and in creating pages */
 };
 
 struct pool_block_info {

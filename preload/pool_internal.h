@@ -119,7 +119,7 @@ struct pdev {
     _Alignas(64) pthread_mutex_t page_lock;
     uint64_t *spare;
     size_t nspare, spare_cap;
-    uint64_t maps, unmaps, created, taken, map_calls, unmap_calls;
+    uint64_t maps, unmaps, created, taken, map_calls, unmap_calls, page_ns;
     uint64_t peak_req; /* the most requested at once, as back_block saw */
 };
 
