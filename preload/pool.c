@@ -32,6 +32,13 @@
  * the pool grows a little instead - by at most POOL_SYNC_MAX of slack.
  * Out of memory, it always synchronizes before giving up.
  *
+ * Virtual memory (pool_upstream.page, GPUMEMTRACE_POOL_VMM=1 in the
+ * library): segments for large requests are address ranges whose 2 MiB
+ * pages are mapped only where blocks need them, and a page is taken from
+ * a free block before a new one is made. All such segments live in one
+ * arena (VMM_ARENA), so large requests of all threads share its lock; see
+ * alloc_mapped for why, back_block for where pages come from.
+ *
  * Files. This file decides; the data structures it works on - size bins,
  * block structs, the address map, the segment index - are in pool_index.c,
  * their fast paths inline in pool_internal.h with the types both share;

@@ -46,6 +46,14 @@ check() { # name, command...: run, log, record pass/fail
     { echo "==== $name"; cat "$log"; } >>"$OUT/checks.log"
 }
 
+pool_has() { # TRACE KEY: print the trace's pool counters; fail unless KEY > 0
+    "$GPUMEMREPORT" info --json "$1" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)[0]['pool']
+print('pool:', d)
+sys.exit(0 if d[sys.argv[1]] > 0 else 1)" "$2"
+}
+
 say "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
 say "commit: ${GMT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
@@ -144,11 +152,7 @@ stress_blocking() {
     STRESS_STREAMS=blocking LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressb.gmt GPUMEMTRACE_VERBOSE=1 \
         ./stress 300 >stressb.out 2>stressb.err || { cat stressb.out stressb.err; return 1; }
     cat stressb.out stressb.err
-    "$GPUMEMREPORT" info --json stressb.gmt | python3 -c "
-import json, sys
-d = json.load(sys.stdin)[0]['pool']
-print('pool:', d)
-sys.exit(0 if d['fence_waits'] > 0 else 1)" || return 1
+    pool_has stressb.gmt fence_waits || return 1
     grep -q "corrupted_words 0 " stressb.out && ! grep -q "reused_addresses 0$" stressb.out &&
         echo "zero corruptions, with reuse, through fences"
 }
@@ -163,11 +167,7 @@ stress_vmm() {
     GPUMEMTRACE_POOL_VMM=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressv.gmt ./stress 300 >stressv.out 2>stressv.err ||
         { cat stressv.out stressv.err; return 1; }
     cat stressv.out stressv.err
-    "$GPUMEMREPORT" info --json stressv.gmt | python3 -c "
-import json, sys
-d = json.load(sys.stdin)[0]['pool']
-print('pool:', d)
-sys.exit(0 if d['segments_freed'] > 0 else 1)" || return 1
+    pool_has stressv.gmt segments_freed || return 1
     grep -q "corrupted_words 0 " stressv.out && ! grep -q "reused_addresses 0$" stressv.out &&
         echo "zero corruptions, with reuse, on moving pages"
 }

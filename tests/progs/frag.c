@@ -38,15 +38,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "fail.h"
+
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
-
-#define FAIL(...)                                                             \
-    do {                                                                      \
-        printf("FAIL " __VA_ARGS__);                                          \
-        printf("\n");                                                         \
-        exit(1);                                                              \
-    } while (0)
 
 static void *must_malloc(size_t size)
 {

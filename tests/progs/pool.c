@@ -27,13 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "simcudart.h"
-
-#define FAIL(...)                                                             \
-    do {                                                                      \
-        printf("FAIL " __VA_ARGS__);                                          \
-        printf("\n");                                                         \
-        exit(1);                                                              \
-    } while (0)
+#include "fail.h"
 
 static int check_filled(const unsigned char *p, size_t n, unsigned char v)
 {

@@ -22,14 +22,9 @@
 
 #include <cuda_runtime_api.h>
 
-#define MiB (1024ull * 1024ull)
+#include "fail.h"
 
-#define FAIL(...)                                                             \
-    do {                                                                      \
-        printf("FAIL " __VA_ARGS__);                                          \
-        printf("\n");                                                         \
-        exit(1);                                                              \
-    } while (0)
+#define MiB (1024ull * 1024ull)
 
 int main(void)
 {
