@@ -59,6 +59,9 @@ static inline uint64_t gmt_now_ns(void)
       "1: the pool backs blocks over 1 MiB with 2 MiB pages of the driver's " \
       "virtual memory and moves free pages to where a request needs them "   \
       "(less memory held; cudaIpcGetMemHandle is refused on those blocks)")  \
+    X(POOL_VMM_PAGE_MB, pool_vmm_page_mb, int, 2, 2, 1024,                    \
+      "with GPUMEMTRACE_POOL_VMM=1: MiB per page, a power of two: larger "   \
+      "pages cost fewer driver calls per byte moved and hold more memory")   \
     X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
       "let the pool reuse freed blocks once an event on the legacy stream "    \
       "shows the GPU past the free, instead of synchronizing the device "     \
@@ -150,10 +153,12 @@ bool gmt_drv_device_info(int dev, struct gmt_devinfo *out);
 bool gmt_drv_mem_info(size_t *free_b, size_t *total_b);
 /* ---- vmm.c: the driver's virtual memory, for the pool ----------------- */
 /* Called straight (the driver-level observer does not see them); 0 or a
- * CUDA error code. Pages are GMT_VMM_PAGE bytes. */
-#define GMT_VMM_PAGE (2u << 20)
-/* cudaErrorNotSupported: dev has no virtual memory management (or it is
- * not 2 MiB pages); the pool then uses plain segments. */
+ * CUDA error code. Pages are gmt_vmm_page() bytes
+ * (GPUMEMTRACE_POOL_VMM_PAGE_MB). */
+size_t gmt_vmm_page(void);
+/* cudaErrorNotSupported: dev has no virtual memory management (or its
+ * granularity does not divide our page); the pool then uses plain
+ * segments. */
 int gmt_vmm_reserve(int dev, size_t size, uintptr_t *out);
 int gmt_vmm_unreserve(int dev, uintptr_t va, size_t size);
 int gmt_vmm_create(int dev, uint64_t *handle);

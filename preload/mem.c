@@ -297,10 +297,11 @@ static int up_unmap(void *ctx, int dev, uintptr_t va, size_t n)
 
 static const struct pool_upstream g_upstream = {up_alloc, up_release, up_sync,
                                                 up_reclaim, NULL};
-/* GPUMEMTRACE_POOL_VMM=1: large segments mapped page by page (vmm.c). */
-static const struct pool_upstream g_upstream_vmm = {
-    up_alloc,    up_release, up_sync,   up_reclaim, NULL,   GMT_VMM_PAGE,
-    up_reserve,  up_unreserve, up_create, up_destroy, up_map, up_unmap};
+/* GPUMEMTRACE_POOL_VMM=1: large segments mapped page by page (vmm.c);
+ * the page size is filled in at start. */
+static struct pool_upstream g_upstream_vmm = {
+    up_alloc,   up_release,   up_sync,   up_reclaim, NULL,   0,
+    up_reserve, up_unreserve, up_create, up_destroy, up_map, up_unmap};
 static const struct pool_observer g_observer = {
     obs_segment_alloc, obs_segment_free, obs_free_completed, obs_synced, NULL};
 
@@ -322,6 +323,7 @@ void gmt_mem_init(void)
 {
     if (!gmt_opt.pool || g_pool)
         return;
+    g_upstream_vmm.page = gmt_vmm_page();
     struct pool *p = pool_create(gmt_opt.pool_vmm ? &g_upstream_vmm
                                                   : &g_upstream,
                                  &g_observer);

@@ -1,7 +1,8 @@
 /* vmm.c - the driver's virtual memory, for the pool (GPUMEMTRACE_POOL_VMM).
  *
  * With the option on, the pool's large segments are address ranges with a
- * 2 MiB page of physical memory mapped wherever a block needs it
+ * page of physical memory (2 MiB unless GPUMEMTRACE_POOL_VMM_PAGE_MB says
+ * otherwise) mapped wherever a block needs it
  * (pool.h, pool_upstream.page). This file is that upstream: the driver's
  * cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess /
  * cuMemUnmap / cuMemRelease / cuMemAddressFree, called through the table
@@ -25,7 +26,21 @@
 #include "pool.h"
 #include "real.h"
 
-#define PG ((size_t)GMT_VMM_PAGE)
+/* The page: GPUMEMTRACE_POOL_VMM_PAGE_MB, a power of two (else 2 MiB). */
+size_t gmt_vmm_page(void)
+{
+    size_t mb = (size_t)gmt_opt.pool_vmm_page_mb;
+    if (mb & (mb - 1)) {
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            gmt_warn("GPUMEMTRACE_POOL_VMM_PAGE_MB=%zu is not a power of two; "
+                     "using 2", mb);
+        mb = 2;
+    }
+    return mb << 20;
+}
+
+#define PG gmt_vmm_page()
 
 struct vdev {
     int state; /* 0: not looked at; 1: usable; -1: not */
@@ -53,7 +68,7 @@ static int cuda_error(CUresult r, const char *what)
     return 2;
 }
 
-/* Is dev usable, with 2 MiB pages? Fills its access list once. */
+/* Is dev usable, with our pages? Fills its access list once. */
 static bool usable(int dev)
 {
     if (dev < 0 || dev >= POOL_MAX_DEVICES)
@@ -84,7 +99,7 @@ static bool usable(int dev)
                                           CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
             CUDA_SUCCESS ||
         gran == 0 || PG % gran != 0)
-        goto out;
+        goto out; /* pages the device cannot map one by one */
     v->naccess = 0;
     v->access[v->naccess++] = (CUmemAccessDesc){
         {CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
@@ -104,8 +119,9 @@ static bool usable(int dev)
     st = 1;
 out:
     if (st < 0)
-        gmt_info("virtual memory is not available on device %d: the pool "
-                 "uses plain segments there", dev);
+        gmt_info("virtual memory (pages of %zu MiB) is not available on "
+                 "device %d: the pool uses plain segments there", PG >> 20,
+                 dev);
     __atomic_store_n(&v->state, st, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_lock);
     return st > 0;

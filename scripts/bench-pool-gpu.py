@@ -18,7 +18,10 @@ LayerNorm, batch 64, Adam). Configurations:
                  Python stacks
   pool+vmm       pool with GPUMEMTRACE_POOL_VMM=1: blocks over 1 MiB on
                  2 MiB pages of virtual memory that move between free
-                 blocks (also prints the page maps per step)
+                 blocks
+  pool+vmm4, pool+vmm8
+                 the same with pages of 4 and 8 MiB
+                 (GPUMEMTRACE_POOL_VMM_PAGE_MB)
   pool-nofences, pool+stacks-nofences
                  pool, pool+stacks with GPUMEMTRACE_POOL_FENCES=0: freed
                  blocks wait for device-wide synchronizations only
@@ -82,6 +85,10 @@ CONFIGS = {
     "pool+stacks": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, True),
     "pool+vmm": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
                   "GPUMEMTRACE_POOL_VMM": "1"}, True),
+    "pool+vmm4": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
+                   "GPUMEMTRACE_POOL_VMM": "1", "GPUMEMTRACE_POOL_VMM_PAGE_MB": "4"}, True),
+    "pool+vmm8": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
+                   "GPUMEMTRACE_POOL_VMM": "1", "GPUMEMTRACE_POOL_VMM_PAGE_MB": "8"}, True),
     "pool-nofences": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
                        "GPUMEMTRACE_POOL_FENCES": "0"}, True),
     "pool+stacks-nofences": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",

@@ -118,31 +118,42 @@ def test_every_segment_returned_at_exit():
            pool["segments_allocated"] == pool["segments_freed"], f"{pool}")
 
 
-def test_virtual_memory_moves_free_pages():
-    """GPUMEMTRACE_POOL_VMM=1: five freed 8 MiB holes on a full device
-    serve a 24 MiB request - their pages move (12 unmapped, 12 mapped
-    again) instead of the device growing - and the trace shows each page
-    as a 2 MiB segment; IPC on such a block is refused loudly; a request
+def vmm_scenario(page_mb):
+    """GPUMEMTRACE_POOL_VMM=1 with pages of page_mb MiB: five freed 8 MiB
+    holes on a full device serve a 24 MiB request - their pages move
+    instead of the device growing - and the trace shows each page as a
+    segment of its own; IPC on such a block is refused loudly; a request
     no memory can serve fails as the runtime's own would; every page goes
     back at exit."""
-    p = run([prog("vmm")], check=False, SIM_CUDA_MEM="80M", GPUMEMTRACE_POOL_VMM="1")
+    page = page_mb << 20
+    p = run([prog("vmm")], check=False, SIM_CUDA_MEM="80M", GPUMEMTRACE_POOL_VMM="1",
+            GPUMEMTRACE_POOL_VMM_PAGE_MB=str(page_mb))
     expect(p.returncode == 0 and p.stdout.rstrip().endswith("ok"),
            f"vmm: exit {p.returncode}\n{p.stdout}{p.stderr}")
     errs = [l for l in p.stderr.splitlines() if "cudaIpcGetMemHandle" in l]
     expect(len(errs) == 1 and "virtual memory" in errs[0], p.stderr)
     lines = dump(one_trace(), "--no-stacks")
     segs = [l for l in lines if " segment_alloc " in l or " segment_free " in l]
-    expect(segs and all("size=2097152" in l for l in segs), "\n".join(segs[:5]))
+    expect(segs and all(f"size={page}" in l for l in segs), "\n".join(segs[:5]))
     maps = sum(" segment_alloc " in l for l in segs)
     unmaps = sum(" segment_free " in l for l in segs)
-    # 40 pages for the ten blocks; 12 moved behind the 24 MiB block; the
-    # failed 96 MiB request unmapped the other 8 free ones and gave them
-    # back; the last 32 unmapped at exit
-    expect(maps == 52 and unmaps == 52, f"{maps} maps, {unmaps} unmaps")
+    # the ten blocks' pages (80 MiB), the 24 MiB block's moved from the
+    # holes; the failed 96 MiB request unmapped the holes' other free pages
+    # and gave them back; the rest unmapped at exit
+    want = (80 << 20) // page + (24 << 20) // page
+    expect(maps == want and unmaps == want, f"{maps} maps, {unmaps} unmaps, want {want}")
     held = peak = 0
     for l in segs:
-        held += (2 << 20) if " segment_alloc " in l else -(2 << 20)
+        held += page if " segment_alloc " in l else -page
         peak = max(peak, held)
     expect(peak == 80 << 20, f"peak held {peak}: the device's 80 MiB")
     oom = [l for l in lines if " oom_state " in l]
     expect(len(oom) == 1 and "largest_free=0 " in oom[0], f"{oom}")
+
+
+def test_virtual_memory_moves_free_pages():
+    vmm_scenario(2)
+
+
+def test_virtual_memory_with_larger_pages():
+    vmm_scenario(4)

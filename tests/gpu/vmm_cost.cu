@@ -127,5 +127,50 @@ int main(void)
     }
     printf("(busy: a ~20 ms kernel on another buffer runs during each call; a call "
            "that waits for it takes ~20000 us)\n");
+
+    /* What the pool's virtual memory mode does (GPUMEMTRACE_POOL_VMM=1):
+     * move NP pages, mapped one by one, from one range to another - one
+     * cuMemUnmap over the whole run, NP cuMemMap, one cuMemSetAccess - on
+     * an idle GPU, and while memsets stream through a 1 GiB buffer (as a
+     * training step's kernels keep the GPU's memory busy). */
+    enum { NP = 64 };
+    CUmemGenericAllocationHandle hs[NP];
+    for (int i = 0; i < NP; i++)
+        CK(cuMemCreate(&hs[i], gran, &prop, 0));
+    CUdeviceptr ra = 0, rb = 0;
+    CK(cuMemAddressReserve(&ra, NP * gran, gran, 0, 0));
+    CK(cuMemAddressReserve(&rb, NP * gran, gran, 0, 0));
+    for (int i = 0; i < NP; i++)
+        CK(cuMemMap(ra + i * gran, gran, 0, hs[i], 0));
+    CK(cuMemSetAccess(ra, NP * gran, &acc, 1));
+    void *big = NULL;
+    if (cudaMalloc(&big, 1ull << 30) != cudaSuccess)
+        return 1;
+    for (int busy_gpu = 0; busy_gpu < 2; busy_gpu++) {
+        double t_unmap[REPS], t_map[REPS], t_access[REPS];
+        for (int r = 0; r < REPS; r++) {
+            if (busy_gpu)
+                for (int k = 0; k < 64; k++)
+                    cudaMemsetAsync(big, k, 1ull << 30, 0);
+            CUdeviceptr from = r % 2 ? rb : ra, to = r % 2 ? ra : rb;
+            double t0 = now_us();
+            CK(cuMemUnmap(from, NP * gran));
+            double t1 = now_us();
+            for (int i = 0; i < NP; i++)
+                CK(cuMemMap(to + i * gran, gran, 0, hs[i], 0));
+            double t2 = now_us();
+            CK(cuMemSetAccess(to, NP * gran, &acc, 1));
+            double t3 = now_us();
+            t_unmap[r] = t1 - t0;
+            t_map[r] = t2 - t1;
+            t_access[r] = t3 - t2;
+            cudaDeviceSynchronize();
+        }
+        printf("%s: moving %d pages of %zu MiB: one cuMemUnmap %.1f, %d cuMemMap %.1f, "
+               "one cuMemSetAccess %.1f us (%.1f us a page)\n",
+               busy_gpu ? "busy (memsets streaming)" : "idle", NP, gran >> 20,
+               median(t_unmap), NP, median(t_map), median(t_access),
+               (median(t_unmap) + median(t_map) + median(t_access)) / NP);
+    }
     return 0;
 }
