@@ -146,13 +146,15 @@ int main(void)
     void *big = NULL;
     if (cudaMalloc(&big, 1ull << 30) != cudaSuccess)
         return 1;
+    bool at_a = true; /* where the pages are mapped now */
     for (int busy_gpu = 0; busy_gpu < 2; busy_gpu++) {
         double t_unmap[REPS], t_map[REPS], t_access[REPS];
         for (int r = 0; r < REPS; r++) {
             if (busy_gpu)
                 for (int k = 0; k < 64; k++)
                     cudaMemsetAsync(big, k, 1ull << 30, 0);
-            CUdeviceptr from = r % 2 ? rb : ra, to = r % 2 ? ra : rb;
+            CUdeviceptr from = at_a ? ra : rb, to = at_a ? rb : ra;
+            at_a = !at_a;
             double t0 = now_us();
             CK(cuMemUnmap(from, NP * gran));
             double t1 = now_us();
