@@ -56,10 +56,10 @@ static inline uint64_t gmt_now_ns(void)
       "serve cudaMalloc/cudaFree from gpumemtrace's caching pool; 0: pass "   \
       "every call through to the runtime")                                    \
     X(POOL_VMM, pool_vmm, bool, 0, 0, 1,                                      \
-      "1: the pool backs blocks over 1 MiB with 2 MiB pages of the driver's " \
+      "1: the pool backs blocks over 1 MiB with pages of the driver's "      \
       "virtual memory and moves free pages to where a request needs them "   \
       "(less memory held; cudaIpcGetMemHandle is refused on those blocks)")  \
-    X(POOL_VMM_PAGE_MB, pool_vmm_page_mb, int, 2, 2, 1024,                    \
+    X(POOL_VMM_PAGE_MB, pool_vmm_page_mb, int, 4, 2, 1024,                    \
       "with GPUMEMTRACE_POOL_VMM=1: MiB per page, a power of two: larger "   \
       "pages cost fewer driver calls per byte moved and hold more memory")   \
     X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \

@@ -1,7 +1,7 @@
 /* vmm.c - the driver's virtual memory, for the pool (GPUMEMTRACE_POOL_VMM).
  *
  * With the option on, the pool's large segments are address ranges with a
- * page of physical memory (2 MiB unless GPUMEMTRACE_POOL_VMM_PAGE_MB says
+ * page of physical memory (4 MiB unless GPUMEMTRACE_POOL_VMM_PAGE_MB says
  * otherwise) mapped wherever a block needs it
  * (pool.h, pool_upstream.page). This file is that upstream: the driver's
  * cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess /
@@ -26,7 +26,7 @@
 #include "pool.h"
 #include "real.h"
 
-/* The page: GPUMEMTRACE_POOL_VMM_PAGE_MB, a power of two (else 2 MiB). */
+/* The page: GPUMEMTRACE_POOL_VMM_PAGE_MB, a power of two (else 4 MiB). */
 size_t gmt_vmm_page(void)
 {
     size_t mb = (size_t)gmt_opt.pool_vmm_page_mb;
@@ -34,8 +34,8 @@ size_t gmt_vmm_page(void)
         static int said;
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
             gmt_warn("GPUMEMTRACE_POOL_VMM_PAGE_MB=%zu is not a power of two; "
-                     "using 2", mb);
-        mb = 2;
+                     "using 4", mb);
+        mb = 4;
     }
     return mb << 20;
 }
