@@ -577,7 +577,9 @@ cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *ptr)
 {
     struct pool *p = g_pool;
     struct pool_block_info bi;
-    if (p && pool_lookup(p, (uintptr_t)ptr, &bi) && bi.mapped) {
+    if (p == NULL || !pool_lookup(p, (uintptr_t)ptr, &bi))
+        return GMT_REAL(cudaIpcGetMemHandle)(handle, ptr);
+    if (bi.mapped) {
         /* Pages of the driver's virtual memory: no legacy IPC handle can
          * name them (the runtime would refuse too, less clearly). */
         gmt_error_once(GMT_ERR_IPC, "cudaIpcGetMemHandle on %p, a pool block "
@@ -586,8 +588,7 @@ cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *ptr)
                        "GPUMEMTRACE_POOL_VMM to share it", ptr);
         return cudaErrorInvalidValue;
     }
-    if (p && pool_lookup(p, (uintptr_t)ptr, &bi) &&
-        !(bi.addr == (uintptr_t)ptr && bi.addr == bi.seg_base)) {
+    if (!(bi.addr == (uintptr_t)ptr && bi.addr == bi.seg_base)) {
         /* The handle would name the whole segment: another process would
          * map its start, not this block. */
         gmt_error_once(GMT_ERR_IPC, "cudaIpcGetMemHandle on %p, a pool block "

@@ -368,6 +368,15 @@ static size_t harvest(struct pool *p, struct arena *a, uint64_t *out, size_t n)
 
 static uint64_t pending_bytes(struct pdev *d);
 static uint64_t sync_worth(struct arena *own, size_t size);
+
+/* May a thread wait for the n-th fence, having started at epoch `upto`?
+ * Only until what was pending then is reusable: other threads freeing
+ * meanwhile must not keep it waiting for ever. */
+static bool may_wait(struct pool *p, struct pdev *d, uint64_t upto, int n)
+{
+    return n < RECLAIM_MAX && p->up.reclaim &&
+           __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto;
+}
 static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
                       int dev);
 
@@ -449,9 +458,8 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
     if (got < need && !within_peak(p, d, (need - got) * pg))
         got = gather(p, a, dev, h, got, need);
     uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
-    for (int n = 0; got < need && n < RECLAIM_MAX && p->up.reclaim &&
-                    pending_bytes(d) >= pg &&
-                    __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto;
+    for (int n = 0; got < need && pending_bytes(d) >= pg &&
+                    may_wait(p, d, upto, n);
          n++) {
         b->state = B_BACKING;
         pthread_mutex_unlock(&a->lock);
@@ -525,13 +533,15 @@ static size_t pages_missing(const struct pool *p, const struct blk *b,
 #define FIT_SCAN 32 /* free blocks a large request weighs, at most */
 
 /* Best fit, for a pool that maps pages: of the free blocks that fit (the
- * smallest first), the one that needs the fewest pages mapped, so that a
- * request lands where memory already is rather than move pages there
- * from elsewhere. Arena locked. */
-static struct blk *fit(struct pool *p, struct bins *bs, size_t size)
+ * smallest first), the one that needs the fewest pages mapped (*missing),
+ * so that a request lands where memory already is rather than move pages
+ * there from elsewhere. Arena locked. */
+static struct blk *fit(struct pool *p, struct bins *bs, size_t size,
+                       size_t *missing)
 {
     struct blk *b = bin_find(bs, size);
-    if (b == NULL || !vmm_on(p) || !is_large(size))
+    *missing = 0;
+    if (b == NULL)
         return b;
     size_t best_n = pages_missing(p, b, size);
     struct blk *best = b;
@@ -553,6 +563,7 @@ static struct blk *fit(struct pool *p, struct bins *bs, size_t size)
         }
         x = x->lnext;
     }
+    *missing = best_n;
     return best;
 }
 
@@ -584,12 +595,16 @@ static void untake(struct arena *a, struct blk *b)
     make_free(a, b);
 }
 
-/* take(), then back the block's pages; NULL if they could not be. */
+/* take(), then back the block's pages; NULL if they could not be (the
+ * CUDA error in *err, if err is not NULL). */
 static struct blk *take_backed(struct pool *p, struct arena *a, struct blk *b,
-                               size_t size, size_t req)
+                               size_t size, size_t req, int *err)
 {
     b = take(a, b, size, req);
-    if (back_block(p, a, b) != 0) {
+    int r = back_block(p, a, b);
+    if (err)
+        *err = r;
+    if (r != 0) {
         untake(a, b);
         return NULL;
     }
@@ -624,8 +639,16 @@ static struct blk *try_arena_lock(struct pool *p, struct arena *a, int dev,
     if (!lock_arena(a, wait))
         return NULL;
     promote(p, a, dev);
-    struct blk *b = fit(p, bins_for(a, is_large(size)), size);
-    if (b && (b = take_backed(p, a, b, size, req)) != NULL)
+    struct blk *b;
+    if (vmm_on(p) && is_large(size)) {
+        size_t missing;
+        b = fit(p, &a->large, size, &missing);
+        if (b)
+            b = take_backed(p, a, b, size, req, NULL);
+    } else if ((b = bin_find(bins_for(a, is_large(size)), size)) != NULL) {
+        b = take(a, b, size, req); /* the hot path: nothing to map */
+    }
+    if (b)
         publish(a, b);
     pthread_mutex_unlock(&a->lock);
     return b;
@@ -686,7 +709,7 @@ static struct blk *adopt_segment(struct pool *p, struct arena *from,
     ADD(to->adopted, 1);
     ADD(to->free_bytes, s->size);
     bin_insert(bins_for(to, large), b);
-    if ((b = take_backed(p, to, b, size, req)) != NULL)
+    if ((b = take_backed(p, to, b, size, req, NULL)) != NULL)
         publish(to, b);
     pthread_mutex_unlock(&to->lock);
     return b;
@@ -893,12 +916,11 @@ static struct blk *alloc_mapped(struct pool *p, struct pdev *d, int dev,
     for (int n = 0;; n++) {
         pthread_mutex_lock(&a->lock);
         promote(p, a, dev);
-        struct blk *b = fit(p, &a->large, size);
-        size_t miss = b ? pages_missing(p, b, size) * p->up.page : size;
-        bool wait = miss && n < RECLAIM_MAX && p->up.reclaim &&
-                    LOAD(a->pending) >= miss &&
-                    __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto;
-        if (b && !wait && (b = take_backed(p, a, b, size, req)) != NULL)
+        size_t missing;
+        struct blk *b = fit(p, &a->large, size, &missing);
+        size_t miss = b ? missing * p->up.page : size;
+        bool wait = miss && LOAD(a->pending) >= miss && may_wait(p, d, upto, n);
+        if (b && !wait && (b = take_backed(p, a, b, size, req, NULL)) != NULL)
             publish(a, b);
         pthread_mutex_unlock(&a->lock);
         if (!wait || p->up.reclaim(p->up.ctx, dev, true) <= 0)
@@ -917,11 +939,8 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
 {
     struct blk *b;
     struct arena *own = &d->arenas[ai];
-    /* Only until what was pending at the call is reusable: other threads
-     * freeing meanwhile must not keep this one waiting for ever. */
     uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
-    for (int n = 0; n < RECLAIM_MAX && p->up.reclaim &&
-                    __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto &&
+    for (int n = 0; may_wait(p, d, upto, n) &&
                     p->up.reclaim(p->up.ctx, dev, true) > 0;
          n++)
         if ((b = all ? try_all(p, d, dev, ai, size, req)
@@ -1104,10 +1123,8 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
     else if (p->obs.segment_alloc)
         p->obs.segment_alloc(p->obs.ctx, dev, base, ssize);
     bin_insert(bins_for(a, s->large), b);
-    b = take(a, b, size, req);
-    if ((r = back_block(p, a, b)) != 0) {
+    if ((b = take_backed(p, a, b, size, req, &r)) == NULL) {
         /* no memory behind it: the empty range stays for trim */
-        untake(a, b);
         pthread_mutex_unlock(&a->lock);
         return r;
     }

@@ -137,17 +137,23 @@ CUresult cuStreamDestroy(CUstream hStream)
     return drv_stream_destroy(hStream);
 }
 
-/* Nothing is ever queued: synchronising only checks the handle. */
-static CUresult drv_stream_sync(CUstream h)
+/* The driver is up and h is a live stream (of device *dev). */
+static CUresult drv_enter_stream(CUstream h, int *dev)
 {
     CUresult r = drv_enter();
     if (r != CUDA_SUCCESS)
         return r;
-    int dev;
     pthread_mutex_lock(&drv.lock);
-    r = drv_stream_device(h, &dev);
+    r = drv_stream_device(h, dev);
     pthread_mutex_unlock(&drv.lock);
     return r;
+}
+
+/* Nothing is ever queued: synchronising only checks the handle. */
+static CUresult drv_stream_sync(CUstream h)
+{
+    int dev;
+    return drv_enter_stream(h, &dev);
 }
 
 CUresult cuStreamSynchronize(CUstream hStream)
@@ -295,13 +301,8 @@ static CUresult drv_alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool poo
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     *dptr = 0;
-    CUresult r = drv_enter();
-    if (r != CUDA_SUCCESS)
-        return r;
     int dev;
-    pthread_mutex_lock(&drv.lock);
-    r = drv_stream_device(h, &dev);
-    pthread_mutex_unlock(&drv.lock);
+    CUresult r = drv_enter_stream(h, &dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pool)
@@ -340,13 +341,8 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 /* The free takes effect at once (nothing is queued on streams). */
 static CUresult drv_free_async(CUdeviceptr dptr, CUstream h)
 {
-    CUresult r = drv_enter();
-    if (r != CUDA_SUCCESS)
-        return r;
     int dev;
-    pthread_mutex_lock(&drv.lock);
-    r = drv_stream_device(h, &dev);
-    pthread_mutex_unlock(&drv.lock);
+    CUresult r = drv_enter_stream(h, &dev);
     if (r != CUDA_SUCCESS)
         return r;
     return drv_free((uintptr_t)dptr, DRV_DEVICE_KINDS);
