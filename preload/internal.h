@@ -56,12 +56,15 @@ static inline uint64_t gmt_now_ns(void)
       "serve cudaMalloc/cudaFree from gpumemtrace's caching pool; 0: pass "   \
       "every call through to the runtime")                                    \
     X(POOL_VMM, pool_vmm, bool, 0, 0, 1,                                      \
-      "1: the pool backs blocks over 1 MiB with pages of the driver's "      \
-      "virtual memory and moves free pages to where a request needs them "   \
-      "(less memory held; cudaIpcGetMemHandle is refused on those blocks)")  \
-    X(POOL_VMM_PAGE_MB, pool_vmm_page_mb, int, 4, 2, 1024,                    \
-      "with GPUMEMTRACE_POOL_VMM=1: MiB per page, a power of two: larger "   \
-      "pages cost fewer driver calls per byte moved and hold more memory")   \
+      "1: the pool backs blocks over 1 MiB with the driver's virtual "       \
+      "memory and moves free memory to where a request needs it (less "      \
+      "memory held; cudaIpcGetMemHandle is refused on those blocks)")        \
+    X(POOL_VMM_PAGE_MB, pool_vmm_page_mb, int, 2, 2, 1024,                    \
+      "with GPUMEMTRACE_POOL_VMM=1: MiB per page, the unit memory is "       \
+      "mapped in, a power of two")                                            \
+    X(POOL_VMM_CHUNK_MB, pool_vmm_chunk_mb, int, 16, 2, 1024,                 \
+      "with GPUMEMTRACE_POOL_VMM=1: the most MiB one mapping covers: larger " \
+      "chunks cost fewer driver calls per byte moved and hold more memory")  \
     X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
       "let the pool reuse freed blocks once an event on the legacy stream "    \
       "shows the GPU past the free, instead of synchronizing the device "     \
@@ -161,10 +164,10 @@ size_t gmt_vmm_page(void);
  * segments. */
 int gmt_vmm_reserve(int dev, size_t size, uintptr_t *out);
 int gmt_vmm_unreserve(int dev, uintptr_t va, size_t size);
-int gmt_vmm_create(int dev, uint64_t *handle);
+int gmt_vmm_create(int dev, size_t size, uint64_t *handle);
 int gmt_vmm_destroy(int dev, uint64_t handle);
-int gmt_vmm_map(int dev, uintptr_t va, const uint64_t *handles, size_t n);
-int gmt_vmm_unmap(int dev, uintptr_t va, size_t n);
+int gmt_vmm_map(int dev, uintptr_t va, size_t size, uint64_t handle);
+int gmt_vmm_unmap(int dev, uintptr_t va, size_t size);
 void gmt_vmm_reset_after_fork(void);
 /* Why a process that used the driver has no trace (NULL: it didn't). */
 const char *gmt_drv_silence_reason(void);

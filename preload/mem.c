@@ -270,10 +270,10 @@ static int up_unreserve(void *ctx, int dev, uintptr_t va, size_t size)
     return gmt_vmm_unreserve(dev, va, size);
 }
 
-static int up_create(void *ctx, int dev, uint64_t *h)
+static int up_create(void *ctx, int dev, size_t size, uint64_t *h)
 {
     (void)ctx;
-    return gmt_vmm_create(dev, h);
+    return gmt_vmm_create(dev, size, h);
 }
 
 static int up_destroy(void *ctx, int dev, uint64_t h)
@@ -282,26 +282,27 @@ static int up_destroy(void *ctx, int dev, uint64_t h)
     return gmt_vmm_destroy(dev, h);
 }
 
-static int up_map(void *ctx, int dev, uintptr_t va, const uint64_t *h,
-                  size_t n)
+static int up_map(void *ctx, int dev, uintptr_t va, size_t size, uint64_t h)
 {
     (void)ctx;
-    return gmt_vmm_map(dev, va, h, n);
+    return gmt_vmm_map(dev, va, size, h);
 }
 
-static int up_unmap(void *ctx, int dev, uintptr_t va, size_t n)
+static int up_unmap(void *ctx, int dev, uintptr_t va, size_t size)
 {
     (void)ctx;
-    return gmt_vmm_unmap(dev, va, n);
+    return gmt_vmm_unmap(dev, va, size);
 }
 
 static const struct pool_upstream g_upstream = {up_alloc, up_release, up_sync,
                                                 up_reclaim, NULL};
-/* GPUMEMTRACE_POOL_VMM=1: large segments mapped page by page (vmm.c);
- * the page size is filled in at start. */
+/* GPUMEMTRACE_POOL_VMM=1: large segments mapped where blocks need
+ * memory (vmm.c); page and chunk sizes are filled in at start. */
 static struct pool_upstream g_upstream_vmm = {
-    up_alloc,   up_release,   up_sync,   up_reclaim, NULL,   0,
-    up_reserve, up_unreserve, up_create, up_destroy, up_map, up_unmap};
+    .alloc = up_alloc,     .release = up_release,     .sync = up_sync,
+    .reclaim = up_reclaim, .reserve = up_reserve,     .unreserve = up_unreserve,
+    .create = up_create,   .destroy = up_destroy,     .map = up_map,
+    .unmap = up_unmap};
 static const struct pool_observer g_observer = {
     obs_segment_alloc, obs_segment_free, obs_free_completed, obs_synced, NULL};
 
@@ -324,6 +325,7 @@ void gmt_mem_init(void)
     if (!gmt_opt.pool || g_pool)
         return;
     g_upstream_vmm.page = gmt_vmm_page();
+    g_upstream_vmm.chunk = (size_t)gmt_opt.pool_vmm_chunk_mb << 20;
     struct pool *p = pool_create(gmt_opt.pool_vmm ? &g_upstream_vmm
                                                   : &g_upstream,
                                  &g_observer);
@@ -344,13 +346,13 @@ void gmt_mem_verbose_summary(void)
         struct pool_stats st;
         pool_stats(p, dev, &st);
         if (st.page_maps || st.page_unmaps)
-            gmt_info("pool, device %d: %llu pages created, %llu mapped in "
-                     "%llu calls, %llu unmapped in %llu calls, %.1f ms in "
+            gmt_info("pool, device %d: %llu MiB created, %llu MiB mapped in "
+                     "%llu mappings, %llu MiB unmapped in %llu, %.1f ms in "
                      "the driver for them",
-                     dev, (unsigned long long)st.pages_created,
-                     (unsigned long long)st.page_maps,
+                     dev, (unsigned long long)(st.pages_created * st.page >> 20),
+                     (unsigned long long)(st.page_maps * st.page >> 20),
                      (unsigned long long)st.map_calls,
-                     (unsigned long long)st.page_unmaps,
+                     (unsigned long long)(st.page_unmaps * st.page >> 20),
                      (unsigned long long)st.unmap_calls, st.page_ns / 1e6);
     }
 }

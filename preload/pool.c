@@ -77,6 +77,9 @@ struct pool *pool_create(const struct pool_upstream *up,
         !up->map || !up->unmap || (up->page & (up->page - 1)) ||
         up->page < POOL_ROUND)
         p->up.page = 0; /* no virtual memory: plain segments */
+    if (p->up.page && p->up.chunk < p->up.page)
+        p->up.chunk = p->up.page;
+    p->up.chunk -= p->up.page ? p->up.chunk % p->up.page : 0;
     if (obs)
         p->obs = *obs;
     pthread_mutex_init(&p->dev_lock, NULL);
@@ -247,118 +250,145 @@ static bool vmm_on(const struct pool *p)
 
 #define BUMP(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
 
-/* Pages parked on the device, at most n of them into out. */
-static size_t spare_take(struct pdev *d, uint64_t *out, size_t n)
+/* A handle of exactly n pages parked on the device, or 0. */
+static uint64_t spare_take(struct pdev *d, size_t n)
 {
+    uint64_t h = 0;
     pthread_mutex_lock(&d->page_lock);
-    size_t k = n < d->nspare ? n : d->nspare;
-    d->nspare -= k;
-    memcpy(out, d->spare + d->nspare, k * sizeof *out);
+    for (size_t i = d->nspare; i-- > 0;)
+        if (d->spare[i].n == n) {
+            h = d->spare[i].h;
+            d->spare[i] = d->spare[--d->nspare];
+            STORE(d->spare_pages, d->spare_pages - n);
+            break;
+        }
     pthread_mutex_unlock(&d->page_lock);
-    return k;
+    return h;
 }
 
-/* Park n pages on the device; those it has no host memory to list go back
- * to the driver. */
-static void spare_put(struct pool *p, struct pdev *d, int dev,
-                      const uint64_t *h, size_t n)
+/* Park handle h of n pages on the device; with no host memory to list it,
+ * it goes back to the driver. */
+static void spare_put(struct pool *p, struct pdev *d, int dev, uint64_t h,
+                      size_t n)
 {
     pthread_mutex_lock(&d->page_lock);
-    if (d->nspare + n > d->spare_cap) {
-        size_t cap = d->spare_cap ? d->spare_cap : 64;
-        while (cap < d->nspare + n)
-            cap *= 2;
-        uint64_t *ns = realloc(d->spare, cap * sizeof *ns);
+    if (d->nspare == d->spare_cap) {
+        size_t cap = d->spare_cap ? 2 * d->spare_cap : 64;
+        struct pspare *ns = realloc(d->spare, cap * sizeof *ns);
         if (ns) {
             d->spare = ns;
             d->spare_cap = cap;
         }
     }
-    size_t k = d->spare_cap - d->nspare < n ? d->spare_cap - d->nspare : n;
-    if (k)
-        memcpy(d->spare + d->nspare, h, k * sizeof *h);
-    d->nspare += k;
+    bool kept = d->nspare < d->spare_cap;
+    if (kept) {
+        d->spare[d->nspare++] = (struct pspare){h, n};
+        STORE(d->spare_pages, d->spare_pages + n);
+    }
     pthread_mutex_unlock(&d->page_lock);
-    for (size_t i = k; i < n; i++)
-        p->up.destroy(p->up.ctx, dev, h[i]);
+    if (!kept)
+        p->up.destroy(p->up.ctx, dev, h);
 }
 
-/* Give every parked page of d back to the driver. */
+/* Give the largest parked handle back to the driver; its pages, 0 if none
+ * was parked. */
+static size_t spare_drop(struct pool *p, struct pdev *d, int dev)
+{
+    uint64_t h = 0;
+    size_t n = 0;
+    pthread_mutex_lock(&d->page_lock);
+    size_t best = 0;
+    for (size_t i = 1; i < d->nspare; i++)
+        if (d->spare[i].n > d->spare[best].n)
+            best = i;
+    if (d->nspare) {
+        h = d->spare[best].h;
+        n = d->spare[best].n;
+        d->spare[best] = d->spare[--d->nspare];
+        STORE(d->spare_pages, d->spare_pages - n);
+    }
+    pthread_mutex_unlock(&d->page_lock);
+    if (n)
+        p->up.destroy(p->up.ctx, dev, h);
+    return n;
+}
+
+/* Give every parked handle of d back to the driver. */
 static void spare_drain(struct pool *p, struct pdev *d, int dev)
 {
-    uint64_t h[64];
-    size_t n;
-    while ((n = spare_take(d, h, 64)) != 0)
-        for (size_t i = 0; i < n; i++)
-            p->up.destroy(p->up.ctx, dev, h[i]);
+    while (spare_drop(p, d, dev))
+        ;
 }
 
-/* Pages [i, i+n) of segment s (mapped) are unmapped: their handles to
- * out. Arena a (s's) locked. */
-static void unmapped(struct pool *p, struct pdev *d, struct arena *a,
-                     struct seg *s, size_t i, size_t n, uint64_t *out)
+/* The mapping page i of s (mapped) belongs to: [*lo, *hi). One handle is
+ * mapped once, so a mapping is a run of pages with the same handle. */
+static void mapping_at(const struct seg *s, size_t pg, size_t i, size_t *lo,
+                       size_t *hi)
+{
+    uint64_t h = s->pages[i];
+    size_t a = i, b = i + 1, n = s->size / pg;
+    while (a > 0 && s->pages[a - 1] == h)
+        a--;
+    while (b < n && s->pages[b] == h)
+        b++;
+    *lo = a;
+    *hi = b;
+}
+
+/* Unmap the mapping [i, j) of segment s: its handle, or 0 if the upstream
+ * refused. Arena a (s's) locked, or NULL for a segment out of every
+ * arena. */
+static uint64_t unmap_one(struct pool *p, struct pdev *d, struct arena *a,
+                          struct seg *s, size_t i, size_t j)
 {
     size_t pg = p->up.page;
-    for (size_t k = 0; k < n; k++) {
-        out[k] = s->pages[i + k];
-        s->pages[i + k] = 0;
-        if (p->obs.segment_free)
-            p->obs.segment_free(p->obs.ctx, s->dev, s->base + (i + k) * pg, pg);
-    }
-    s->nmapped -= n;
-    if (a)
-        ADD(a->unbacked, n * pg);
-    BUMP(d->unmaps, n);
-}
-
-/* Unmap pages [i, i+n) of segment s (all mapped) into out; returns how
- * many went. One call for the run (unmapping costs 12-20 us a call on an
- * H200); if the upstream refuses a run, page by page from then on. */
-static size_t unmap_run(struct pool *p, struct pdev *d, struct arena *a,
-                        struct seg *s, size_t i, size_t n, uint64_t *out)
-{
-    size_t pg = p->up.page, got = 0;
-    uint64_t t0 = now_ns();
-    if (n > 1 && !LOAD(p->unmap_single)) {
-        BUMP(d->unmap_calls, 1);
-        if (p->up.unmap(p->up.ctx, s->dev, s->base + i * pg, n) == 0) {
-            unmapped(p, d, a, s, i, n, out);
-            BUMP(d->page_ns, now_ns() - t0);
-            return n;
-        }
-        STORE(p->unmap_single, true);
-    }
-    for (size_t k = i; k < i + n; k++) {
-        BUMP(d->unmap_calls, 1);
-        if (p->up.unmap(p->up.ctx, s->dev, s->base + k * pg, 1) == 0)
-            unmapped(p, d, a, s, k, 1, out + got++);
-    }
+    uint64_t h = s->pages[i], t0 = now_ns();
+    BUMP(d->unmap_calls, 1);
+    int r = p->up.unmap(p->up.ctx, s->dev, s->base + i * pg, (j - i) * pg);
     BUMP(d->page_ns, now_ns() - t0);
-    return got;
+    if (r != 0)
+        return 0;
+    for (size_t k = i; k < j; k++)
+        s->pages[k] = 0;
+    if (p->obs.segment_free)
+        p->obs.segment_free(p->obs.ctx, s->dev, s->base + i * pg, (j - i) * pg);
+    s->nmapped -= j - i;
+    if (a)
+        ADD(a->unbacked, (j - i) * pg);
+    BUMP(d->unmaps, j - i);
+    return h;
 }
 
-/* Take up to n mapped pages that lie wholly inside a's free blocks (which
- * no GPU work can touch any more) into out. Arena locked. */
-static size_t harvest(struct pool *p, struct arena *a, uint64_t *out, size_t n)
+/* Unmap mappings that lie wholly inside a's free blocks (which no GPU work
+ * can touch any more) and park their handles, until `want` pages are
+ * parked or none is left; returns the pages parked. Arena locked. */
+static size_t harvest(struct pool *p, struct arena *a, int dev, size_t want)
 {
     size_t got = 0, pg = p->up.page;
     struct bins *bs = &a->large;
-    for (unsigned w = 0; w < BIN_WORDS && got < n; w++) {
-        for (uint64_t m = bs->map[w]; m && got < n; m &= m - 1) {
+    for (unsigned w = 0; w < BIN_WORDS && got < want; w++) {
+        for (uint64_t m = bs->map[w]; m && got < want; m &= m - 1) {
             unsigned bin = w * 64 + (unsigned)__builtin_ctzll(m);
-            for (struct blk *b = bs->head[bin]; b && got < n; b = b->lnext) {
+            for (struct blk *b = bs->head[bin]; b && got < want; b = b->lnext) {
                 struct seg *s = b->seg;
                 if (s->pages == NULL || s->nmapped == 0)
                     continue;
                 size_t i0 = (b->addr - s->base + pg - 1) / pg;
                 size_t i1 = (b->addr + b->size - s->base) / pg;
-                for (size_t i = i0; i < i1 && got < n;) {
-                    size_t j = i;
-                    while (j < i1 && s->pages[j] && j - i < n - got)
-                        j++;
-                    if (j > i)
-                        got += unmap_run(p, a->d, a, s, i, j - i, out + got);
-                    i = j > i ? j : i + 1;
+                for (size_t i = i0; i < i1 && got < want;) {
+                    if (s->pages[i] == 0) {
+                        i++;
+                        continue;
+                    }
+                    size_t lo, hi;
+                    mapping_at(s, pg, i, &lo, &hi);
+                    uint64_t h;
+                    if (lo >= i0 && hi <= i1 &&
+                        (h = unmap_one(p, a->d, a, s, lo, hi)) != 0) {
+                        spare_put(p, a->d, dev, h, hi - lo);
+                        got += hi - lo;
+                    }
+                    i = hi;
                 }
             }
         }
@@ -380,11 +410,10 @@ static bool may_wait(struct pool *p, struct pdev *d, uint64_t upto, int n)
 static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
                       int dev);
 
-/* Would `more` bytes of new pages keep what dev holds within the most the
- * program has asked for at once (as seen here)? Then the pool creates
- * them rather than move pages: moving costs calls. (Slack above that peak
- * saved no moves in replay_pool --vmm on the transformer trace: 1% more
- * memory, 1.4% fewer maps.) */
+/* Would `more` bytes of new memory keep what dev holds within the most the
+ * program has asked for at once (as seen here)? Then the pool creates it
+ * rather than unmap free memory first. (Slack above that peak saved no
+ * mappings in replay_pool --vmm on the transformer trace.) */
 static bool within_peak(struct pool *p, struct pdev *d, uint64_t more)
 {
     uint64_t held = 0, req = 0;
@@ -393,32 +422,27 @@ static bool within_peak(struct pool *p, struct pdev *d, uint64_t more)
         held += LOAD(o->reserved) - LOAD(o->unbacked);
         req += LOAD(o->requested);
     }
-    held += LOAD(d->nspare) * p->up.page;
+    held += LOAD(d->spare_pages) * p->up.page;
     uint64_t peak = LOAD(d->peak_req);
     if (req > peak)
         STORE(d->peak_req, peak = req);
     return held + more <= peak;
 }
 
-/* Gather pages into h[got..need) from what exists: pages parked on the
- * device, then pages of free blocks - a's (locked), then other arenas'
- * whose lock is free (waiting for one while holding ours could deadlock).
- * Returns the new count. */
-static size_t gather(struct pool *p, struct arena *a, int dev, uint64_t *h,
-                     size_t got, size_t need)
+/* Park the handles of free memory, `want` pages if there are: a's free
+ * blocks (locked), then other arenas' whose lock is free (waiting for one
+ * while holding ours could deadlock). Returns the pages parked. */
+static size_t gather(struct pool *p, struct arena *a, int dev, size_t want)
 {
     struct pdev *d = a->d;
-    got += spare_take(d, h + got, need - got);
-    if (got < need) {
-        promote(p, a, dev);
-        got += harvest(p, a, h + got, need - got);
-    }
-    for (int i = 0; i < POOL_ARENAS && got < need; i++) {
+    promote(p, a, dev);
+    size_t got = harvest(p, a, dev, want);
+    for (int i = 0; i < POOL_ARENAS && got < want; i++) {
         struct arena *o = &d->arenas[i];
         if (o == a || LOAD(o->nsegs) == 0 || !lock_arena(o, false))
             continue;
         promote(p, o, dev);
-        size_t k = harvest(p, o, h + got, need - got);
+        size_t k = harvest(p, o, dev, want - got);
         pthread_mutex_unlock(&o->lock);
         got += k;
         BUMP(d->taken, k);
@@ -426,14 +450,77 @@ static size_t gather(struct pool *p, struct arena *a, int dev, uint64_t *h,
     return got;
 }
 
+/* A run of unmapped pages of a block, and the handle that will back it. */
+struct run {
+    size_t i, n;
+    uint64_t h;
+};
+
+/* The runs of unmapped pages in pages [i0, i1) of s, each at most a
+ * chunk, into *run (buf, or grown on the heap: *cap entries), their
+ * number into *out; false without host memory. Arena locked. */
+static bool find_runs(const struct pool *p, const struct seg *s, size_t i0,
+                      size_t i1, struct run *buf, struct run **run,
+                      size_t *cap, size_t *out)
+{
+    size_t nrun = 0, most = p->up.chunk / p->up.page;
+    for (size_t i = i0; i < i1;) {
+        if (s->pages[i]) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < i1 && s->pages[j] == 0 && j - i < most)
+            j++;
+        if (nrun == *cap) {
+            struct run *nr = malloc(2 * *cap * sizeof *nr);
+            if (nr == NULL) {
+                if (*run != buf)
+                    free(*run);
+                *run = buf;
+                return false;
+            }
+            memcpy(nr, *run, nrun * sizeof *nr);
+            if (*run != buf)
+                free(*run);
+            *run = nr;
+            *cap *= 2;
+        }
+        (*run)[nrun++] = (struct run){i, j - i, 0};
+        i = j;
+    }
+    *out = nrun;
+    return true;
+}
+
+/* Give runs without a handle one parked of their exact size; returns the
+ * pages still without. */
+static size_t match_spares(struct pdev *d, struct run *run, size_t nrun)
+{
+    size_t left = 0;
+    for (size_t k = 0; k < nrun; k++)
+        if (run[k].h == 0 && (run[k].h = spare_take(d, run[k].n)) == 0)
+            left += run[k].n;
+    return left;
+}
+
 /* Back every page block b (just taken, arena a locked) touches with
- * physical memory. Existing pages first (gather). Then, while memory is
- * pending, the upstream's fences one at a time, oldest first, and failing
- * them one synchronization if it is worth it (as for a request that only
- * pending blocks could serve, pool_alloc): pages that GPU work may still
- * touch become free pages to take. Only then new pages. The arena's lock
- * is let go while waiting: b (B_BACKING meanwhile) is in no map or list,
- * so nothing another thread does can touch it. 0 or a CUDA error; on error
+ * physical memory: one handle per run of unmapped pages, or per `chunk`
+ * of a longer run, each mapped in one piece. The driver's cost is per
+ * mapping, whatever its size (~30 us on an H200, docs/benchmarks.md), so
+ * a 128 MiB block costs 8 mappings of 16 MiB, not 64 of 2 MiB; chunks
+ * that large still move between blocks: a handle can be unmapped only
+ * whole, so one that a live block covers in part stays, however much of
+ * it is free (larger chunks: fewer mappings, more memory held). A handle parked with the run's exact size first; new ones
+ * only while what the device holds stays within the program's peak.
+ * Otherwise room is made: parked handles go back to the driver, then
+ * mappings lying wholly in free blocks are unmapped (gather), then, while
+ * memory is pending, the upstream's fences are waited for one at a time,
+ * oldest first, and failing them one synchronization if it is worth it
+ * (as for a request that only pending blocks could serve, pool_alloc) -
+ * memory GPU work may still touch is never unmapped. The arena's lock is
+ * let go while waiting: b (B_BACKING meanwhile) is in no map or list, so
+ * nothing another thread does can touch it. 0 or a CUDA error; on error
  * b's pages may be partly mapped, which is allowed. */
 static int back_block(struct pool *p, struct arena *a, struct blk *b)
 {
@@ -443,76 +530,103 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
     size_t pg = p->up.page;
     size_t i0 = (b->addr - s->base) / pg;
     size_t i1 = (b->addr + b->size - s->base + pg - 1) / pg;
-    size_t need = 0;
-    for (size_t i = i0; i < i1; i++)
-        need += s->pages[i] == 0;
-    if (need == 0)
+    bool unlocked = false;
+    struct run buf[8], *run = buf;
+    size_t cap = 8, nrun;
+    if (!find_runs(p, s, i0, i1, buf, &run, &cap, &nrun))
+        return 2;
+    if (nrun == 0)
         return 0;
     struct pdev *d = a->d;
     int dev = s->dev;
-    uint64_t buf[64];
-    uint64_t *h = need <= 64 ? buf : malloc(need * sizeof *h);
-    if (h == NULL)
-        return 2;
-    size_t got = spare_take(d, h, need);
-    if (got < need && !within_peak(p, d, (need - got) * pg))
-        got = gather(p, a, dev, h, got, need);
+    size_t left = match_spares(d, run, nrun);
     uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
-    for (int n = 0; got < need && pending_bytes(d) >= pg &&
-                    may_wait(p, d, upto, n);
-         n++) {
-        b->state = B_BACKING;
-        pthread_mutex_unlock(&a->lock);
-        int k = p->up.reclaim(p->up.ctx, dev, true);
-        pthread_mutex_lock(&a->lock);
-        b->state = B_ALLOC;
-        if (k <= 0)
-            break;
-        got = gather(p, a, dev, h, got, need);
+    int waits = 0;
+    bool synced = false;
+    while (left && !within_peak(p, d, left * pg)) {
+        if (spare_drop(p, d, dev))
+            continue;
+        if (gather(p, a, dev, left)) {
+            left = match_spares(d, run, nrun);
+            continue;
+        }
+        if (pending_bytes(d) >= pg && may_wait(p, d, upto, waits)) {
+            b->state = B_BACKING;
+            unlocked = true;
+            pthread_mutex_unlock(&a->lock);
+            int k = p->up.reclaim(p->up.ctx, dev, true);
+            pthread_mutex_lock(&a->lock);
+            b->state = B_ALLOC;
+            waits = k > 0 ? waits + 1 : RECLAIM_MAX;
+            continue;
+        }
+        if (!synced && pending_bytes(d) >= sync_worth(a, left * pg)) {
+            synced = true;
+            b->state = B_BACKING;
+            unlocked = true;
+            pthread_mutex_unlock(&a->lock);
+            pool_sync(p, d, a, dev);
+            pthread_mutex_lock(&a->lock);
+            b->state = B_ALLOC;
+            continue;
+        }
+        break; /* grow past the peak */
     }
-    if (got < need && pending_bytes(d) >= sync_worth(a, (need - got) * pg)) {
-        b->state = B_BACKING;
-        pthread_mutex_unlock(&a->lock);
-        pool_sync(p, d, a, dev);
-        pthread_mutex_lock(&a->lock);
-        b->state = B_ALLOC;
-        got = gather(p, a, dev, h, got, need);
+    if (unlocked) {
+        /* Meanwhile a neighbour may have mapped a page it shares with b:
+         * the runs again, from what is mapped now. */
+        for (size_t k = 0; k < nrun; k++)
+            if (run[k].h)
+                spare_put(p, d, dev, run[k].h, run[k].n);
+        if (!find_runs(p, s, i0, i1, buf, &run, &cap, &nrun))
+            return 2;
+        left = match_spares(d, run, nrun);
     }
     int r = 0;
     uint64_t t0 = now_ns();
-    while (got < need && (r = p->up.create(p->up.ctx, dev, &h[got])) == 0) {
-        got++;
-        BUMP(d->created, 1);
-    }
-    size_t used = 0;
-    for (size_t i = i0; i < i1 && got == need;) {
-        if (s->pages[i]) {
-            i++;
+    for (size_t k = 0; k < nrun && r == 0; k++) {
+        if (run[k].h)
             continue;
+        r = p->up.create(p->up.ctx, dev, run[k].n * pg, &run[k].h);
+        if (r == 0) {
+            BUMP(d->created, run[k].n);
+        } else {
+            /* The driver is short (another process?): what is free here
+             * goes back to it, then once more. */
+            spare_drain(p, d, dev);
+            gather(p, a, dev, left);
+            left = match_spares(d, run, nrun);
+            spare_drain(p, d, dev);
+            if (run[k].h == 0 &&
+                (r = p->up.create(p->up.ctx, dev, run[k].n * pg,
+                                  &run[k].h)) == 0)
+                BUMP(d->created, run[k].n);
+            else if (run[k].h)
+                r = 0;
         }
-        size_t j = i;
-        while (j < i1 && s->pages[j] == 0)
-            j++;
+    }
+    for (size_t k = 0; k < nrun && r == 0; k++) {
         BUMP(d->map_calls, 1);
-        if ((r = p->up.map(p->up.ctx, dev, s->base + i * pg, h + used,
-                           j - i)) != 0)
+        if ((r = p->up.map(p->up.ctx, dev, s->base + run[k].i * pg,
+                           run[k].n * pg, run[k].h)) != 0)
             break;
-        for (size_t k = i; k < j; k++) {
-            s->pages[k] = h[used++];
-            if (p->obs.segment_alloc)
-                p->obs.segment_alloc(p->obs.ctx, dev, s->base + k * pg, pg);
-        }
-        s->nmapped += j - i;
-        ADD(a->unbacked, -(j - i) * pg);
-        BUMP(d->maps, j - i);
-        i = j;
+        for (size_t x = run[k].i; x < run[k].i + run[k].n; x++)
+            s->pages[x] = run[k].h;
+        if (p->obs.segment_alloc)
+            p->obs.segment_alloc(p->obs.ctx, dev, s->base + run[k].i * pg,
+                                 run[k].n * pg);
+        s->nmapped += run[k].n;
+        ADD(a->unbacked, -run[k].n * pg);
+        BUMP(d->maps, run[k].n);
+        run[k].h = 0; /* mapped */
     }
     BUMP(d->page_ns, now_ns() - t0);
-    if (used < got) /* a failure: keep what was gathered for the next */
-        spare_put(p, d, dev, h + used, got - used);
-    if (h != buf)
-        free(h);
-    return used == need ? 0 : r ? r : 2;
+    for (size_t k = 0; k < nrun; k++) /* a failure: keep them for the next */
+        if (run[k].h)
+            spare_put(p, d, dev, run[k].h, run[k].n);
+    if (run != buf)
+        free(run);
+    return r;
 }
 
 /* Pages a block of `size` at b's start would need mapped. */
@@ -524,8 +638,8 @@ static size_t pages_missing(const struct pool *p, const struct blk *b,
     if (s->pages == NULL || s->nmapped == s->size / pg)
         return 0;
     size_t n = 0;
-    for (size_t i = (b->addr - s->base) / pg;
-         i < (b->addr + size - s->base + pg - 1) / pg; i++)
+    size_t e = (b->addr + size - s->base + pg - 1) / pg;
+    for (size_t i = (b->addr - s->base) / pg; i < e; i++)
         n += s->pages[i] == 0;
     return n;
 }
@@ -971,18 +1085,19 @@ static void release_segment(struct pool *p, struct pdev *d, int dev,
     struct seg s = {.base = base, .size = size, .pages = pages, .dev = dev};
     for (size_t i = 0; i < npg; i++)
         s.nmapped += pages[i] != 0;
-    uint64_t h[64];
     for (size_t i = 0; i < npg;) {
-        size_t j = i;
-        while (j < npg && pages[j] && j - i < 64)
-            j++;
-        size_t n = j > i ? unmap_run(p, d, NULL, &s, i, j - i, h) : 0;
-        if (park)
-            spare_put(p, d, dev, h, n);
-        else
-            for (size_t k = 0; k < n; k++)
-                p->up.destroy(p->up.ctx, dev, h[k]);
-        i = j > i ? j : i + 1;
+        if (pages[i] == 0) {
+            i++;
+            continue;
+        }
+        size_t lo, hi;
+        mapping_at(&s, pg, i, &lo, &hi);
+        uint64_t h = unmap_one(p, d, NULL, &s, lo, hi);
+        if (h && park)
+            spare_put(p, d, dev, h, hi - lo);
+        else if (h)
+            p->up.destroy(p->up.ctx, dev, h);
+        i = hi;
     }
     free(pages);
     if (s.nmapped == 0) /* else left mapped: the address range must stay */
@@ -1274,7 +1389,7 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
         out->syncs += LOAD(d->arenas[i].syncs);
     }
     pthread_mutex_lock(&d->page_lock);
-    out->reserved += d->nspare * p->up.page;
+    out->reserved += LOAD(d->spare_pages) * p->up.page;
     pthread_mutex_unlock(&d->page_lock);
     out->page_maps = LOAD(d->maps);
     out->page_unmaps = LOAD(d->unmaps);
@@ -1283,6 +1398,7 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
     out->map_calls = LOAD(d->map_calls);
     out->unmap_calls = LOAD(d->unmap_calls);
     out->page_ns = LOAD(d->page_ns);
+    out->page = p->up.page;
 }
 
 uint64_t pool_idle(struct pool *p, int dev)
@@ -1293,7 +1409,7 @@ uint64_t pool_idle(struct pool *p, int dev)
         idle += LOAD(d->arenas[i].reserved) - LOAD(d->arenas[i].unbacked) -
                 LOAD(d->arenas[i].allocated);
     if (d)
-        idle += LOAD(d->nspare) * p->up.page;
+        idle += LOAD(d->spare_pages) * p->up.page;
     return idle;
 }
 
@@ -1366,6 +1482,7 @@ void pool_forget_device(struct pool *p, int dev)
     }
     pthread_mutex_lock(&d->page_lock);
     d->nspare = 0; /* the reset freed them */
+    d->spare_pages = 0;
     pthread_mutex_unlock(&d->page_lock);
 }
 

@@ -61,22 +61,31 @@ struct pool_upstream {
     /* Optional: virtual memory. With `page` set (the physical granularity;
      * all of the functions below present), segments for large requests are
      * address ranges (reserve) whose pages the pool backs with physical
-     * memory only where blocks need it (map). Before it creates a physical
-     * page, the pool takes one from a free block (unmap): memory freed in a
-     * hole then serves a request of any size, and what the pool holds stays
-     * close to what the program uses. Only pages wholly inside reusable
-     * free blocks are taken, never pages GPU work may still touch. */
+     * memory only where blocks need it (map). Before it creates more than
+     * the program's peak, the pool unmaps memory lying wholly in free
+     * blocks and gives it back (or maps it again where a run of the same
+     * size needs it): memory freed in a hole then serves a request of any
+     * size, and what the pool holds stays close to what the program uses.
+     * Only memory of reusable free blocks is unmapped, never memory GPU
+     * work may still touch. */
     size_t page;
+    /* The most one mapping covers, a multiple of page (smaller: page).
+     * The driver's cost is per mapping, not per byte; but a handle is
+     * unmapped only whole, and one a live block covers in part stays. */
+    size_t chunk;
     /* POOL_NO_VMM: not on this device; the pool takes a plain segment. */
     int (*reserve)(void *ctx, int dev, size_t size, uintptr_t *out);
     int (*unreserve)(void *ctx, int dev, uintptr_t va, size_t size);
-    int (*create)(void *ctx, int dev, uint64_t *handle); /* one page */
+    /* Physical memory of `size` bytes (a multiple of page), mapped once
+     * as a whole, and given back whole. */
+    int (*create)(void *ctx, int dev, size_t size, uint64_t *handle);
     int (*destroy)(void *ctx, int dev, uint64_t handle);
-    /* Map n pages (handles[i] at va + i*page), accessible to the device
-     * and its peers; all or nothing. */
-    int (*map)(void *ctx, int dev, uintptr_t va, const uint64_t *handles,
-               size_t n);
-    int (*unmap)(void *ctx, int dev, uintptr_t va, size_t n); /* n pages */
+    /* Map `handle` (all of its `size` bytes) at va, accessible to the
+     * device and its peers; all or nothing. */
+    int (*map)(void *ctx, int dev, uintptr_t va, size_t size,
+               uint64_t handle);
+    /* Unmap what one map() put at va. */
+    int (*unmap)(void *ctx, int dev, uintptr_t va, size_t size);
 };
 
 /* What the pool did, for the trace. May be NULL. Called with an arena
@@ -107,7 +116,8 @@ struct pool_stats {
     uint64_t page_unmaps;   /* pages unmapped */
     uint64_t pages_created; /* physical pages created */
     uint64_t pages_taken;   /* pages another arena's free blocks gave */
-    uint64_t map_calls, unmap_calls; /* upstream calls for them */
+    uint64_t map_calls, unmap_calls; /* mappings made and undone */
+    uint64_t page;          /* bytes per page */
     uint64_t page_ns;       /* time in them and in creating pages */
 };
 

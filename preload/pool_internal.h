@@ -108,6 +108,11 @@ struct arena {
  * both change once per synchronization, not per call. (Free counters per
  * arena, which every synchronization read and every safe mark per arena,
  * which it wrote, made the owners' lines bounce between cores.) */
+struct pspare {
+    uint64_t h; /* a physical allocation of n pages, mapped nowhere */
+    size_t n;
+};
+
 struct pdev {
     struct arena arenas[POOL_ARENAS];
     _Alignas(64) uint64_t epoch;  /* tag of a free now */
@@ -117,8 +122,9 @@ struct pdev {
      * segment, or unmapped for a request that then failed), and what the
      * device's pages did. A leaf lock, held for no upstream call. */
     _Alignas(64) pthread_mutex_t page_lock;
-    uint64_t *spare;
+    struct pspare *spare;
     size_t nspare, spare_cap;
+    uint64_t spare_pages;
     uint64_t maps, unmaps, created, taken, map_calls, unmap_calls, page_ns;
     uint64_t peak_req; /* the most requested at once, as back_block saw */
 };
@@ -150,7 +156,6 @@ struct pool {
     struct segref *segidx;  /* MAX_SEGMENTS slots, reserved lazily */
     size_t nseg;
     struct seg *seg_spare;
-    bool unmap_single; /* the upstream unmaps one page per call only */
 };
 
 /* ---- size bins (pool_index.c) ------------------------------------------ */

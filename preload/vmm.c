@@ -1,9 +1,9 @@
 /* vmm.c - the driver's virtual memory, for the pool (GPUMEMTRACE_POOL_VMM).
  *
- * With the option on, the pool's large segments are address ranges with a
- * page of physical memory (4 MiB unless GPUMEMTRACE_POOL_VMM_PAGE_MB says
- * otherwise) mapped wherever a block needs it
- * (pool.h, pool_upstream.page). This file is that upstream: the driver's
+ * With the option on, the pool's large segments are address ranges with
+ * physical memory mapped wherever a block needs it, in pages of 2 MiB
+ * (GPUMEMTRACE_POOL_VMM_PAGE_MB) and mappings of at most 16 MiB
+ * (GPUMEMTRACE_POOL_VMM_CHUNK_MB; pool.h, pool_upstream.page and chunk). This file is that upstream: the driver's
  * cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess /
  * cuMemUnmap / cuMemRelease / cuMemAddressFree, called through the table
  * of libcuda's own functions (driver.c), so the driver-level observer
@@ -26,7 +26,7 @@
 #include "pool.h"
 #include "real.h"
 
-/* The page: GPUMEMTRACE_POOL_VMM_PAGE_MB, a power of two (else 4 MiB). */
+/* The page: GPUMEMTRACE_POOL_VMM_PAGE_MB, a power of two (else 2 MiB). */
 size_t gmt_vmm_page(void)
 {
     size_t mb = (size_t)gmt_opt.pool_vmm_page_mb;
@@ -34,8 +34,8 @@ size_t gmt_vmm_page(void)
         static int said;
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
             gmt_warn("GPUMEMTRACE_POOL_VMM_PAGE_MB=%zu is not a power of two; "
-                     "using 4", mb);
-        mb = 4;
+                     "using 2", mb);
+        mb = 2;
     }
     return mb << 20;
 }
@@ -166,13 +166,13 @@ int gmt_vmm_unreserve(int dev, uintptr_t va, size_t size)
     return cuda_error(r, "cuMemAddressFree");
 }
 
-int gmt_vmm_create(int dev, uint64_t *handle)
+int gmt_vmm_create(int dev, size_t size, uint64_t *handle)
 {
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {CU_MEM_LOCATION_TYPE_DEVICE, dev}};
     CUmemGenericAllocationHandle h = 0;
     CUresult r;
-    CALL(r, FN(cuMemCreate)(&h, PG, &prop, 0));
+    CALL(r, FN(cuMemCreate)(&h, size, &prop, 0));
     if (r == CUDA_SUCCESS)
         *handle = (uint64_t)h;
     return cuda_error(r, "cuMemCreate");
@@ -186,39 +186,31 @@ int gmt_vmm_destroy(int dev, uint64_t handle)
     return cuda_error(r, "cuMemRelease");
 }
 
-/* n pages in one call (each was mapped on its own). */
-int gmt_vmm_unmap(int dev, uintptr_t va, size_t n)
+int gmt_vmm_unmap(int dev, uintptr_t va, size_t size)
 {
     (void)dev;
     CUresult r;
-    CALL(r, FN(cuMemUnmap)((CUdeviceptr)va, n * PG));
+    CALL(r, FN(cuMemUnmap)((CUdeviceptr)va, size));
     return cuda_error(r, "cuMemUnmap");
 }
 
-/* n pages, then access to the whole range in one call (the expensive
- * one: 17-33 us on an H200, docs/benchmarks.md); all or nothing. */
-int gmt_vmm_map(int dev, uintptr_t va, const uint64_t *handles, size_t n)
+/* The handle, then access to its range (the expensive call: 17-33 us on
+ * an H200 per mapping, whatever its size, docs/benchmarks.md); all or
+ * nothing. */
+int gmt_vmm_map(int dev, uintptr_t va, size_t size, uint64_t handle)
 {
     struct vdev *v = &g_dev[dev];
-    size_t i;
-    CUresult r = CUDA_SUCCESS;
-    const char *what = "cuMemMap";
-    for (i = 0; i < n; i++) {
-        CALL(r, FN(cuMemMap)((CUdeviceptr)(va + i * PG), PG, 0,
-                             (CUmemGenericAllocationHandle)handles[i], 0));
-        if (r != CUDA_SUCCESS)
-            break;
-    }
-    if (r == CUDA_SUCCESS) {
-        CALL(r, FN(cuMemSetAccess)((CUdeviceptr)va, n * PG, v->access,
-                                   (size_t)v->naccess));
-        what = "cuMemSetAccess";
-    }
+    CUresult r;
+    CALL(r, FN(cuMemMap)((CUdeviceptr)va, size, 0,
+                         (CUmemGenericAllocationHandle)handle, 0));
+    if (r != CUDA_SUCCESS)
+        return cuda_error(r, "cuMemMap");
+    CALL(r, FN(cuMemSetAccess)((CUdeviceptr)va, size, v->access,
+                               (size_t)v->naccess));
     if (r == CUDA_SUCCESS)
         return 0;
-    while (i-- > 0)
-        FN(cuMemUnmap)((CUdeviceptr)(va + i * PG), PG);
-    return cuda_error(r, what);
+    FN(cuMemUnmap)((CUdeviceptr)va, size);
+    return cuda_error(r, "cuMemSetAccess");
 }
 
 void gmt_vmm_reset_after_fork(void)

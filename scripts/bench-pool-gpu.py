@@ -17,11 +17,12 @@ LayerNorm, batch 64, Adam). Configurations:
   pool+stacks    uncached + libgpumemtrace.so, the default: native and
                  Python stacks
   pool+vmm       pool with GPUMEMTRACE_POOL_VMM=1: blocks over 1 MiB on
-                 2 MiB pages of virtual memory that move between free
-                 blocks
-  pool+vmm4, pool+vmm8
-                 the same with pages of 4 and 8 MiB
-                 (GPUMEMTRACE_POOL_VMM_PAGE_MB)
+                 virtual memory (2 MiB pages, mappings of up to 16 MiB)
+                 that moves between free blocks
+  pool+vmm-c8, pool+vmm-c32
+                 the same with mappings of up to 8 and 32 MiB
+                 (GPUMEMTRACE_POOL_VMM_CHUNK_MB)
+  pool+vmm-p4    pages of 4 MiB (GPUMEMTRACE_POOL_VMM_PAGE_MB)
   pool-nofences, pool+stacks-nofences
                  pool, pool+stacks with GPUMEMTRACE_POOL_FENCES=0: freed
                  blocks wait for device-wide synchronizations only
@@ -85,10 +86,12 @@ CONFIGS = {
     "pool+stacks": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, True),
     "pool+vmm": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
                   "GPUMEMTRACE_POOL_VMM": "1"}, True),
-    "pool+vmm4": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
-                   "GPUMEMTRACE_POOL_VMM": "1", "GPUMEMTRACE_POOL_VMM_PAGE_MB": "4"}, True),
-    "pool+vmm8": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
-                   "GPUMEMTRACE_POOL_VMM": "1", "GPUMEMTRACE_POOL_VMM_PAGE_MB": "8"}, True),
+    "pool+vmm-c8": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
+                     "GPUMEMTRACE_POOL_VMM": "1", "GPUMEMTRACE_POOL_VMM_CHUNK_MB": "8"}, True),
+    "pool+vmm-c32": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
+                      "GPUMEMTRACE_POOL_VMM": "1", "GPUMEMTRACE_POOL_VMM_CHUNK_MB": "32"}, True),
+    "pool+vmm-p4": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
+                     "GPUMEMTRACE_POOL_VMM": "1", "GPUMEMTRACE_POOL_VMM_PAGE_MB": "4"}, True),
     "pool-nofences": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "GPUMEMTRACE_STACK_DEPTH": "0",
                        "GPUMEMTRACE_POOL_FENCES": "0"}, True),
     "pool+stacks-nofences": ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",

@@ -72,7 +72,7 @@ static int up_release(void *c, int d, uintptr_t p, size_t s)
     return 0;
 }
 
-#define PAGE (2u << 20)
+static size_t PAGE = 2u << 20;
 
 static void count(uint64_t s)
 {
@@ -102,12 +102,13 @@ static int up_unreserve(void *c, int d, uintptr_t va, size_t s)
 
 static uint64_t next_handle = 1;
 
-static int up_create(void *c, int d, uint64_t *h)
+/* A handle names its pages: id << 24 | pages. */
+static int up_create(void *c, int d, size_t size, uint64_t *h)
 {
     (void)c;
     (void)d;
-    *h = next_handle++;
-    count(PAGE);
+    *h = next_handle++ << 24 | (size / PAGE);
+    count(size);
     return 0;
 }
 
@@ -115,31 +116,30 @@ static int up_destroy(void *c, int d, uint64_t h)
 {
     (void)c;
     (void)d;
-    (void)h;
-    reserved -= PAGE;
+    reserved -= (h & 0xffffff) * PAGE;
     return 0;
 }
 
 static uint64_t map_calls, unmap_calls;
 
-static int up_map(void *c, int d, uintptr_t va, const uint64_t *h, size_t n)
+static int up_map(void *c, int d, uintptr_t va, size_t size, uint64_t h)
 {
     map_calls++;
     (void)c;
     (void)d;
     (void)va;
+    (void)size;
     (void)h;
-    (void)n;
     return 0;
 }
 
-static int up_unmap(void *c, int d, uintptr_t va, size_t n)
+static int up_unmap(void *c, int d, uintptr_t va, size_t size)
 {
     unmap_calls++;
     (void)c;
     (void)d;
     (void)va;
-    (void)n;
+    (void)size;
     return 0;
 }
 
@@ -191,7 +191,11 @@ int main(int argc, char **argv)
             eager = true;
         else if (strcmp(argv[1], "--vmm") == 0)
             vmm = true;
-        else if (strcmp(argv[1], "--lag") == 0 && argc > 2) {
+        else if (strcmp(argv[1], "--page") == 0 && argc > 2) {
+            PAGE = (size_t)atoi(argv[2]) << 20;
+            argv++;
+            argc--;
+        } else if (strcmp(argv[1], "--lag") == 0 && argc > 2) {
             lag_ns = (uint64_t)(atof(argv[2]) * 1e6);
             argv++;
             argc--;
@@ -239,11 +243,24 @@ int main(int argc, char **argv)
             struct live *l = calloc(1, sizeof *l);
             l->addr = rec.addr;
             l->size = rec.size;
+            struct pool_stats s0, s1;
+            if (getenv("XMAPS"))
+                pool_stats(p, 0, &s0);
             if (pool_alloc(p, (int)rec.device, rec.thread, rec.size, &l->mine) != 0) {
                 fprintf(stderr, "replay_pool: pool_alloc failed\n");
                 return 1;
             }
             HASH_ADD(hh, map, addr, sizeof l->addr, l);
+            if (getenv("XMAPS")) {
+                pool_stats(p, 0, &s1);
+                if (s1.page_maps != s0.page_maps)
+                    printf("MAP t=%.3f thr=%u size=%llu maps=%llu created=%llu req=%llu alloc=%llu pend=%llu free=%llu\n",
+                           rec.time / 1e9, rec.thread, (unsigned long long)rec.size,
+                           (unsigned long long)(s1.page_maps - s0.page_maps),
+                           (unsigned long long)(s1.pages_created - s0.pages_created),
+                           (unsigned long long)requested, (unsigned long long)s1.allocated,
+                           (unsigned long long)s1.pending, (unsigned long long)s1.free_bytes);
+            }
             requested += rec.size;
             g_requested = requested;
             if (requested > peak_requested)

@@ -118,42 +118,46 @@ def test_every_segment_returned_at_exit():
            pool["segments_allocated"] == pool["segments_freed"], f"{pool}")
 
 
-def vmm_scenario(page_mb):
-    """GPUMEMTRACE_POOL_VMM=1 with pages of page_mb MiB: five freed 8 MiB
-    holes on a full device serve a 24 MiB request - their pages move
-    instead of the device growing - and the trace shows each page as a
-    segment of its own; IPC on such a block is refused loudly; a request
-    no memory can serve fails as the runtime's own would; every page goes
-    back at exit."""
-    page = page_mb << 20
+def vmm_scenario(page_mb, chunk_mb):
+    """GPUMEMTRACE_POOL_VMM=1 with pages of page_mb MiB and mappings of at
+    most chunk_mb: five freed 8 MiB holes on a full device serve a 24 MiB
+    request - their memory moves instead of the device growing - and the
+    trace shows each mapping as a segment of its own; IPC on such a block
+    is refused loudly; a request no memory can serve fails as the
+    runtime's own would; everything goes back at exit."""
+    page, chunk = page_mb << 20, chunk_mb << 20
     p = run([prog("vmm")], check=False, SIM_CUDA_MEM="80M", GPUMEMTRACE_POOL_VMM="1",
-            GPUMEMTRACE_POOL_VMM_PAGE_MB=str(page_mb))
+            GPUMEMTRACE_POOL_VMM_PAGE_MB=str(page_mb),
+            GPUMEMTRACE_POOL_VMM_CHUNK_MB=str(chunk_mb))
     expect(p.returncode == 0 and p.stdout.rstrip().endswith("ok"),
            f"vmm: exit {p.returncode}\n{p.stdout}{p.stderr}")
     errs = [l for l in p.stderr.splitlines() if "cudaIpcGetMemHandle" in l]
     expect(len(errs) == 1 and "virtual memory" in errs[0], p.stderr)
     lines = dump(one_trace(), "--no-stacks")
-    segs = [l for l in lines if " segment_alloc " in l or " segment_free " in l]
-    expect(segs and all(f"size={page}" in l for l in segs), "\n".join(segs[:5]))
-    maps = sum(" segment_alloc " in l for l in segs)
-    unmaps = sum(" segment_free " in l for l in segs)
-    # the ten blocks' pages (80 MiB), the 24 MiB block's moved from the
-    # holes; the failed 96 MiB request unmapped the holes' other free pages
+    segs = [(" segment_alloc " in l, int(l.split("size=")[1].split()[0]))
+            for l in lines if " segment_alloc " in l or " segment_free " in l]
+    expect(segs and all(s % page == 0 and s <= chunk for _, s in segs), f"{segs}")
+    maps = [s for alloc, s in segs if alloc]
+    unmaps = [s for alloc, s in segs if not alloc]
+    # one mapping per 8 MiB block, the 24 MiB block's in chunks, from the
+    # holes' memory; the failed 96 MiB request unmapped the other holes
     # and gave them back; the rest unmapped at exit
-    want = (80 << 20) // page + (24 << 20) // page
-    expect(maps == want and unmaps == want, f"{maps} maps, {unmaps} unmaps, want {want}")
+    want = 10 + -(-24 // chunk_mb)
+    expect(len(maps) == want and len(unmaps) == want and
+           sum(maps) == 104 << 20 and sum(unmaps) == 104 << 20,
+           f"maps {maps}, unmaps {unmaps}, want {want} of each")
     held = peak = 0
-    for l in segs:
-        held += page if " segment_alloc " in l else -page
+    for alloc, s in segs:
+        held += s if alloc else -s
         peak = max(peak, held)
     expect(peak == 80 << 20, f"peak held {peak}: the device's 80 MiB")
     oom = [l for l in lines if " oom_state " in l]
     expect(len(oom) == 1 and "largest_free=0 " in oom[0], f"{oom}")
 
 
-def test_virtual_memory_moves_free_pages():
-    vmm_scenario(2)
+def test_virtual_memory_moves_free_memory():
+    vmm_scenario(2, 16)
 
 
-def test_virtual_memory_with_larger_pages():
-    vmm_scenario(4)
+def test_virtual_memory_with_other_sizes():
+    vmm_scenario(4, 8)

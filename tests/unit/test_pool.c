@@ -444,26 +444,28 @@ static void fences_before_syncs(void)
     pool_release_all(p);
 }
 
-/* ---- virtual memory: pages moved between blocks -------------------------
+/* ---- virtual memory: memory moved between blocks -----------------------
  *
- * A host upstream with the driver's page semantics: physical pages are
- * pages of a memfd, an address range is mmap(PROT_NONE), mapping puts a
- * page of the file there (MAP_SHARED|MAP_FIXED), so that bytes written
- * through one mapping are the bytes the next mapping of that page shows.
- * It counts pages against up.capacity, refuses to map a page twice, and
- * checks at each unmap that no GPU work (up.busy) may still touch it.
+ * A host upstream with the driver's semantics: a handle is a run of pages
+ * of a memfd, an address range is mmap(PROT_NONE), mapping puts the
+ * handle's pages there (MAP_SHARED|MAP_FIXED), so that bytes written
+ * through one mapping are the bytes the next mapping of that memory shows.
+ * It counts pages against up.capacity, refuses to map a handle twice or to
+ * unmap anything but one whole mapping, and checks at each unmap that no
+ * GPU work (up.busy) may still touch it.
  */
 #define VPAGE (2u << 20)
-#define VMAX 4096 /* pages the file can hold */
+#define VMAX 4096 /* pages the file can hold, and handles at most */
 
 static struct {
     int fd;
-    unsigned char mapped[VMAX], live[VMAX];
-    uintptr_t at[VMAX]; /* where a mapped page is */
-    uint32_t freelist[VMAX];
-    size_t nfree, next;
-    unsigned long creates, maps, unmaps;
-    int single;
+    unsigned char used[VMAX]; /* pages of the file in a handle */
+    struct vh {
+        unsigned char live, mapped;
+        uint32_t off, n; /* its pages of the file */
+        uintptr_t at;    /* where it is mapped */
+    } h[VMAX];
+    unsigned long creates, maps, unmaps; /* pages */
 } vm = {.fd = -1};
 
 static int vm_reserve(void *ctx, int dev, size_t size, uintptr_t *out)
@@ -490,18 +492,28 @@ static int vm_unreserve(void *ctx, int dev, uintptr_t va, size_t size)
     return munmap((void *)va, size) == 0 ? 0 : 1;
 }
 
-static int vm_create(void *ctx, int dev, uint64_t *h)
+static int vm_create(void *ctx, int dev, size_t size, uint64_t *h)
 {
     (void)ctx;
     (void)dev;
+    uint32_t n = (uint32_t)(size / VPAGE), off = 0, run = 0;
+    if (size % VPAGE || n == 0)
+        return 1;
     pthread_mutex_lock(&up.lock);
     int r = 2;
-    if (up.used + VPAGE <= up.capacity && (vm.nfree || vm.next < VMAX)) {
-        uint32_t i = vm.nfree ? vm.freelist[--vm.nfree] : (uint32_t)vm.next++;
-        vm.live[i] = 1;
-        up.used += VPAGE;
-        vm.creates++;
-        *h = i + 1;
+    for (uint32_t i = 0; i < VMAX && run < n; i++) { /* first fit */
+        run = vm.used[i] ? 0 : run + 1;
+        off = i + 1 - run;
+    }
+    uint32_t k = 0;
+    while (k < VMAX && vm.h[k].live)
+        k++;
+    if (up.used + size <= up.capacity && run == n && k < VMAX) {
+        memset(vm.used + off, 1, n);
+        vm.h[k] = (struct vh){.live = 1, .off = off, .n = n};
+        up.used += size;
+        vm.creates += n;
+        *h = k + 1;
         r = 0;
     }
     pthread_mutex_unlock(&up.lock);
@@ -513,70 +525,65 @@ static int vm_destroy(void *ctx, int dev, uint64_t h)
     (void)ctx;
     (void)dev;
     pthread_mutex_lock(&up.lock);
-    uint32_t i = (uint32_t)h - 1;
-    if (!vm.live[i] || vm.mapped[i])
+    struct vh *v = &vm.h[h - 1];
+    if (!v->live || v->mapped)
         up.violations++;
-    vm.live[i] = 0;
-    vm.freelist[vm.nfree++] = i;
-    up.used -= VPAGE;
+    v->live = 0;
+    memset(vm.used + v->off, 0, v->n);
+    up.used -= (size_t)v->n * VPAGE;
     pthread_mutex_unlock(&up.lock);
     return 0;
 }
 
-static int vm_map(void *ctx, int dev, uintptr_t va, const uint64_t *h,
-                  size_t n)
+static int vm_map(void *ctx, int dev, uintptr_t va, size_t size, uint64_t h)
 {
     (void)ctx;
     (void)dev;
     pthread_mutex_lock(&up.lock);
-    for (size_t k = 0; k < n; k++) {
-        uint32_t i = (uint32_t)h[k] - 1;
-        if (!vm.live[i] || vm.mapped[i])
-            up.violations++; /* a page mapped twice */
-        vm.mapped[i] = 1;
-        vm.at[i] = va + k * VPAGE;
-        vm.maps++;
-        if (mmap((void *)(va + k * VPAGE), VPAGE, PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_FIXED, vm.fd, (off_t)i * VPAGE) == MAP_FAILED)
-            up.violations++;
-    }
+    struct vh *v = &vm.h[h - 1];
+    if (!v->live || v->mapped || size != (size_t)v->n * VPAGE)
+        up.violations++; /* mapped twice, or not as a whole */
+    v->mapped = 1;
+    v->at = va;
+    vm.maps += v->n;
+    if (mmap((void *)va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+             vm.fd, (off_t)v->off * VPAGE) == MAP_FAILED)
+        up.violations++;
     pthread_mutex_unlock(&up.lock);
     return 0;
 }
 
-/* n pages; like the driver, only if each was mapped. vm.single: refuse
- * more than one page per call (the pool then goes page by page). */
-static int vm_unmap(void *ctx, int dev, uintptr_t va, size_t n)
+/* Like the driver: exactly what one map put there. */
+static int vm_unmap(void *ctx, int dev, uintptr_t va, size_t size)
 {
     (void)ctx;
     (void)dev;
     pthread_mutex_lock(&up.lock);
-    if (n > 1 && vm.single) {
+    for (size_t i = 0; i < up.nbusy; i++)
+        if (va < up.busy_hi[i] && va + size > up.busy_lo[i])
+            up.violations++; /* GPU work may still touch it */
+    size_t k = 0;
+    while (k < VMAX && !(vm.h[k].mapped && vm.h[k].at == va))
+        k++;
+    if (k == VMAX || size != (size_t)vm.h[k].n * VPAGE) {
+        up.violations++; /* not one whole mapping */
         pthread_mutex_unlock(&up.lock);
         return 1;
     }
-    for (size_t i = 0; i < up.nbusy; i++)
-        if (va < up.busy_hi[i] && va + n * VPAGE > up.busy_lo[i])
-            up.violations++; /* GPU work may still touch it */
-    for (size_t k = 0; k < n; k++) {
-        size_t i = 0;
-        while (i < VMAX && !(vm.mapped[i] && vm.at[i] == va + k * VPAGE))
-            i++;
-        if (i == VMAX)
-            up.violations++; /* nothing mapped there */
-        else
-            vm.mapped[i] = 0;
-        vm.unmaps++;
-    }
+    vm.h[k].mapped = 0;
+    vm.unmaps += vm.h[k].n;
     pthread_mutex_unlock(&up.lock);
-    mmap((void *)va, n * VPAGE, PROT_NONE,
+    mmap((void *)va, size, PROT_NONE,
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
     return 0;
 }
 
+/* Mappings of at most 8 MiB. */
 static const struct pool_upstream vm_upstream = {
-    up_alloc, up_release, up_sync, NULL, NULL,
-    VPAGE, vm_reserve, vm_unreserve, vm_create, vm_destroy, vm_map, vm_unmap};
+    .alloc = up_alloc,     .release = up_release, .sync = up_sync,
+    .page = VPAGE,         .chunk = 4 * VPAGE,    .reserve = vm_reserve,
+    .unreserve = vm_unreserve, .create = vm_create, .destroy = vm_destroy,
+    .map = vm_map,         .unmap = vm_unmap};
 
 static void vm_reset(size_t capacity)
 {
@@ -614,7 +621,7 @@ static size_t pages_mapped_now(void)
 {
     size_t n = 0;
     for (size_t i = 0; i < VMAX; i++)
-        n += vm.mapped[i];
+        n += vm.h[i].mapped ? vm.h[i].n : 0;
     return n;
 }
 
@@ -699,7 +706,6 @@ static void vmm_pending_pages_stay(void)
 static void vmm_sixteen_threads(void)
 {
     vm_reset(6ull << 30);
-    vm.single = 1; /* page by page, the other way of unmapping */
     g_pool = pool_create(&vm_upstream, &observer);
     struct pool_stats st;
     run_sixteen(&st);
@@ -708,7 +714,6 @@ static void vmm_sixteen_threads(void)
     pool_stats(g_pool, 0, &st);
     CHECK(st.reserved == 0 && up.used == 0 && pages_mapped_now() == 0);
     pool_release_all(g_pool);
-    vm.single = 0;
 }
 
 int main(void)
