@@ -1,6 +1,7 @@
 /* replay_pool.c - replay a trace's allocations through the caching pool.
  *
- * usage: replay_pool [--eager] [--vmm] [--lag MS] TRACE [SYNC_US]
+ * usage: replay_pool [--eager] [--vmm [--page MB] [--chunk MB]] [--lag MS]
+ *                    TRACE [SYNC_US]
  * Reads the cudaMalloc/cudaFree events and the program's device
  * synchronizations of a trace (recorded with or without the pool), in
  * order, per thread, and replays them into pool.c with an upstream that
@@ -11,9 +12,12 @@
  * synchronizations - the figures of the GPU benchmark, without a GPU.
  * --eager makes every free reusable at once (as if each were followed by
  * a synchronization that cost nothing): the bound faster reuse could
- * reach. --vmm gives the pool virtual memory (2 MiB pages, as on an H200):
- * large segments are address ranges it maps page by page, and the peak
- * counts the physical pages; it also prints the page maps and unmaps.
+ * reach. --vmm gives the pool virtual memory (2 MiB pages as on an H200,
+ * or --page MB; mappings of at most 16 MiB or --chunk MB, as the
+ * library's options): large segments are address ranges it maps where
+ * blocks need memory, and the peak counts the physical memory; it also
+ * prints the pages mapped and unmapped and the mappings made and undone
+ * (map_calls, unmap_calls: the driver's cost is per mapping).
  * --lag MS models the library's fences: the GPU runs MS milliseconds (of
  * trace time) behind the program, a free becomes reusable once the GPU
  * has passed it, and the pool may wait for the oldest free still ahead of
@@ -72,7 +76,7 @@ static int up_release(void *c, int d, uintptr_t p, size_t s)
     return 0;
 }
 
-static size_t PAGE = 2u << 20;
+static size_t PAGE = 2u << 20, CHUNK = 16u << 20;
 
 static void count(uint64_t s)
 {
@@ -195,6 +199,10 @@ int main(int argc, char **argv)
             PAGE = (size_t)atoi(argv[2]) << 20;
             argv++;
             argc--;
+        } else if (strcmp(argv[1], "--chunk") == 0 && argc > 2) {
+            CHUNK = (size_t)atoi(argv[2]) << 20;
+            argv++;
+            argc--;
         } else if (strcmp(argv[1], "--lag") == 0 && argc > 2) {
             lag_ns = (uint64_t)(atof(argv[2]) * 1e6);
             argv++;
@@ -204,7 +212,8 @@ int main(int argc, char **argv)
             break;
     }
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: replay_pool [--eager] [--vmm] TRACE [SYNC_US]\n");
+        fprintf(stderr, "usage: replay_pool [--eager] [--vmm [--page MB] "
+                        "[--chunk MB]] [--lag MS] TRACE [SYNC_US]\n");
         return 2;
     }
     if (argc > 2)
@@ -220,6 +229,7 @@ int main(int argc, char **argv)
         up.reclaim = up_reclaim;
     if (vmm) {
         up.page = PAGE;
+        up.chunk = CHUNK;
         up.reserve = up_reserve;
         up.unreserve = up_unreserve;
         up.create = up_create;
