@@ -33,11 +33,12 @@
  * Out of memory, it always synchronizes before giving up.
  *
  * Virtual memory (pool_upstream.page, GPUMEMTRACE_POOL_VMM=1 in the
- * library): segments for large requests are address ranges whose 2 MiB
- * pages are mapped only where blocks need them, and a page is taken from
- * a free block before a new one is made. All such segments live in one
+ * library): segments for large requests are address ranges with physical
+ * memory mapped only where blocks need it, and memory of free blocks is
+ * unmapped before the pool holds more than the program's peak. All such
+ * segments live in one
  * arena (VMM_ARENA), so large requests of all threads share its lock; see
- * alloc_mapped for why, back_block for where pages come from.
+ * alloc_mapped for why, back_block for where memory comes from.
  *
  * Files. This file decides; the data structures it works on - size bins,
  * block structs, the address map, the segment index - are in pool_index.c,
@@ -226,13 +227,15 @@ static bool lock_arena(struct arena *a, bool wait)
 
 /* ---- virtual memory: the pages behind mapped segments --------------------
  *
- * With pool_upstream.page set, large segments are address ranges with a
- * physical page (or none) behind each page of the range. A page that any
+ * With pool_upstream.page set, large segments are address ranges with
+ * physical memory (or none) behind each page of the range: s->pages[i] is
+ * the handle mapped there, and a mapping - one handle, mapped and unmapped
+ * whole - is a run of pages with the same handle. A page that any
  * allocated or pending block touches is mapped; pages wholly inside free
  * blocks may be mapped or not. An arena's `unbacked` counts its segments'
- * bytes without a page, so the byte identities of plain segments hold for
- * address ranges, and memory held is reserved - unbacked (+ parked pages).
- * Every page mapped or unmapped is a segment of one page in the trace.
+ * bytes without memory, so the byte identities of plain segments hold for
+ * address ranges, and memory held is reserved - unbacked (+ parked
+ * handles). Every mapping made or undone is a segment in the trace.
  */
 
 
@@ -1019,7 +1022,7 @@ static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
  * that need no page mapped are served at once. Otherwise, while pending
  * memory could become such a block, the thread waits for the upstream's
  * fences one at a time, oldest first, and looks again: a block reused in
- * place costs no call, a page moved costs two (an unmap, a map and its
+ * place costs no call, memory moved costs two (an unmap, a map and its
  * access). NULL: not served here; pool_alloc goes on as for any request,
  * mapping pages where it must. */
 static struct blk *alloc_mapped(struct pool *p, struct pdev *d, int dev,
@@ -1067,8 +1070,8 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
 }
 
 /* Give a segment that is out of its arena and the index back: a plain
- * one to the driver; a mapped one's pages to the driver or, with `park`,
- * to the device's parked pages, then its address range. Segment events
+ * one to the driver; a mapped one's handles to the driver or, with
+ * `park`, to the device's parked handles, then its address range. Segment events
  * are recorded only for what really went back: at exit the runtime may
  * already be gone, and the trace must not say otherwise. */
 static void release_segment(struct pool *p, struct pdev *d, int dev,

@@ -125,7 +125,7 @@ struct pool_block_info {
     uintptr_t addr, seg_base;
     size_t size, requested, seg_size;
     int device;
-    bool mapped; /* in an address range the pool maps page by page: no
+    bool mapped; /* in an address range the pool maps piece by piece: no
                     IPC handle can name it */
 };
 

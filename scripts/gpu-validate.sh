@@ -16,7 +16,7 @@
 #             the runtime hooks see nothing; the driver observer records
 #             its allocations (driver API names only).
 #  5. stress_vmm, torch_vmm: the stress program and the PyTorch loop with
-#             GPUMEMTRACE_POOL_VMM=1 (pages moved between free blocks):
+#             GPUMEMTRACE_POOL_VMM=1 (memory moved between free blocks):
 #             zero corruptions, bit-identical losses.
 #  3. torch:  a PyTorch training loop with PYTORCH_NO_CUDA_MEMORY_CACHING=1
 #             under LD_PRELOAD: the trace's cudaMalloc count and requested
@@ -157,11 +157,11 @@ stress_blocking() {
         echo "zero corruptions, with reuse, through fences"
 }
 check stress_blocking stress_blocking
-# ---- 5. the same with virtual memory: pages move between free blocks ------------
-# GPUMEMTRACE_POOL_VMM=1: blocks over 1 MiB sit on 2 MiB pages the pool
-# unmaps from free blocks and maps where a request needs them. A page
-# taken while an old kernel still wrote into it would corrupt the new
-# owner's data; the losses must stay bit-identical too.
+# ---- 5. the same with virtual memory: memory moves between free blocks ----------
+# GPUMEMTRACE_POOL_VMM=1: blocks over 1 MiB sit on mappings (up to 16 MiB)
+# the pool unmaps from free blocks and maps where a request needs them.
+# Memory taken while an old kernel still wrote into it would corrupt the
+# new owner's data; the losses must stay bit-identical too.
 stress_vmm() {
     cd "$W" || return 1
     GPUMEMTRACE_POOL_VMM=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressv.gmt ./stress 300 >stressv.out 2>stressv.err ||
