@@ -546,7 +546,12 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
     uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
     int waits = 0;
     bool synced = false;
-    while (left && !within_peak(p, d, left * pg)) {
+    /* handles taken for runs are held nowhere else meanwhile: all of
+     * the runs count against the peak */
+    size_t need = 0;
+    for (size_t k = 0; k < nrun; k++)
+        need += run[k].n;
+    while (left && !within_peak(p, d, need * pg)) {
         if (spare_drop(p, d, dev))
             continue;
         if (gather(p, a, dev, left)) {

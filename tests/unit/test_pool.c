@@ -703,6 +703,39 @@ static void vmm_pending_pages_stay(void)
     pool_release_all(p);
 }
 
+/* A block longer than a chunk gets a mapping per chunk. A mapping is
+ * undone only whole: one a live block covers in part stays (its free
+ * part is memory held for nothing), the wholly free ones move - here
+ * mapped again as they are, their size being what the runs need. */
+static void vmm_whole_mappings_only(void)
+{
+    vm_reset(30u << 20);
+    struct pool *p = pool_create(&vm_upstream, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 24u << 20);
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    CHECK(a != 0 && vm.creates == 12 && st.map_calls == 3); /* 3 x 8 MiB */
+    gpu_free(p, a, 24u << 20);
+    vm_sync(p);
+    uintptr_t small = gpu_alloc(p, 0, 4u << 20); /* on a's first mapping */
+    CHECK(small == a);
+    fill(small, 4u << 20, 2);
+    /* 22 MiB fits no free block: a new range, 11 pages in runs of 4, 4, 3 */
+    uintptr_t big = gpu_alloc(p, 0, 22u << 20);
+    CHECK(big != 0 && (big >= a + (24u << 20) || big + (22u << 20) <= a));
+    fill(big, 22u << 20, 3);
+    CHECK(filled(small, 4u << 20, 2) && filled(big, 22u << 20, 3));
+    pool_stats(p, 0, &st);
+    CHECK(st.page_unmaps == 8 && st.unmap_calls == 2); /* not the first */
+    CHECK(vm.creates == 15 && up.used == 30u << 20); /* only the 3rd run */
+    CHECK(up.violations == 0 && pool_check(p) == NULL);
+    gpu_free(p, small, 4u << 20);
+    gpu_free(p, big, 22u << 20);
+    pool_trim(p, 0);
+    CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
+    pool_release_all(p);
+}
+
 static void vmm_sixteen_threads(void)
 {
     vm_reset(6ull << 30);
@@ -729,6 +762,7 @@ int main(void)
     sixteen_threads();
     vmm_holes_serve_large();
     vmm_pending_pages_stay();
+    vmm_whole_mappings_only();
     vmm_sixteen_threads();
     return CHECK_DONE();
 }
