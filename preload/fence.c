@@ -100,7 +100,7 @@ static struct fdev *g_fdev[POOL_MAX_DEVICES];
 static pthread_mutex_t g_fdev_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_off;                 /* set once, never cleared */
 static const char *g_off_why;
-static uint64_t g_waits, g_recorded;
+static uint64_t g_waits, g_recorded, g_wait_ns;
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
@@ -141,10 +141,11 @@ const char *gmt_fence_off_reason(void)
                : NULL;
 }
 
-void gmt_fence_counts(uint64_t *recorded, uint64_t *waits)
+void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns)
 {
     *recorded = LOAD(g_recorded);
     *waits = LOAD(g_waits);
+    *wait_ns = LOAD(g_wait_ns);
 }
 
 static struct fdev *fdev_get(int dev, bool create)
@@ -323,6 +324,7 @@ int gmt_fence_reclaim(struct pool *p, int dev, bool wait)
     __atomic_store_n(&f->wait_avg_ns, (LOAD(f->wait_avg_ns) * 7 + took) / 8,
                      __ATOMIC_RELAXED);
     __atomic_add_fetch(&g_waits, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_wait_ns, took, __ATOMIC_RELAXED);
     struct gmt_thread *t = gmt_thread_get();
     if (t)
         gmt_ev_pool_sync(t, dev, GMT_API_POOL_FENCE_WAIT, r);

@@ -318,7 +318,7 @@ void gmt_fence_off(const char *why);
 bool gmt_fence_usable(void);
 /* Why fences are not used (NULL: they are). */
 const char *gmt_fence_off_reason(void);
-void gmt_fence_counts(uint64_t *recorded, uint64_t *waits);
+void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns);
 void gmt_fence_forget_device(int dev); /* cudaDeviceReset destroyed them */
 void gmt_fence_reset_after_fork(void);
 void gmt_capture_begin(uint64_t stream_key);

@@ -346,11 +346,12 @@ __attribute__((destructor)) static void gmt_fini(void)
             gmt_stack_embed_symbols(t);
         gmt_trace_close();
         if (gmt_opt.verbose && gmt_opt.pool) {
-            uint64_t rec, waits;
-            gmt_fence_counts(&rec, &waits);
+            uint64_t rec, waits, wait_ns;
+            gmt_fence_counts(&rec, &waits, &wait_ns);
             const char *why = gmt_fence_off_reason();
-            gmt_info("pool: %llu fences recorded, %llu waited for%s%s",
+            gmt_info("pool: %llu fences recorded, %llu waited for in %.1f ms%s%s",
                      (unsigned long long)rec, (unsigned long long)waits,
+                     wait_ns / 1e6,
                      why ? "; fences off: " : "", why ? why : "");
             gmt_mem_verbose_summary();
         }

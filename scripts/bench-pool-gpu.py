@@ -35,6 +35,9 @@ LayerNorm, batch 64, Adam). Configurations:
   async          PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
   async+tool     the same under libgpumemtrace.so
 
+--define NAME=BASE:KEY=VALUE,... adds a configuration: BASE's environment
+plus those variables (then name it in --configs).
+
 Runs alternate between configurations, REPEATS rounds; each figure is the
 median step time (warm-up steps dropped) divided by the baseline's, from
 the same invocation. Memory: peak reserved / peak requested bytes, from
@@ -105,6 +108,16 @@ CONFIGS = {
 }
 
 
+# --define NAME=BASE:KEY=VALUE,KEY=VALUE (repeatable): a configuration of
+# BASE's environment plus those variables, for experiments
+for i, a in enumerate(sys.argv):
+    if a == "--define":
+        name, rest = sys.argv[i + 1].split("=", 1)
+        base, _, kvs = rest.partition(":")
+        env_base, traced_base = CONFIGS[base]
+        CONFIGS[name] = (dict(env_base, **dict(kv.split("=", 1) for kv in kvs.split(",") if kv)),
+                         traced_base)
+
 if CONFIG_NAMES:
     CONFIGS = {c: CONFIGS[c] for c in ["baseline"] + [c for c in CONFIG_NAMES.split(",")
                                                      if c != "baseline"]}
@@ -163,9 +176,13 @@ def run(workload, config, tmp):
         r["pool_syncs"] = info["pool"]["syncs"]
         r["fence_waits"] = info["pool"].get("fence_waits", 0)
         r["segments_allocated"] = info["pool"]["segments_allocated"]
-        m = re.search(r"pool: (\d+) fences recorded, \d+ waited for(; fences off: .*)?", p.stderr)
+        m = re.search(r"pool: (\d+) fences recorded, \d+ waited for in ([0-9.]+) ms"
+                      r"(; fences off: .*)?", p.stderr)
         r["fences_recorded"] = int(m.group(1)) if m else None
-        r["fences_off"] = m.group(2)[len("; fences off: "):] if m and m.group(2) else None
+        r["fence_wait_ms"] = float(m.group(2)) if m else None
+        r["fences_off"] = m.group(3)[len("; fences off: "):] if m and m.group(3) else None
+        m = re.search(r"pool, device 0: .* ([0-9]+) mappings, .* ([0-9.]+) ms in the driver", p.stderr)
+        r["driver_ms"] = float(m.group(2)) if m else None
         r["peak_requested"], r["peak_reserved"] = replay(trace)
         if KEEP:
             os.makedirs(KEEP, exist_ok=True)
@@ -183,6 +200,8 @@ def main():
             for _ in range(REPEATS if workload == "transformer" else REPEATS + 1):
                 for c in CONFIGS:
                     runs[c].append(run(workload, c, tmp))
+                    print(f"  {workload} {c}: {runs[c][-1]['step'] * 1e3:.2f} ms/step",
+                          file=sys.stderr, flush=True)
             base = statistics.median(r["step"] for r in runs["baseline"])
             rows = {}
             for c, rs in runs.items():
@@ -199,6 +218,9 @@ def main():
                     row["fence_waits_per_step"] = last["fence_waits"] / STEPS[workload]
                     if last["fences_recorded"] is not None:
                         row["fences_per_step"] = last["fences_recorded"] / STEPS[workload]
+                        row["fence_wait_ms_per_step"] = last["fence_wait_ms"] / STEPS[workload]
+                    if last["driver_ms"] is not None:
+                        row["vmm_driver_ms_per_step"] = last["driver_ms"] / STEPS[workload]
                     row["fences_off"] = last["fences_off"]
                     row["segments_allocated_per_step"] = last["segments_allocated"] / STEPS[workload]
                 row["losses_equal_baseline"] = last["losses"] == runs["baseline"][-1]["losses"]
@@ -218,7 +240,14 @@ def main():
                               f"{row.get('fences_per_step', float('nan')):.2f}")
                     if row.get("fences_off"):
                         fences += f" (off: {row['fences_off']})"
-                print(f"| {c} | {row['ratio']:.3f} | {mem} | {syncs} | {fences} |", flush=True)
+                extra = ""
+                if row.get("fence_wait_ms_per_step") is not None:
+                    extra += f" waits {row['fence_wait_ms_per_step']:.2f} ms/step"
+                if row.get("vmm_driver_ms_per_step") is not None:
+                    extra += (f", {row['segments_allocated_per_step']:.1f} mappings and "
+                              f"{row['vmm_driver_ms_per_step']:.2f} ms in the driver per step")
+                print(f"| {c} | {row['ratio']:.3f} | {mem} | {syncs} | {fences} |{extra}",
+                      flush=True)
     bench = os.path.join(BUNDLE, "bench_pool")
     if os.path.exists(bench):
         print("\npool core, CPU (host-memory upstream): threads, median ns per pair, pairs/s")
