@@ -44,7 +44,9 @@ the same invocation. Memory: peak reserved / peak requested bytes, from
 PyTorch's statistics, or for the pool from its trace (live requested bytes
 and live segments replayed in order). Also: the pool's device
 synchronizations per step, the fences it waited for and recorded per
-step (and why fences were off, if they were), and the pool core's CPU microbenchmark at 1-16
+step and the time it spent waiting (and why fences were off, if they
+were), with virtual memory the mappings made and the time in the driver
+per step, and the pool core's CPU microbenchmark at 1-16
 threads (tests/bench/bench_pool.c, if built in the bundle). --keep DIR
 keeps the last trace of each workload and configuration there; --pin
 CPUS runs every configuration under `taskset -c CPUS` (the launch-bound
