@@ -21,16 +21,8 @@
 
 #define REPS 41
 
-#define CK(x)                                                                 \
-    do {                                                                      \
-        CUresult r_ = (x);                                                    \
-        if (r_ != CUDA_SUCCESS) {                                             \
-            const char *s_ = "?";                                             \
-            cuGetErrorName(r_, &s_);                                          \
-            fprintf(stderr, "vmm_cost: %s: %s (line %d)\n", #x, s_, __LINE__); \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
+#define PROG "vmm_cost"
+#include "cu_check.h"
 
 static double now_us(void)
 {

@@ -23,16 +23,8 @@
 #define MEMSETS 400
 #define ROUNDS 5
 
-#define CK(x)                                                                 \
-    do {                                                                      \
-        CUresult r_ = (x);                                                    \
-        if (r_ != CUDA_SUCCESS) {                                             \
-            const char *s_ = "?";                                             \
-            cuGetErrorName(r_, &s_);                                          \
-            fprintf(stderr, "vmm_stall: %s: %s (line %d)\n", #x, s_, __LINE__); \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
+#define PROG "vmm_stall"
+#include "cu_check.h"
 #define CR(x)                                                                 \
     do {                                                                      \
         cudaError_t r_ = (x);                                                 \
