@@ -114,8 +114,11 @@ CONFIGS = {
 # BASE's environment plus those variables, for experiments
 for i, a in enumerate(sys.argv):
     if a == "--define":
-        name, rest = sys.argv[i + 1].split("=", 1)
+        name, _, rest = sys.argv[i + 1].partition("=") if i + 1 < len(sys.argv) else ("", "", "")
         base, _, kvs = rest.partition(":")
+        if not name or base not in CONFIGS or any("=" not in kv for kv in kvs.split(",") if kv):
+            sys.exit("bench-pool-gpu: --define wants NAME=BASE:KEY=VALUE,... with BASE one of "
+                     + ", ".join(CONFIGS))
         env_base, traced_base = CONFIGS[base]
         CONFIGS[name] = (dict(env_base, **dict(kv.split("=", 1) for kv in kvs.split(",") if kv)),
                          traced_base)
