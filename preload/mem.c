@@ -317,7 +317,6 @@ static void release_at_exit(void)
         pool_release_all(p);
         t->guard = 0;
     }
-
 }
 
 void gmt_mem_init(void)

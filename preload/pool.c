@@ -157,7 +157,6 @@ static void promote(struct pool *p, struct arena *a, int dev)
     uint64_t safe = __atomic_load_n(&a->d->safe, __ATOMIC_ACQUIRE);
     if (a->pend_head == NULL || a->pend_head->tag >= safe)
         return;
-    uint64_t n = 0;
     while (a->pend_head && a->pend_head->tag < safe) {
         struct blk *b = a->pend_head;
         a->pend_head = b->lnext;
@@ -170,10 +169,8 @@ static void promote(struct pool *p, struct arena *a, int dev)
         if (p->obs.free_completed)
             p->obs.free_completed(p->obs.ctx, dev, b->addr, b->size);
         make_free(a, b);
-        n++;
     }
     ADD(a->promotions, 1);
-    (void)n;
 }
 
 /* Hand out `size` bytes of free block b, splitting off the rest when it
