@@ -65,6 +65,9 @@ static inline uint64_t gmt_now_ns(void)
     X(POOL_VMM_CHUNK_MB, pool_vmm_chunk_mb, int, 16, 2, 1024,                 \
       "with GPUMEMTRACE_POOL_VMM=1: the most MiB one mapping covers: larger " \
       "chunks cost fewer driver calls per byte moved and hold more memory")  \
+    X(POOL_VMM_DEFER, pool_vmm_defer, bool, 1, 0, 1,                         \
+      "with GPUMEMTRACE_POOL_VMM=1: unmap memory moved out of a free block "  \
+      "just before the next wait for the GPU rather than at once; 0: at once")\
     X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
       "let the pool reuse freed blocks once an event on the legacy stream "    \
       "shows the GPU past the free, instead of synchronizing the device "     \

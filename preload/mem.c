@@ -325,6 +325,7 @@ void gmt_mem_init(void)
         return;
     g_upstream_vmm.page = gmt_vmm_page();
     g_upstream_vmm.chunk = (size_t)gmt_opt.pool_vmm_chunk_mb << 20;
+    g_upstream_vmm.alias = gmt_opt.pool_vmm_defer;
     struct pool *p = pool_create(gmt_opt.pool_vmm ? &g_upstream_vmm
                                                   : &g_upstream,
                                  &g_observer);
@@ -353,6 +354,14 @@ void gmt_mem_verbose_summary(void)
                      (unsigned long long)st.map_calls,
                      (unsigned long long)(st.page_unmaps * st.page >> 20),
                      (unsigned long long)st.unmap_calls, st.page_ns / 1e6);
+        if (st.page_ns)
+            gmt_info("pool, device %d: driver ms creating %.1f, mapping %.1f, "
+                     "unmapping %.1f at once and %.1f before waits (%llu "
+                     "calls), giving back %.1f (%llu calls)",
+                     dev, st.create_ns / 1e6, st.map_ns / 1e6,
+                     st.unmap_ns / 1e6, st.deferred_ns / 1e6,
+                     (unsigned long long)st.deferred_calls,
+                     st.destroy_ns / 1e6, (unsigned long long)st.destroys);
     }
 }
 

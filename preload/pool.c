@@ -109,6 +109,8 @@ static struct pdev *get_dev(struct pool *p, int dev)
         }
         pthread_mutexattr_destroy(&at);
         pthread_mutex_init(&d->page_lock, NULL);
+        pthread_mutex_init(&d->defer_lock, NULL);
+        d->dev = dev;
         __atomic_store_n(&p->dev[dev], d, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&p->dev_lock);
@@ -250,6 +252,80 @@ static bool vmm_on(const struct pool *p)
 
 #define BUMP(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
 
+/* Time since t0 into the driver's total and into one kind's. */
+static void driver_time(struct pdev *d, uint64_t *kind, uint64_t t0)
+{
+    uint64_t dt = now_ns() - t0;
+    BUMP(d->page_ns, dt);
+    BUMP(*kind, dt);
+}
+
+/* ---- deferred unmaps ------------------------------------------------------
+ *
+ * Memory moved from a free block to a request costs two driver calls of
+ * about the same price: the unmap of its old address and the map (with
+ * access) at the new one. They fall where the program's peak is, right
+ * after the thread waited for the GPU, whose queue is then nearly empty:
+ * CPU time there is step time (docs/benchmarks.md). With an upstream that
+ * maps a handle at a second address while the first stays (up.alias: the
+ * driver does), the old mapping only leaves the pool's books at once; its
+ * unmap is queued and made just before some thread next waits for the
+ * GPU (a fence or a synchronization), when the GPU still has work queued
+ * - or first, where it must be: before anything is mapped over the old
+ * address (back_block) and before its handle or address range goes back
+ * to the driver. Safe: the old address lies in a free block that no GPU
+ * work touches; the memory is counted once, as its handle's. */
+
+/* Make the queued unmaps of handle h (h != 0), or of those overlapping
+ * [lo, hi) (hi != 0), or all of them. defer_lock held. */
+static void defer_run(struct pool *p, struct pdev *d, uint64_t h, uintptr_t lo,
+                      uintptr_t hi, bool before_wait)
+{
+    unsigned kept = 0, n = d->ndefer;
+    for (unsigned i = 0; i < n; i++) {
+        struct pdefer e = d->defer[i];
+        if (h ? e.h != h : hi && (e.va >= hi || e.va + e.size <= lo)) {
+            d->defer[kept++] = e;
+            continue;
+        }
+        uint64_t t0 = now_ns();
+        /* A refusal leaves the old mapping there (said once, vmm.c): a
+         * later map over it fails, which the request survives. */
+        p->up.unmap(p->up.ctx, d->dev, e.va, e.size);
+        driver_time(d, before_wait ? &d->deferred_ns : &d->unmap_ns, t0);
+        if (before_wait)
+            BUMP(d->deferred_calls, 1);
+    }
+    __atomic_store_n(&d->ndefer, kept, __ATOMIC_RELAXED);
+}
+
+/* defer_run under the lock, if anything is queued. */
+static void defer_flush(struct pool *p, struct pdev *d, uint64_t h,
+                        uintptr_t lo, uintptr_t hi, bool before_wait)
+{
+    if (!p->up.alias || __atomic_load_n(&d->ndefer, __ATOMIC_RELAXED) == 0)
+        return;
+    pthread_mutex_lock(&d->defer_lock);
+    defer_run(p, d, h, lo, hi, before_wait);
+    pthread_mutex_unlock(&d->defer_lock);
+}
+
+/* The thread is about to wait for the GPU: the queued unmaps first. */
+static void before_wait(struct pool *p, struct pdev *d)
+{
+    defer_flush(p, d, 0, 0, 0, true);
+}
+
+/* Give handle h back to the driver, its queued unmaps made first. */
+static void give_back(struct pool *p, struct pdev *d, int dev, uint64_t h)
+{
+    defer_flush(p, d, h, 0, 0, false);
+    uint64_t t0 = now_ns();
+    p->up.destroy(p->up.ctx, dev, h);
+    driver_time(d, &d->destroy_ns, t0);
+    BUMP(d->destroys, 1);
+}
+
 /* A handle of exactly n pages parked on the device, or 0. */
 static uint64_t spare_take(struct pdev *d, size_t n)
 {
@@ -287,7 +363,7 @@ static void spare_put(struct pool *p, struct pdev *d, int dev, uint64_t h,
     }
     pthread_mutex_unlock(&d->page_lock);
     if (!kept)
-        p->up.destroy(p->up.ctx, dev, h);
+        give_back(p, d, dev, h);
 }
 
 /* Give the largest parked handle back to the driver; its pages, 0 if none
@@ -309,7 +385,7 @@ static size_t spare_drop(struct pool *p, struct pdev *d, int dev)
     }
     pthread_mutex_unlock(&d->page_lock);
     if (n)
-        p->up.destroy(p->up.ctx, dev, h);
+        give_back(p, d, dev, h);
     return n;
 }
 
@@ -336,16 +412,29 @@ static void mapping_at(const struct seg *s, size_t pg, size_t i, size_t *lo,
 }
 
 /* Unmap the mapping [i, j) of segment s: its handle, or 0 if the upstream
- * refused. Arena a (s's) locked, or NULL for a segment out of every
- * arena. */
+ * refused. With `later` (and an upstream that aliases) the driver's unmap
+ * is queued (deferred unmaps, above). Arena a (s's) locked, or NULL for a
+ * segment out of every arena. */
 static uint64_t unmap_one(struct pool *p, struct pdev *d, struct arena *a,
-                          struct seg *s, size_t i, size_t j)
+                          struct seg *s, size_t i, size_t j, bool later)
 {
     size_t pg = p->up.page;
-    uint64_t h = s->pages[i], t0 = now_ns();
+    uint64_t h = s->pages[i];
+    uintptr_t va = s->base + i * pg;
     BUMP(d->unmap_calls, 1);
-    int r = p->up.unmap(p->up.ctx, s->dev, s->base + i * pg, (j - i) * pg);
-    BUMP(d->page_ns, now_ns() - t0);
+    int r = 0;
+    if (later && p->up.alias) {
+        pthread_mutex_lock(&d->defer_lock);
+        if (d->ndefer == DEFER_MAX)
+            defer_run(p, d, 0, 0, 0, false);
+        d->defer[d->ndefer] = (struct pdefer){va, (j - i) * pg, h};
+        __atomic_store_n(&d->ndefer, d->ndefer + 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&d->defer_lock);
+    } else {
+        uint64_t t0 = now_ns();
+        r = p->up.unmap(p->up.ctx, s->dev, va, (j - i) * pg);
+        driver_time(d, &d->unmap_ns, t0);
+    }
     if (r != 0)
         return 0;
     for (size_t k = i; k < j; k++)
@@ -384,7 +473,7 @@ static size_t harvest(struct pool *p, struct arena *a, int dev, size_t want)
                     mapping_at(s, pg, i, &lo, &hi);
                     uint64_t h;
                     if (lo >= i0 && hi <= i1 &&
-                        (h = unmap_one(p, a->d, a, s, lo, hi)) != 0) {
+                        (h = unmap_one(p, a->d, a, s, lo, hi, true)) != 0) {
                         spare_put(p, a->d, dev, h, hi - lo);
                         got += hi - lo;
                     }
@@ -559,6 +648,7 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
             b->state = B_BACKING;
             unlocked = true;
             pthread_mutex_unlock(&a->lock);
+            before_wait(p, d);
             int k = p->up.reclaim(p->up.ctx, dev, true);
             pthread_mutex_lock(&a->lock);
             b->state = B_ALLOC;
@@ -592,7 +682,9 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
     for (size_t k = 0; k < nrun && r == 0; k++) {
         if (run[k].h)
             continue;
+        t0 = now_ns();
         r = p->up.create(p->up.ctx, dev, run[k].n * pg, &run[k].h);
+        driver_time(d, &d->create_ns, t0);
         if (r == 0) {
             BUMP(d->created, run[k].n);
         } else {
@@ -602,18 +694,27 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
             gather(p, a, dev, left);
             left = match_spares(d, run, nrun);
             spare_drain(p, d, dev);
+            t0 = now_ns();
             if (run[k].h == 0 &&
                 (r = p->up.create(p->up.ctx, dev, run[k].n * pg,
                                   &run[k].h)) == 0)
                 BUMP(d->created, run[k].n);
             else if (run[k].h)
                 r = 0;
+            driver_time(d, &d->create_ns, t0);
         }
     }
+    /* old mappings still at these addresses go first (s's arena is
+     * locked: none can be queued there meanwhile) */
+    if (r == 0)
+        defer_flush(p, d, 0, s->base + i0 * pg, s->base + i1 * pg, false);
     for (size_t k = 0; k < nrun && r == 0; k++) {
         BUMP(d->map_calls, 1);
-        if ((r = p->up.map(p->up.ctx, dev, s->base + run[k].i * pg,
-                           run[k].n * pg, run[k].h)) != 0)
+        t0 = now_ns();
+        r = p->up.map(p->up.ctx, dev, s->base + run[k].i * pg, run[k].n * pg,
+                      run[k].h);
+        driver_time(d, &d->map_ns, t0);
+        if (r != 0)
             break;
         for (size_t x = run[k].i; x < run[k].i + run[k].n; x++)
             s->pages[x] = run[k].h;
@@ -625,7 +726,6 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
         BUMP(d->maps, run[k].n);
         run[k].h = 0; /* mapped */
     }
-    BUMP(d->page_ns, now_ns() - t0);
     for (size_t k = 0; k < nrun; k++) /* a failure: keep them for the next */
         if (run[k].h)
             spare_put(p, d, dev, run[k].h, run[k].n);
@@ -998,6 +1098,7 @@ static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
     if (!__atomic_load_n(&d->dirty, __ATOMIC_RELAXED) &&
         __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) >= epoch)
         return true; /* nothing freed since a synchronization completed */
+    before_wait(p, d);
     struct pool_snapshot snap;
     pool_sync_snapshot(p, dev, &snap);
     struct timespec t0, t1;
@@ -1042,6 +1143,8 @@ static struct blk *alloc_mapped(struct pool *p, struct pdev *d, int dev,
         if (b && !wait && (b = take_backed(p, a, b, size, req, NULL)) != NULL)
             publish(a, b);
         pthread_mutex_unlock(&a->lock);
+        if (wait)
+            before_wait(p, d);
         if (!wait || p->up.reclaim(p->up.ctx, dev, true) <= 0)
             return wait ? NULL : b;
     }
@@ -1060,7 +1163,7 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
     struct arena *own = &d->arenas[ai];
     uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
     for (int n = 0; may_wait(p, d, upto, n) &&
-                    p->up.reclaim(p->up.ctx, dev, true) > 0;
+                    (before_wait(p, d), p->up.reclaim(p->up.ctx, dev, true)) > 0;
          n++)
         if ((b = all ? try_all(p, d, dev, ai, size, req)
                      : try_arena(p, own, dev, size, req)) != NULL)
@@ -1088,6 +1191,7 @@ static void release_segment(struct pool *p, struct pdev *d, int dev,
     }
     size_t pg = p->up.page, npg = size / pg;
     struct seg s = {.base = base, .size = size, .pages = pages, .dev = dev};
+    defer_flush(p, d, 0, base, base + size, false); /* before unreserve */
     for (size_t i = 0; i < npg; i++)
         s.nmapped += pages[i] != 0;
     for (size_t i = 0; i < npg;) {
@@ -1097,11 +1201,11 @@ static void release_segment(struct pool *p, struct pdev *d, int dev,
         }
         size_t lo, hi;
         mapping_at(&s, pg, i, &lo, &hi);
-        uint64_t h = unmap_one(p, d, NULL, &s, lo, hi);
+        uint64_t h = unmap_one(p, d, NULL, &s, lo, hi, false);
         if (h && park)
             spare_put(p, d, dev, h, hi - lo);
         else if (h)
-            p->up.destroy(p->up.ctx, dev, h);
+            give_back(p, d, dev, h);
         i = hi;
     }
     free(pages);
@@ -1403,6 +1507,13 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
     out->map_calls = LOAD(d->map_calls);
     out->unmap_calls = LOAD(d->unmap_calls);
     out->page_ns = LOAD(d->page_ns);
+    out->destroys = LOAD(d->destroys);
+    out->create_ns = LOAD(d->create_ns);
+    out->map_ns = LOAD(d->map_ns);
+    out->unmap_ns = LOAD(d->unmap_ns);
+    out->deferred_ns = LOAD(d->deferred_ns);
+    out->destroy_ns = LOAD(d->destroy_ns);
+    out->deferred_calls = LOAD(d->deferred_calls);
     out->page = p->up.page;
 }
 

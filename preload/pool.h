@@ -86,6 +86,12 @@ struct pool_upstream {
                uint64_t handle);
     /* Unmap what one map() put at va. */
     int (*unmap)(void *ctx, int dev, uintptr_t va, size_t size);
+    /* The upstream maps a handle at a second address while the first
+     * mapping stays (the driver does): then memory unmapped from a free
+     * block is mapped again elsewhere at once, and the unmap of its old
+     * address - a driver call as dear as the map - waits until a thread is
+     * about to wait for the GPU anyway (see pool.c, "Deferred unmaps"). */
+    bool alias;
 };
 
 /* What the pool did, for the trace. May be NULL. Called with an arena
@@ -119,6 +125,12 @@ struct pool_stats {
     uint64_t map_calls, unmap_calls; /* mappings made and undone */
     uint64_t page;          /* bytes per page */
     uint64_t page_ns;       /* time in them and in creating pages */
+    uint64_t destroys;      /* physical allocations given back */
+    /* of page_ns: creating, mapping (with access), unmapping where the
+     * pool needed the memory, unmapping before waits (deferred), giving
+     * back */
+    uint64_t create_ns, map_ns, unmap_ns, deferred_ns, destroy_ns;
+    uint64_t deferred_calls; /* of unmap_calls: made before a wait */
 };
 
 struct pool_block_info {

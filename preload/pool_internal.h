@@ -113,6 +113,16 @@ struct pspare {
     size_t n;
 };
 
+/* A mapping taken out of the pool's books whose cuMemUnmap has not been
+ * made yet (pool.c, "Deferred unmaps"); its handle may be mapped
+ * elsewhere already. */
+struct pdefer {
+    uintptr_t va;
+    size_t size;
+    uint64_t h;
+};
+#define DEFER_MAX 64
+
 struct pdev {
     struct arena arenas[POOL_ARENAS];
     _Alignas(64) uint64_t epoch;  /* tag of a free now */
@@ -126,7 +136,16 @@ struct pdev {
     size_t nspare, spare_cap;
     uint64_t spare_pages;
     uint64_t maps, unmaps, created, taken, map_calls, unmap_calls, page_ns;
+    uint64_t destroys, create_ns, map_ns, unmap_ns, deferred_ns, destroy_ns;
+    uint64_t deferred_calls;
     uint64_t peak_req; /* the most requested at once, as back_block saw */
+    /* Unmaps not made yet. Taken after an arena's lock, before page_lock;
+     * held across the driver calls that make them, so that nobody maps
+     * at an address whose old mapping is still there. */
+    _Alignas(64) pthread_mutex_t defer_lock;
+    unsigned ndefer;
+    int dev;
+    struct pdefer defer[DEFER_MAX];
 };
 
 /* Segments by base address, for frees: read without any lock under a

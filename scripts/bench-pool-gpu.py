@@ -188,6 +188,12 @@ def run(workload, config, tmp):
         r["fences_off"] = m.group(3)[len("; fences off: "):] if m and m.group(3) else None
         m = re.search(r"pool, device 0: .* ([0-9]+) mappings, .* ([0-9.]+) ms in the driver", p.stderr)
         r["driver_ms"] = float(m.group(2)) if m else None
+        m = re.search(r"driver ms creating ([0-9.]+), mapping ([0-9.]+), unmapping ([0-9.]+) "
+                      r"at once and ([0-9.]+) before waits \((\d+) calls\), giving back ([0-9.]+)",
+                      p.stderr)
+        r["driver_split_ms"] = dict(zip(("create", "map", "unmap", "unmap_before_wait",
+                                         "unmaps_before_wait", "destroy"),
+                                        map(float, m.groups()))) if m else None
         r["peak_requested"], r["peak_reserved"] = replay(trace)
         if KEEP:
             os.makedirs(KEEP, exist_ok=True)
@@ -226,6 +232,9 @@ def main():
                         row["fence_wait_ms_per_step"] = last["fence_wait_ms"] / STEPS[workload]
                     if last["driver_ms"] is not None:
                         row["vmm_driver_ms_per_step"] = last["driver_ms"] / STEPS[workload]
+                    if last.get("driver_split_ms"):
+                        row["vmm_driver_split_per_step"] = {
+                            k: v / STEPS[workload] for k, v in last["driver_split_ms"].items()}
                     row["fences_off"] = last["fences_off"]
                     row["segments_allocated_per_step"] = last["segments_allocated"] / STEPS[workload]
                 row["losses_equal_baseline"] = last["losses"] == runs["baseline"][-1]["losses"]
@@ -251,6 +260,9 @@ def main():
                 if row.get("vmm_driver_ms_per_step") is not None:
                     extra += (f", {row['segments_allocated_per_step']:.1f} mappings and "
                               f"{row['vmm_driver_ms_per_step']:.2f} ms in the driver per step")
+                if row.get("vmm_driver_split_per_step"):
+                    extra += " (" + ", ".join(f"{k} {v:.2f}" for k, v in
+                                              row["vmm_driver_split_per_step"].items()) + ")"
                 print(f"| {c} | {row['ratio']:.3f} | {mem} | {syncs} | {fences} |{extra}",
                       flush=True)
     bench = os.path.join(BUNDLE, "bench_pool")

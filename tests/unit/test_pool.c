@@ -450,9 +450,11 @@ static void fences_before_syncs(void)
  * of a memfd, an address range is mmap(PROT_NONE), mapping puts the
  * handle's pages there (MAP_SHARED|MAP_FIXED), so that bytes written
  * through one mapping are the bytes the next mapping of that memory shows.
- * It counts pages against up.capacity, refuses to map a handle twice or to
- * unmap anything but one whole mapping, and checks at each unmap that no
- * GPU work (up.busy) may still touch it.
+ * It counts pages against up.capacity, refuses to map over a mapping, to
+ * unmap anything but one whole mapping or to give back a handle still
+ * mapped, and checks at each unmap that no GPU work (up.busy) may still
+ * touch it. A handle may be mapped at two addresses at once (as the
+ * driver allows) only when the pool is told so (vm.alias).
  */
 #define VPAGE (2u << 20)
 #define VMAX 4096 /* pages the file can hold, and handles at most */
@@ -461,11 +463,16 @@ static struct {
     int fd;
     unsigned char used[VMAX]; /* pages of the file in a handle */
     struct vh {
-        unsigned char live, mapped;
-        uint32_t off, n; /* its pages of the file */
-        uintptr_t at;    /* where it is mapped */
+        unsigned char live, mapped; /* mapped: how many times */
+        uint32_t off, n;            /* its pages of the file */
     } h[VMAX];
+    struct vmp {
+        uintptr_t at; /* 0: a free entry */
+        uint32_t h;   /* handle index */
+    } m[VMAX];
     unsigned long creates, maps, unmaps; /* pages */
+    unsigned long live_unmaps;  /* unmaps of a handle mapped elsewhere too */
+    bool alias;                 /* the pool is told it may map twice */
 } vm = {.fd = -1};
 
 static int vm_reserve(void *ctx, int dev, size_t size, uintptr_t *out)
@@ -541,10 +548,22 @@ static int vm_map(void *ctx, int dev, uintptr_t va, size_t size, uint64_t h)
     (void)dev;
     pthread_mutex_lock(&up.lock);
     struct vh *v = &vm.h[h - 1];
-    if (!v->live || v->mapped || size != (size_t)v->n * VPAGE)
+    if (!v->live || (v->mapped && !vm.alias) ||
+        size != (size_t)v->n * VPAGE)
         up.violations++; /* mapped twice, or not as a whole */
-    v->mapped = 1;
-    v->at = va;
+    size_t k = VMAX, e = VMAX;
+    for (size_t i = 0; i < VMAX; i++) {
+        if (vm.m[i].at == 0 && e == VMAX)
+            e = i;
+        else if (vm.m[i].at && va < vm.m[i].at + vm.h[vm.m[i].h].n * VPAGE &&
+                 vm.m[i].at < va + size)
+            k = i;
+    }
+    if (k != VMAX || e == VMAX)
+        up.violations++; /* over a mapping still there */
+    else
+        vm.m[e] = (struct vmp){va, (uint32_t)(h - 1)};
+    v->mapped++;
     vm.maps += v->n;
     if (mmap((void *)va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
              vm.fd, (off_t)v->off * VPAGE) == MAP_FAILED)
@@ -563,23 +582,26 @@ static int vm_unmap(void *ctx, int dev, uintptr_t va, size_t size)
         if (va < up.busy_hi[i] && va + size > up.busy_lo[i])
             up.violations++; /* GPU work may still touch it */
     size_t k = 0;
-    while (k < VMAX && !(vm.h[k].mapped && vm.h[k].at == va))
+    while (k < VMAX && vm.m[k].at != va)
         k++;
-    if (k == VMAX || size != (size_t)vm.h[k].n * VPAGE) {
+    struct vh *v = k < VMAX ? &vm.h[vm.m[k].h] : NULL;
+    if (v == NULL || size != (size_t)v->n * VPAGE) {
         up.violations++; /* not one whole mapping */
         pthread_mutex_unlock(&up.lock);
         return 1;
     }
-    vm.h[k].mapped = 0;
-    vm.unmaps += vm.h[k].n;
+    vm.m[k].at = 0;
+    vm.live_unmaps += v->mapped > 1;
+    v->mapped--;
+    vm.unmaps += v->n;
     pthread_mutex_unlock(&up.lock);
     mmap((void *)va, size, PROT_NONE,
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
     return 0;
 }
 
-/* Mappings of at most 8 MiB. */
-static const struct pool_upstream vm_upstream = {
+/* Mappings of at most 8 MiB; alias set per run (main). */
+static struct pool_upstream vm_upstream = {
     .alloc = up_alloc,     .release = up_release, .sync = up_sync,
     .page = VPAGE,         .chunk = 4 * VPAGE,    .reserve = vm_reserve,
     .unreserve = vm_unreserve, .create = vm_create, .destroy = vm_destroy,
@@ -593,7 +615,7 @@ static void vm_reset(size_t capacity)
         CHECK(vm.fd >= 0 && ftruncate(vm.fd, (off_t)VMAX * VPAGE) == 0);
     }
     /* the mapped flags stay: a test leaves nothing mapped (checked) */
-    vm.creates = vm.maps = vm.unmaps = 0;
+    vm.creates = vm.maps = vm.unmaps = vm.live_unmaps = 0;
 }
 
 static void vm_sync(struct pool *p)
@@ -621,7 +643,7 @@ static size_t pages_mapped_now(void)
 {
     size_t n = 0;
     for (size_t i = 0; i < VMAX; i++)
-        n += vm.h[i].mapped ? vm.h[i].n : 0;
+        n += vm.m[i].at ? vm.h[vm.m[i].h].n : 0;
     return n;
 }
 
@@ -736,6 +758,80 @@ static void vmm_whole_mappings_only(void)
     pool_release_all(p);
 }
 
+/* Four 8 MiB blocks in two 20 MiB segments, the first of each freed and
+ * made reusable, then a 16 MiB block that takes their memory: its pages
+ * are the holes' handles, mapped at the new address while (with
+ * vm.alias) the old mappings are only queued for unmapping. */
+static struct pool *holes_moved(uintptr_t x[4], uintptr_t *big)
+{
+    vm_reset(64u << 20);
+    struct pool *p = pool_create(&vm_upstream, &observer);
+    for (int i = 0; i < 4; i++) {
+        x[i] = gpu_alloc(p, 0, 8u << 20);
+        CHECK(x[i] != 0);
+    }
+    gpu_free(p, x[0], 8u << 20);
+    gpu_free(p, x[2], 8u << 20);
+    vm_sync(p);
+    *big = gpu_alloc(p, 0, 16u << 20);
+    fill(*big, 16u << 20, 9);
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    CHECK(*big != 0 && vm.creates == 16 && st.unmap_calls == 2);
+    return p;
+}
+
+/* The driver maps a handle at a second address while the first mapping
+ * stays: the pool moves memory with one call on the requesting thread
+ * and makes the old mapping's unmap later - before the next wait for the
+ * GPU, or before anything is mapped over it - never over a mapping still
+ * there, never giving back a handle still mapped (the upstream counts
+ * both as violations). */
+static void vmm_deferred_unmaps(void)
+{
+    uintptr_t x[4], big;
+    struct pool *p = holes_moved(x, &big);
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    /* the holes' old mappings are still there: 16 + 8 pages mapped */
+    CHECK(vm.unmaps == 0 && pages_mapped_now() == 24 && up.used == 32u << 20);
+    CHECK(st.deferred_calls == 0);
+    /* a hole again: new memory mapped there, its old mapping made first */
+    uintptr_t y = gpu_alloc(p, 0, 8u << 20);
+    CHECK(y == x[0] || y == x[2]);
+    CHECK(vm.live_unmaps == 1 && vm.unmaps == 4 && vm.creates == 20);
+    fill(y, 8u << 20, 4);
+    CHECK(filled(big, 16u << 20, 9) && up.violations == 0);
+    CHECK(pool_check(p) == NULL);
+    gpu_free(p, y, 8u << 20);
+    /* big pending: a request only it can serve synchronizes, and the
+     * unmap still queued is made before that wait */
+    gpu_free(p, big, 16u << 20);
+    uintptr_t z = gpu_alloc(p, 0, 16u << 20);
+    pool_stats(p, 0, &st);
+    /* up.syncs: holes_moved's vm_sync, then the pool's */
+    CHECK(z == big && up.syncs == 2 && st.deferred_calls == 1);
+    CHECK(vm.live_unmaps == 2 && vm.unmaps == 8 && up.violations == 0);
+    gpu_free(p, z, 16u << 20);
+    gpu_free(p, x[1], 8u << 20);
+    gpu_free(p, x[3], 8u << 20);
+    pool_trim(p, 0);
+    CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
+    pool_release_all(p);
+
+    /* Handles given back and address ranges freed with an unmap still
+     * queued: the unmap is made first. */
+    p = holes_moved(x, &big);
+    gpu_free(p, big, 16u << 20);
+    gpu_free(p, x[1], 8u << 20);
+    gpu_free(p, x[3], 8u << 20);
+    vm_sync(p); /* not the pool's: nothing made before it */
+    CHECK(vm.unmaps == 0);
+    pool_trim(p, 0);
+    CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
+    pool_release_all(p);
+}
+
 static void vmm_sixteen_threads(void)
 {
     vm_reset(6ull << 30);
@@ -760,9 +856,13 @@ int main(void)
     large_blocks();
     fences_before_syncs();
     sixteen_threads();
-    vmm_holes_serve_large();
-    vmm_pending_pages_stay();
-    vmm_whole_mappings_only();
-    vmm_sixteen_threads();
+    for (int alias = 0; alias < 2; alias++) {
+        vm.alias = vm_upstream.alias = alias;
+        vmm_holes_serve_large();
+        vmm_pending_pages_stay();
+        vmm_whole_mappings_only();
+        vmm_sixteen_threads();
+    }
+    vmm_deferred_unmaps(); /* alias still set */
     return CHECK_DONE();
 }
