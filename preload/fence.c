@@ -49,6 +49,25 @@
  * came before that read, so the fence, reading the flag after its
  * snapshot, sees it and is not recorded.
  *
+ * Ordered reuse (GPUMEMTRACE_POOL_ORDERED=1, off by default). While fences
+ * are on, every stream of the process waits for operations on the legacy
+ * stream issued before its own work, and the legacy stream for theirs: so
+ * GPU work issued after a fence has been recorded runs after everything
+ * issued before it. The frees its snapshot covers can then be handed out
+ * again at once (pool_issued), without waiting for the GPU - the new
+ * owner's work cannot start before the old owner's has finished, as with
+ * PyTorch's caching allocator on one stream. The pool still unmaps or
+ * gives back such memory only when it is idle (pool.h). This holds only
+ * while fences are on and no stream capture runs (a capture's work is
+ * not ordered by the legacy stream): the first non-blocking stream, own
+ * context or capture ends it for good (gmt_fence_ordered_end, before the
+ * creation or the capture), after one synchronization of each device
+ * with a pool, so that what was handed out early is idle by the time any
+ * work can escape the order. A fence's snapshot counts as issued only if
+ * the mode was still on after its event was recorded (both sequentially
+ * consistent, as for the "off" flag): otherwise that synchronization,
+ * made after the flag, covers it.
+ *
  * Never inside a stream capture: recording on the legacy stream would
  * break a capture in progress; every CUDA call here runs under the
  * capture lock (mem.c), which no capture begins without. Never when the
@@ -100,7 +119,10 @@ static struct fdev *g_fdev[POOL_MAX_DEVICES];
 static pthread_mutex_t g_fdev_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_off;                 /* set once, never cleared */
 static const char *g_off_why;
-static uint64_t g_waits, g_recorded, g_wait_ns;
+static uint64_t g_waits, g_recorded, g_wait_ns, g_issued;
+/* Ordered reuse: stopped (set once), and what it handed out made idle. */
+static bool g_ordered_off, g_ordered_done;
+static pthread_mutex_t g_ordered_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
@@ -111,8 +133,34 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static bool ordered_on(void)
+{
+    return gmt_opt.pool_ordered &&
+           !__atomic_load_n(&g_ordered_off, __ATOMIC_SEQ_CST);
+}
+
+void gmt_fence_ordered_end(const char *why)
+{
+    if (!gmt_opt.pool_ordered ||
+        __atomic_load_n(&g_ordered_done, __ATOMIC_ACQUIRE))
+        return;
+    /* Everyone who ends it waits until it has ended: a capture must not
+     * begin while the synchronizations are under way. */
+    pthread_mutex_lock(&g_ordered_lock);
+    if (!g_ordered_done) {
+        __atomic_store_n(&g_ordered_off, true, __ATOMIC_SEQ_CST);
+        gmt_mem_settle();
+        __atomic_store_n(&g_ordered_done, true, __ATOMIC_RELEASE);
+        if (gmt_opt.verbose)
+            gmt_info("pool: ordered reuse off (%s); freed blocks now wait "
+                     "for the GPU", why);
+    }
+    pthread_mutex_unlock(&g_ordered_lock);
+}
+
 void gmt_fence_off(const char *why)
 {
+    gmt_fence_ordered_end(why);
     if (__atomic_load_n(&g_off, __ATOMIC_SEQ_CST))
         return; /* the common case once off: no write */
     const char *none = NULL; /* the first reason, published before the flag */
@@ -141,8 +189,10 @@ const char *gmt_fence_off_reason(void)
                : NULL;
 }
 
-void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns)
+void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
+                      uint64_t *issued)
 {
+    *issued = LOAD(g_issued);
     *recorded = LOAD(g_recorded);
     *waits = LOAD(g_waits);
     *wait_ns = LOAD(g_wait_ns);
@@ -231,15 +281,16 @@ static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
 }
 
 /* Record a fence covering every free so far, unless nothing was freed
- * since the newest snapshot. f locked. */
-static void record_locked(struct pool *p, struct fdev *f, int dev)
+ * since the newest snapshot. f locked. true: recorded, and with ordered
+ * reuse its frees are reusable now. */
+static bool record_locked(struct pool *p, struct fdev *f, int dev)
 {
     if (f->tail - f->head == NFENCE)
         poll_locked(p, f, dev, false);
     if (f->tail - f->head == NFENCE)
-        return;
+        return false;
     if (!pool_freed_since_snapshot(p, dev) || !cuda_quiet_begin(false))
-        return; /* nothing new to cover, or no CUDA call of ours now */
+        return false; /* nothing new to cover, or no CUDA call of ours now */
     struct fence *fe = &f->ring[f->tail % NFENCE];
     pool_sync_snapshot(p, dev, &fe->snap);
     /* after the snapshot: see the ordering note at the top */
@@ -252,9 +303,15 @@ static void record_locked(struct pool *p, struct fdev *f, int dev)
     if (r == cudaSuccess) {
         __atomic_store_n(&f->tail, f->tail + 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&g_recorded, 1, __ATOMIC_RELAXED);
+        if (ordered_on()) { /* after the record: see the top */
+            pool_issued(p, dev, &fe->snap);
+            __atomic_add_fetch(&g_issued, 1, __ATOMIC_RELAXED);
+            return true;
+        }
     } else {
         pool_snapshot_abandoned(p, dev); /* its frees still need cover */
     }
+    return false;
 }
 
 void gmt_fence_after_free(struct pool *p, int dev)
@@ -277,7 +334,7 @@ void gmt_fence_after_free(struct pool *p, int dev)
     pthread_mutex_unlock(&f->lock);
 }
 
-int gmt_fence_reclaim(struct pool *p, int dev, bool wait)
+int gmt_fence_reclaim(struct pool *p, int dev, int wait)
 {
     struct fdev *f = fdev_get(dev, false);
     if (f == NULL)
@@ -303,8 +360,12 @@ int gmt_fence_reclaim(struct pool *p, int dev, bool wait)
      * as one recorded after the last of them would. */
     __atomic_store_n(&f->need_ns, now, __ATOMIC_RELAXED);
     if (gmt_fence_usable()) {
-        record_locked(p, f, dev);
+        bool issued = record_locked(p, f, dev);
         __atomic_store_n(&f->last_ns, now, __ATOMIC_RELAXED);
+        if (issued && wait == POOL_REUSE) {
+            pthread_mutex_unlock(&f->lock);
+            return 1; /* ordered reuse: no wait */
+        }
     }
     if (f->head == f->tail) {
         pthread_mutex_unlock(&f->lock);
@@ -356,4 +417,5 @@ void gmt_fence_reset_after_fork(void)
     for (int i = 0; i < POOL_MAX_DEVICES; i++)
         g_fdev[i] = NULL;
     pthread_mutex_init(&g_fdev_lock, NULL);
+    pthread_mutex_init(&g_ordered_lock, NULL);
 }

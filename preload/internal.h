@@ -68,6 +68,10 @@ static inline uint64_t gmt_now_ns(void)
     X(POOL_VMM_DEFER, pool_vmm_defer, bool, 1, 0, 1,                         \
       "with GPUMEMTRACE_POOL_VMM=1: unmap memory moved out of a free block "  \
       "just before the next wait for the GPU rather than at once; 0: at once")\
+    X(POOL_ORDERED, pool_ordered, bool, 0, 0, 1,                              \
+      "1: hand freed blocks out again as soon as a fence is recorded after "  \
+      "the free, before the GPU reaches it (safe while fences are on; see "   \
+      "docs/usage.md); ends at the first non-blocking stream or capture")    \
     X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
       "let the pool reuse freed blocks once an event on the legacy stream "    \
       "shows the GPU past the free, instead of synchronizing the device "     \
@@ -314,14 +318,22 @@ struct pool;
 /* A pooled free on dev: maybe record a fence (at most one per 50 us). */
 void gmt_fence_after_free(struct pool *p, int dev);
 /* The pool's upstream reclaim (pool.h). */
-int gmt_fence_reclaim(struct pool *p, int dev, bool wait);
+int gmt_fence_reclaim(struct pool *p, int dev, int wait);
+/* Ordered reuse (fence.c) ends for good: a stream or context fences
+ * cannot cover is about to be created, or a capture to begin. Returns
+ * when every device with a pool has been synchronized. */
+void gmt_fence_ordered_end(const char *why);
+/* Synchronize every device the pool holds memory on, making all its
+ * frees idle (mem.c). */
+void gmt_mem_settle(void);
 /* A stream or context fences cannot cover is about to be created: use
  * device-wide synchronizations from now on. why: a static string. */
 void gmt_fence_off(const char *why);
 bool gmt_fence_usable(void);
 /* Why fences are not used (NULL: they are). */
 const char *gmt_fence_off_reason(void);
-void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns);
+void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
+                      uint64_t *issued);
 void gmt_fence_forget_device(int dev); /* cudaDeviceReset destroyed them */
 void gmt_fence_reset_after_fork(void);
 void gmt_capture_begin(uint64_t stream_key);

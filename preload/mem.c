@@ -83,6 +83,7 @@ static void capture_hint(void)
 void gmt_capture_begin(uint64_t key)
 {
     capture_hint();
+    gmt_fence_ordered_end("a stream capture began");
     pthread_mutex_lock(&g_capture_lock);
     if (g_ncapturing < MAX_CAPTURES)
         g_capturing[g_ncapturing] = key;
@@ -205,7 +206,7 @@ void gmt_capture_release(void)
     pthread_mutex_unlock(&g_capture_lock);
 }
 
-static int up_reclaim(void *ctx, int dev, bool wait)
+static int up_reclaim(void *ctx, int dev, int wait)
 {
     (void)ctx;
     return gmt_fence_reclaim(g_pool, dev, wait);
@@ -337,6 +338,15 @@ void gmt_mem_init(void)
     __atomic_store_n(&g_pool, p, __ATOMIC_RELEASE);
 }
 
+void gmt_mem_settle(void)
+{
+    struct pool *p = __atomic_load_n(&g_pool, __ATOMIC_ACQUIRE);
+    if (p && !pool_settle(p))
+        gmt_error_once(GMT_ERR_RECORD, "ordered reuse ended but a device "
+                       "could not be synchronized; blocks handed out just "
+                       "before may still be in use by the GPU");
+}
+
 void gmt_mem_verbose_summary(void)
 {
     struct pool *p = g_pool;
@@ -357,11 +367,13 @@ void gmt_mem_verbose_summary(void)
         if (st.page_ns)
             gmt_info("pool, device %d: driver ms creating %.1f, mapping %.1f, "
                      "unmapping %.1f at once and %.1f before waits (%llu "
-                     "calls), giving back %.1f (%llu calls)",
+                     "calls), giving back %.1f (%llu calls); %llu waits for "
+                     "memory to become idle",
                      dev, st.create_ns / 1e6, st.map_ns / 1e6,
                      st.unmap_ns / 1e6, st.deferred_ns / 1e6,
                      (unsigned long long)st.deferred_calls,
-                     st.destroy_ns / 1e6, (unsigned long long)st.destroys);
+                     st.destroy_ns / 1e6, (unsigned long long)st.destroys,
+                     (unsigned long long)st.idle_waits);
     }
 }
 

@@ -157,6 +157,9 @@ static void make_free(struct arena *a, struct blk *b)
 static void promote(struct pool *p, struct arena *a, int dev)
 {
     uint64_t safe = __atomic_load_n(&a->d->safe, __ATOMIC_ACQUIRE);
+    uint64_t issued = __atomic_load_n(&a->d->issued, __ATOMIC_ACQUIRE);
+    if (issued > safe)
+        safe = issued; /* ordered reuse (pool.h) */
     if (a->pend_head == NULL || a->pend_head->tag >= safe)
         return;
     while (a->pend_head && a->pend_head->tag < safe) {
@@ -276,15 +279,50 @@ static void driver_time(struct pdev *d, uint64_t *kind, uint64_t t0)
  * to the driver. Safe: the old address lies in a free block that no GPU
  * work touches; the memory is counted once, as its handle's. */
 
+
+static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
+                      int dev);
+
+/* Wait until GPU work issued before the free tagged `tag` has finished
+ * (with ordered reuse, memory reused at once may still be in use): the
+ * upstream's fences, oldest first, else one synchronization. Rare: only
+ * to unmap or give back such memory sooner than it became idle. */
+static void wait_idle(struct pool *p, struct pdev *d, uint64_t tag)
+{
+    if (__atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) > tag)
+        return;
+    BUMP(d->idle_waits, 1);
+    for (int n = 0; n < RECLAIM_MAX && p->up.reclaim &&
+                    __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= tag;
+         n++)
+        if (p->up.reclaim(p->up.ctx, d->dev, POOL_IDLE) <= 0)
+            break;
+    if (__atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= tag)
+        pool_sync(p, d, &d->arenas[VMM_ARENA], d->dev);
+}
+
+/* The tag an unmap of memory in s must wait for: with ordered reuse, its
+ * latest free's; else none (its free blocks are idle). */
+static uint64_t unmap_tag(const struct pdev *d, const struct seg *s)
+{
+    return __atomic_load_n(&d->issued, __ATOMIC_RELAXED) ? s->ftag : 0;
+}
+
 /* Make the queued unmaps of handle h (h != 0), or of those overlapping
- * [lo, hi) (hi != 0), or all of them. defer_lock held. */
-static void defer_run(struct pool *p, struct pdev *d, uint64_t h, uintptr_t lo,
-                      uintptr_t hi, bool before_wait)
+ * [lo, hi) (hi != 0), or all of them - those whose memory is idle; the
+ * others stay queued. The highest tag of those left that were asked for,
+ * or 0 if none is left. defer_lock held. */
+static uint64_t defer_run(struct pool *p, struct pdev *d, uint64_t h,
+                          uintptr_t lo, uintptr_t hi, bool before_wait)
 {
     unsigned kept = 0, n = d->ndefer;
+    uint64_t safe = __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE), left = 0;
     for (unsigned i = 0; i < n; i++) {
         struct pdefer e = d->defer[i];
-        if (h ? e.h != h : hi && (e.va >= hi || e.va + e.size <= lo)) {
+        bool asked = !(h ? e.h != h : hi && (e.va >= hi || e.va + e.size <= lo));
+        if (!asked || e.tag >= safe) {
+            if (asked && e.tag + 1 > left)
+                left = e.tag + 1;
             d->defer[kept++] = e;
             continue;
         }
@@ -297,29 +335,36 @@ static void defer_run(struct pool *p, struct pdev *d, uint64_t h, uintptr_t lo,
             BUMP(d->deferred_calls, 1);
     }
     __atomic_store_n(&d->ndefer, kept, __ATOMIC_RELAXED);
+    return left;
 }
 
-/* defer_run under the lock, if anything is queued. */
+/* defer_run under the lock, if anything is queued; with `force`, until
+ * none of those asked for is left, waiting for their memory to become
+ * idle (without defer_lock: the wait may make the queue's unmaps). */
 static void defer_flush(struct pool *p, struct pdev *d, uint64_t h,
-                        uintptr_t lo, uintptr_t hi, bool before_wait)
+                        uintptr_t lo, uintptr_t hi, bool before_wait,
+                        bool force)
 {
-    if (!p->up.alias || __atomic_load_n(&d->ndefer, __ATOMIC_RELAXED) == 0)
-        return;
-    pthread_mutex_lock(&d->defer_lock);
-    defer_run(p, d, h, lo, hi, before_wait);
-    pthread_mutex_unlock(&d->defer_lock);
+    while (p->up.alias && __atomic_load_n(&d->ndefer, __ATOMIC_RELAXED)) {
+        pthread_mutex_lock(&d->defer_lock);
+        uint64_t left = defer_run(p, d, h, lo, hi, before_wait);
+        pthread_mutex_unlock(&d->defer_lock);
+        if (!force || left == 0)
+            return;
+        wait_idle(p, d, left - 1);
+    }
 }
 
 /* The thread is about to wait for the GPU: the queued unmaps first. */
 static void before_wait(struct pool *p, struct pdev *d)
 {
-    defer_flush(p, d, 0, 0, 0, true);
+    defer_flush(p, d, 0, 0, 0, true, false);
 }
 
 /* Give handle h back to the driver, its queued unmaps made first. */
 static void give_back(struct pool *p, struct pdev *d, int dev, uint64_t h)
 {
-    defer_flush(p, d, h, 0, 0, false);
+    defer_flush(p, d, h, 0, 0, false, true);
     uint64_t t0 = now_ns();
     p->up.destroy(p->up.ctx, dev, h);
     driver_time(d, &d->destroy_ns, t0);
@@ -419,18 +464,26 @@ static uint64_t unmap_one(struct pool *p, struct pdev *d, struct arena *a,
                           struct seg *s, size_t i, size_t j, bool later)
 {
     size_t pg = p->up.page;
-    uint64_t h = s->pages[i];
+    uint64_t h = s->pages[i], tag = unmap_tag(d, s);
     uintptr_t va = s->base + i * pg;
     BUMP(d->unmap_calls, 1);
     int r = 0;
     if (later && p->up.alias) {
         pthread_mutex_lock(&d->defer_lock);
-        if (d->ndefer == DEFER_MAX)
+        while (d->ndefer == DEFER_MAX) { /* full: room, idle or waited */
             defer_run(p, d, 0, 0, 0, false);
-        d->defer[d->ndefer] = (struct pdefer){va, (j - i) * pg, h};
+            if (d->ndefer < DEFER_MAX)
+                break;
+            uint64_t oldest = d->defer[0].tag;
+            pthread_mutex_unlock(&d->defer_lock);
+            wait_idle(p, d, oldest);
+            pthread_mutex_lock(&d->defer_lock);
+        }
+        d->defer[d->ndefer] = (struct pdefer){va, (j - i) * pg, h, tag};
         __atomic_store_n(&d->ndefer, d->ndefer + 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&d->defer_lock);
     } else {
+        wait_idle(p, d, tag); /* nothing to wait for without ordered reuse */
         uint64_t t0 = now_ns();
         r = p->up.unmap(p->up.ctx, s->dev, va, (j - i) * pg);
         driver_time(d, &d->unmap_ns, t0);
@@ -496,8 +549,6 @@ static bool may_wait(struct pool *p, struct pdev *d, uint64_t upto, int n)
     return n < RECLAIM_MAX && p->up.reclaim &&
            __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= upto;
 }
-static bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
-                      int dev);
 
 /* Would `more` bytes of new memory keep what dev holds within the most the
  * program has asked for at once (as seen here)? Then the pool creates it
@@ -649,7 +700,7 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
             unlocked = true;
             pthread_mutex_unlock(&a->lock);
             before_wait(p, d);
-            int k = p->up.reclaim(p->up.ctx, dev, true);
+            int k = p->up.reclaim(p->up.ctx, dev, POOL_REUSE);
             pthread_mutex_lock(&a->lock);
             b->state = B_ALLOC;
             waits = k > 0 ? waits + 1 : RECLAIM_MAX;
@@ -707,7 +758,8 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
     /* old mappings still at these addresses go first (s's arena is
      * locked: none can be queued there meanwhile) */
     if (r == 0)
-        defer_flush(p, d, 0, s->base + i0 * pg, s->base + i1 * pg, false);
+        defer_flush(p, d, 0, s->base + i0 * pg, s->base + i1 * pg, false,
+                    true);
     for (size_t k = 0; k < nrun && r == 0; k++) {
         BUMP(d->map_calls, 1);
         t0 = now_ns();
@@ -1011,6 +1063,18 @@ void pool_snapshot_abandoned(struct pool *p, int dev)
         __atomic_store_n(&d->dirty, 1, __ATOMIC_RELAXED);
 }
 
+void pool_issued(struct pool *p, int dev, const struct pool_snapshot *s)
+{
+    struct pdev *d = dev_of(p, dev);
+    if (d == NULL)
+        return;
+    uint64_t cur = __atomic_load_n(&d->issued, __ATOMIC_RELAXED);
+    while (cur < s->epoch &&
+           !__atomic_compare_exchange_n(&d->issued, &cur, s->epoch, false,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
+}
+
 void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s)
 {
     struct pdev *d = dev_of(p, dev);
@@ -1145,7 +1209,7 @@ static struct blk *alloc_mapped(struct pool *p, struct pdev *d, int dev,
         pthread_mutex_unlock(&a->lock);
         if (wait)
             before_wait(p, d);
-        if (!wait || p->up.reclaim(p->up.ctx, dev, true) <= 0)
+        if (!wait || p->up.reclaim(p->up.ctx, dev, POOL_REUSE) <= 0)
             return wait ? NULL : b;
     }
 }
@@ -1163,7 +1227,7 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
     struct arena *own = &d->arenas[ai];
     uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
     for (int n = 0; may_wait(p, d, upto, n) &&
-                    (before_wait(p, d), p->up.reclaim(p->up.ctx, dev, true)) > 0;
+                    (before_wait(p, d), p->up.reclaim(p->up.ctx, dev, POOL_REUSE)) > 0;
          n++)
         if ((b = all ? try_all(p, d, dev, ai, size, req)
                      : try_arena(p, own, dev, size, req)) != NULL)
@@ -1181,7 +1245,7 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
  * already be gone, and the trace must not say otherwise. */
 static void release_segment(struct pool *p, struct pdev *d, int dev,
                             uintptr_t base, size_t size, uint64_t *pages,
-                            bool park)
+                            uint64_t ftag, bool park)
 {
     if (pages == NULL) {
         if (p->up.release(p->up.ctx, dev, base, size) == 0 &&
@@ -1190,8 +1254,9 @@ static void release_segment(struct pool *p, struct pdev *d, int dev,
         return;
     }
     size_t pg = p->up.page, npg = size / pg;
-    struct seg s = {.base = base, .size = size, .pages = pages, .dev = dev};
-    defer_flush(p, d, 0, base, base + size, false); /* before unreserve */
+    struct seg s = {.base = base, .size = size, .pages = pages, .dev = dev,
+                    .ftag = ftag};
+    defer_flush(p, d, 0, base, base + size, false, true); /* before unreserve */
     for (size_t i = 0; i < npg; i++)
         s.nmapped += pages[i] != 0;
     for (size_t i = 0; i < npg;) {
@@ -1252,10 +1317,10 @@ static int trim_class(struct pool *p, struct pdev *d, int dev, bool only,
             gone = s->snext;
             uintptr_t base = s->base;
             size_t size = s->size;
-            uint64_t *pages = s->pages;
+            uint64_t *pages = s->pages, ftag = s->ftag;
             released += pages == NULL; /* what synchronized the device */
             segidx_remove(p, s); /* recycles s */
-            release_segment(p, d, dev, base, size, pages, only);
+            release_segment(p, d, dev, base, size, pages, ftag, only);
         }
     }
     return released;
@@ -1327,7 +1392,7 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
             p->seg_spare = s;
             pthread_mutex_unlock(&p->seg_lock);
         }
-        release_segment(p, d, dev, base, ssize, pages, false);
+        release_segment(p, d, dev, base, ssize, pages, 0, false);
         return 2; /* cudaErrorMemoryAllocation: host memory ran out */
     }
     s->first = b;
@@ -1368,6 +1433,7 @@ static void retire_locked(struct arena *a, struct blk *b)
      * Set after the tag is drawn, a racing snapshot can leave it set for
      * nothing (one needless synchronization), never clear it wrongly. */
     b->tag = __atomic_load_n(&a->d->epoch, __ATOMIC_SEQ_CST);
+    b->seg->ftag = b->tag;
     if (!__atomic_load_n(&a->d->dirty, __ATOMIC_RELAXED))
         __atomic_store_n(&a->d->dirty, 1, __ATOMIC_RELAXED);
     b->lnext = NULL;
@@ -1401,7 +1467,7 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
     if (b == NULL)
         b = try_arena(p, own, dev, size, req);
     /* What completed fences cover is reusable for a query each. */
-    if (b == NULL && p->up.reclaim && p->up.reclaim(p->up.ctx, dev, false) > 0)
+    if (b == NULL && p->up.reclaim && p->up.reclaim(p->up.ctx, dev, POOL_POLL) > 0)
         b = try_arena(p, own, dev, size, req);
     /* Only pending memory could serve this: wait until it is reusable.
      * The thread's own arena first, so threads that free what they
@@ -1514,6 +1580,7 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
     out->deferred_ns = LOAD(d->deferred_ns);
     out->destroy_ns = LOAD(d->destroy_ns);
     out->deferred_calls = LOAD(d->deferred_calls);
+    out->idle_waits = LOAD(d->idle_waits);
     out->page = p->up.page;
 }
 
@@ -1600,6 +1667,17 @@ void pool_forget_device(struct pool *p, int dev)
     d->nspare = 0; /* the reset freed them */
     d->spare_pages = 0;
     pthread_mutex_unlock(&d->page_lock);
+}
+
+bool pool_settle(struct pool *p)
+{
+    bool ok = true;
+    for (int dev = 0; dev < POOL_MAX_DEVICES; dev++) {
+        struct pdev *d = dev_of(p, dev);
+        if (d && !pool_sync(p, d, &d->arenas[0], dev))
+            ok = false;
+    }
+    return ok;
 }
 
 void pool_release_all(struct pool *p)

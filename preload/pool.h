@@ -19,6 +19,15 @@
  * upstream's oldest fences, one at a time, and only then makes a
  * synchronization of its own, which releases every pending block at once.
  *
+ * Ordered reuse (an option of the library's, GPUMEMTRACE_POOL_ORDERED):
+ * where the upstream knows that every piece of GPU work the new owner
+ * can issue will run after a barrier it has already issued - an event
+ * recorded on the legacy stream, while the process has no stream that
+ * does not wait for it - the blocks freed before that barrier are handed
+ * out again at once (pool_issued), as PyTorch's allocator does on one
+ * stream. Their memory may still be in use on the GPU: it is reused, but
+ * never unmapped or given back, until `safe` covers it too.
+ *
  * Concurrency: each device's pool is split into arenas, each with its own
  * lock; a thread uses one arena (by thread index) and visits the others
  * only when its own cannot serve it. A free finds its segment in a
@@ -45,6 +54,7 @@
 
 /* Where memory comes from. Functions return 0 or a CUDA error code. */
 #define POOL_NO_VMM 801 /* cudaErrorNotSupported */
+enum { POOL_POLL, POOL_REUSE, POOL_IDLE }; /* reclaim's `wait` */
 struct pool_upstream {
     int (*alloc)(void *ctx, int dev, size_t size, uintptr_t *out);
     int (*release)(void *ctx, int dev, uintptr_t ptr, size_t size);
@@ -53,10 +63,13 @@ struct pool_upstream {
     int (*sync)(void *ctx, int dev);
     /* Optional: make pending frees reusable without a device-wide
      * synchronization, by whatever the upstream knows has completed (it
-     * calls pool_synced for it); with `wait`, first wait for the oldest
-     * thing outstanding. 1: something became reusable; 0: nothing did (or
-     * nothing is outstanding), and a synchronization is the way left. */
-    int (*reclaim)(void *ctx, int dev, bool wait);
+     * calls pool_synced for it). `wait`: POOL_POLL, only look;
+     * POOL_REUSE, first wait for the oldest thing outstanding - or, with
+     * ordered reuse, issue a barrier (pool_issued) and return; POOL_IDLE,
+     * wait as with POOL_REUSE, even with ordered reuse. 1: something
+     * became reusable (or idle); 0: nothing did (or nothing is
+     * outstanding), and a synchronization is the way left. */
+    int (*reclaim)(void *ctx, int dev, int wait);
     void *ctx;
     /* Optional: virtual memory. With `page` set (the physical granularity;
      * all of the functions below present), segments for large requests are
@@ -131,6 +144,7 @@ struct pool_stats {
      * back */
     uint64_t create_ns, map_ns, unmap_ns, deferred_ns, destroy_ns;
     uint64_t deferred_calls; /* of unmap_calls: made before a wait */
+    uint64_t idle_waits;     /* ordered reuse: waits to unmap or give back */
 };
 
 struct pool_block_info {
@@ -168,9 +182,17 @@ bool pool_freed_since_snapshot(struct pool *p, int dev);
  * pool_freed_since_snapshot say yes again. */
 void pool_snapshot_abandoned(struct pool *p, int dev);
 void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s);
+/* Ordered reuse: a barrier that all later GPU work will wait for was
+ * issued after snapshot s: its frees may be handed out again (reused in
+ * place), not yet unmapped or given back. */
+void pool_issued(struct pool *p, int dev, const struct pool_snapshot *s);
 /* Give back every segment with nothing allocated in it (after making
  * pending blocks reusable if a synchronization is allowed). */
 void pool_trim(struct pool *p, int dev);
+/* Synchronize every device the pool has, unless nothing was freed since
+ * the last synchronization: then every free is idle. false if one could
+ * not be made. */
+bool pool_settle(struct pool *p);
 void pool_stats(struct pool *p, int dev, struct pool_stats *out);
 /* Bytes the pool holds on dev that the program could get: reserved minus
  * allocated (reusable and pending). */

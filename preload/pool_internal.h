@@ -59,6 +59,7 @@ struct seg {
      * page of its range, 0 where none is mapped; NULL for a plain one. */
     uint64_t *pages;
     size_t nmapped;
+    uint64_t ftag; /* the tag of its latest free (ordered reuse) */
     int dev;
     uint8_t large, arena;
 };
@@ -120,6 +121,7 @@ struct pdefer {
     uintptr_t va;
     size_t size;
     uint64_t h;
+    uint64_t tag; /* unmapped once `safe` passes it: its segment's last free */
 };
 #define DEFER_MAX 64
 
@@ -127,7 +129,8 @@ struct pdev {
     struct arena arenas[POOL_ARENAS];
     _Alignas(64) uint64_t epoch;  /* tag of a free now */
     uint32_t dirty;               /* a free since the last snapshot (a hint) */
-    _Alignas(64) uint64_t safe;   /* tags below this are reusable */
+    _Alignas(64) uint64_t safe;   /* tags below this are idle */
+    uint64_t issued;              /* ordered reuse: below this, reusable */
     /* Virtual memory: physical pages mapped nowhere (taken from a trimmed
      * segment, or unmapped for a request that then failed), and what the
      * device's pages did. A leaf lock, held for no upstream call. */
@@ -137,7 +140,7 @@ struct pdev {
     uint64_t spare_pages;
     uint64_t maps, unmaps, created, taken, map_calls, unmap_calls, page_ns;
     uint64_t destroys, create_ns, map_ns, unmap_ns, deferred_ns, destroy_ns;
-    uint64_t deferred_calls;
+    uint64_t deferred_calls, idle_waits;
     uint64_t peak_req; /* the most requested at once, as back_block saw */
     /* Unmaps not made yet. Taken after an arena's lock, before page_lock;
      * held across the driver calls that make them, so that nobody maps

@@ -346,13 +346,16 @@ __attribute__((destructor)) static void gmt_fini(void)
             gmt_stack_embed_symbols(t);
         gmt_trace_close();
         if (gmt_opt.verbose && gmt_opt.pool) {
-            uint64_t rec, waits, wait_ns;
-            gmt_fence_counts(&rec, &waits, &wait_ns);
+            uint64_t rec, waits, wait_ns, issued;
+            gmt_fence_counts(&rec, &waits, &wait_ns, &issued);
             const char *why = gmt_fence_off_reason();
             gmt_info("pool: %llu fences recorded, %llu waited for in %.1f ms%s%s",
                      (unsigned long long)rec, (unsigned long long)waits,
                      wait_ns / 1e6,
                      why ? "; fences off: " : "", why ? why : "");
+            if (gmt_opt.pool_ordered)
+                gmt_info("pool: ordered reuse: %llu fences made frees "
+                         "reusable when recorded", (unsigned long long)issued);
             gmt_mem_verbose_summary();
         }
         if (gmt_opt.verbose)

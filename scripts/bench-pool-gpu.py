@@ -189,11 +189,13 @@ def run(workload, config, tmp):
         m = re.search(r"pool, device 0: .* ([0-9]+) mappings, .* ([0-9.]+) ms in the driver", p.stderr)
         r["driver_ms"] = float(m.group(2)) if m else None
         m = re.search(r"driver ms creating ([0-9.]+), mapping ([0-9.]+), unmapping ([0-9.]+) "
-                      r"at once and ([0-9.]+) before waits \((\d+) calls\), giving back ([0-9.]+)",
-                      p.stderr)
+                      r"at once and ([0-9.]+) before waits \((\d+) calls\), giving back ([0-9.]+) "
+                      r"\(\d+ calls\); (\d+) waits", p.stderr)
         r["driver_split_ms"] = dict(zip(("create", "map", "unmap", "unmap_before_wait",
-                                         "unmaps_before_wait", "destroy"),
+                                         "unmaps_before_wait", "destroy", "idle_waits"),
                                         map(float, m.groups()))) if m else None
+        m = re.search(r"ordered reuse: (\d+) fences made", p.stderr)
+        r["fences_issued"] = int(m.group(1)) if m else None
         r["peak_requested"], r["peak_reserved"] = replay(trace)
         if KEEP:
             os.makedirs(KEEP, exist_ok=True)
@@ -236,6 +238,8 @@ def main():
                         row["vmm_driver_split_per_step"] = {
                             k: v / STEPS[workload] for k, v in last["driver_split_ms"].items()}
                     row["fences_off"] = last["fences_off"]
+                    if last.get("fences_issued") is not None:
+                        row["fences_issued_per_step"] = last["fences_issued"] / STEPS[workload]
                     row["segments_allocated_per_step"] = last["segments_allocated"] / STEPS[workload]
                 row["losses_equal_baseline"] = last["losses"] == runs["baseline"][-1]["losses"]
                 rows[c] = row
@@ -260,6 +264,8 @@ def main():
                 if row.get("vmm_driver_ms_per_step") is not None:
                     extra += (f", {row['segments_allocated_per_step']:.1f} mappings and "
                               f"{row['vmm_driver_ms_per_step']:.2f} ms in the driver per step")
+                if row.get("fences_issued_per_step") is not None:
+                    extra += f", {row['fences_issued_per_step']:.1f} fences issued (ordered)/step"
                 if row.get("vmm_driver_split_per_step"):
                     extra += " (" + ", ".join(f"{k} {v:.2f}" for k, v in
                                               row["vmm_driver_split_per_step"].items()) + ")"

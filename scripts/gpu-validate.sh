@@ -18,6 +18,10 @@
 #  5. stress_vmm, torch_vmm: the stress program and the PyTorch loop with
 #             GPUMEMTRACE_POOL_VMM=1 (memory moved between free blocks):
 #             zero corruptions, bit-identical losses.
+#  6. stress_ordered, torch_ordered: the same with GPUMEMTRACE_POOL_ORDERED=1
+#             (blocks reused once a fence is recorded): zero corruptions on
+#             blocking streams, the mode ended by non-blocking ones,
+#             bit-identical losses.
 #  3. torch:  a PyTorch training loop with PYTORCH_NO_CUDA_MEMORY_CACHING=1
 #             under LD_PRELOAD: the trace's cudaMalloc count and requested
 #             bytes equal PyTorch's own allocation count and requested
@@ -191,6 +195,47 @@ sys.exit(0 if p["losses"] == v["losses"] else 1)
 PY
 }
 check torch_vmm torch_vmm
+# ---- 6. ordered reuse (GPUMEMTRACE_POOL_ORDERED=1): blocks handed out again
+# once a fence is recorded after the free, before the GPU reaches it. On
+# blocking streams (all ordered after the legacy stream's fence) the new
+# owners' writes must still never meet an old kernel's; with non-blocking
+# streams the mode must end (one synchronization) before the first one
+# exists; the transformer's losses must stay bit-identical, with virtual
+# memory too (memory reused at once, unmapped only when idle).
+stress_ordered() {
+    cd "$W" || return 1
+    STRESS_STREAMS=blocking GPUMEMTRACE_POOL_ORDERED=1 GPUMEMTRACE_POOL_VMM=1 LD_PRELOAD=$LIB \
+        GPUMEMTRACE_OUTPUT=stresso.gmt GPUMEMTRACE_VERBOSE=1 ./stress 300 >stresso.out 2>stresso.err ||
+        { cat stresso.out stresso.err; return 1; }
+    cat stresso.out stresso.err
+    grep -q "ordered reuse: [1-9][0-9]* fences made" stresso.err || return 1
+    GPUMEMTRACE_POOL_ORDERED=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stresson.gmt GPUMEMTRACE_VERBOSE=1 \
+        ./stress 300 >stresson.out 2>stresson.err || { cat stresson.out stresson.err; return 1; }
+    cat stresson.out stresson.err
+    grep -q "ordered reuse off" stresson.err || return 1
+    grep -q "corrupted_words 0 " stresso.out && ! grep -q "reused_addresses 0$" stresso.out &&
+        grep -q "corrupted_words 0 " stresson.out &&
+        echo "zero corruptions, with reuse, ordered on blocking streams and ended by non-blocking ones"
+}
+check stress_ordered stress_ordered
+torch_ordered() {
+    cd "$W" || return 1
+    [ -s plain.json ] || return 1
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 GPUMEMTRACE_POOL_ORDERED=1 GPUMEMTRACE_POOL_VMM=1 \
+        GPUMEMTRACE_VERBOSE=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=torcho.gmt \
+        python3 "$ROOT/tests/gpu/torch_train.py" transformer 8 >ordered.json 2>ordered.err ||
+        { cat ordered.err; return 1; }
+    cat ordered.err
+    grep -q "ordered reuse: [1-9][0-9]* fences made" ordered.err || return 1
+    python3 - plain.json ordered.json <<'PY'
+import json, sys
+p, v = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:])
+print(f"losses: uncached {p['losses'][-1]!r}, uncached+pool+vmm+ordered {v['losses'][-1]!r}; "
+      f"all {len(v['losses'])} steps identical: {p['losses'] == v['losses']}")
+sys.exit(0 if p["losses"] == v["losses"] else 1)
+PY
+}
+check torch_ordered torch_ordered
 "$GPUMEMREPORT" info "$W/torch.gmt" >"$OUT/torch-info.txt" 2>&1
 "$GPUMEMREPORT" dump --limit 400 "$W/torch.gmt" >"$OUT/torch-dump-head.txt" 2>&1
 cat "$W"/cached.json "$W"/uncached.json >"$OUT/torch-runs.json" 2>/dev/null

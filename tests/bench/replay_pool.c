@@ -154,7 +154,7 @@ static struct pool_snapshot fsnap[MAXF];
 static uint64_t ftime[MAXF], lag_ns, now, fence_waits;
 static size_t fhead, ftail;
 
-static int up_reclaim(void *c, int d, bool wait)
+static int up_reclaim(void *c, int d, int wait)
 {
     (void)c;
     int n = 0;

@@ -26,6 +26,8 @@ static struct {
     int refuse_sync;            /* like a stream capture in progress */
     uintptr_t busy_lo[MAXBUSY], busy_hi[MAXBUSY];
     size_t nbusy;
+    size_t ordered_upto; /* busy ranges before this ran before a barrier
+                            that all later work waits for */
     unsigned long violations;
     unsigned long completed;    /* free_completed callbacks */
 } up = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -71,7 +73,7 @@ static int up_sync(void *ctx, int dev)
         return 900;
     }
     up.syncs++;
-    up.nbusy = 0; /* all GPU work issued so far is done */
+    up.nbusy = up.ordered_upto = 0; /* all GPU work issued so far is done */
     pthread_mutex_unlock(&up.lock);
     return 0;
 }
@@ -108,9 +110,9 @@ static uintptr_t gpu_alloc(struct pool *p, unsigned arena, size_t size)
     if (pool_alloc(p, 0, arena, size, &a) != 0)
         return 0;
     pthread_mutex_lock(&up.lock);
-    for (size_t i = 0; i < up.nbusy; i++)
+    for (size_t i = up.ordered_upto; i < up.nbusy; i++)
         if (a < up.busy_hi[i] && a + size > up.busy_lo[i])
-            up.violations++;
+            up.violations++; /* may run alongside the new owner's work */
     pthread_mutex_unlock(&up.lock);
     memset((void *)a, 0x5a, size < 4096 ? size : 4096); /* it is ours */
     return a;
@@ -120,6 +122,7 @@ static void reset(size_t capacity)
 {
     up.capacity = capacity;
     up.used = up.syncs = up.allocs = up.releases = up.nbusy = 0;
+    up.ordered_upto = 0;
     up.violations = up.completed = 0;
     up.refuse_sync = 0;
 }
@@ -388,9 +391,10 @@ static struct {
     struct pool_snapshot snap[16];
     size_t busy_at[16];
     int head, tail, waits, always; /* always: a broken one, always 1 */
+    int issued; /* barriers issued (ordered reuse) */
 } fq;
 
-static int up_reclaim(void *ctx, int dev, bool wait)
+static int up_reclaim(void *ctx, int dev, int wait)
 {
     (void)ctx;
     if (fq.always)
@@ -408,6 +412,7 @@ static int up_reclaim(void *ctx, int dev, bool wait)
     memmove(up.busy_lo, up.busy_lo + done, (up.nbusy - done) * sizeof *up.busy_lo);
     memmove(up.busy_hi, up.busy_hi + done, (up.nbusy - done) * sizeof *up.busy_hi);
     up.nbusy -= done;
+    up.ordered_upto = up.ordered_upto > done ? up.ordered_upto - done : 0;
     for (int i = fq.head + 1; i < fq.tail; i++)
         fq.busy_at[i] -= done;
     pool_synced(fq.p, dev, &fq.snap[fq.head++]);
@@ -832,6 +837,82 @@ static void vmm_deferred_unmaps(void)
     pool_release_all(p);
 }
 
+/* Ordered reuse: asked to make pending memory reusable, this upstream
+ * issues a barrier (a fence recorded, not waited for) that all later GPU
+ * work waits for; asked for idle memory, it waits for the oldest fence. */
+static int ordered_reclaim(void *ctx, int dev, int wait)
+{
+    if (wait == POOL_REUSE && pool_freed_since_snapshot(fq.p, dev) &&
+        fq.tail < 16) {
+        pool_sync_snapshot(fq.p, dev, &fq.snap[fq.tail]);
+        fq.busy_at[fq.tail] = up.nbusy;
+        pool_issued(fq.p, dev, &fq.snap[fq.tail++]);
+        up.ordered_upto = up.nbusy; /* later work runs after it */
+        fq.issued++;
+        return 1;
+    }
+    return up_reclaim(ctx, dev, wait);
+}
+
+/* A freed block goes to the next request once a barrier is issued after
+ * the free - no wait, no synchronization; the new owner's work is ordered
+ * after the old owner's (gpu_alloc checks). */
+static void ordered_reuse(void)
+{
+    reset(2u << 20); /* one small segment: nothing can grow */
+    static const struct pool_upstream ordered = {up_alloc, up_release, up_sync,
+                                                 ordered_reclaim, NULL};
+    memset(&fq, 0, sizeof fq);
+    struct pool *p = fq.p = pool_create(&ordered, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 1u << 20), b = gpu_alloc(p, 0, 1u << 20);
+    CHECK(a && b && up.used == 2u << 20);
+    gpu_free(p, a, 1u << 20); /* GPU work may still use a */
+    uintptr_t x = gpu_alloc(p, 0, 1u << 20);
+    CHECK(x == a && fq.issued == 1 && fq.waits == 0 && up.syncs == 0);
+    CHECK(up.nbusy == 1 && up.violations == 0);
+    gpu_free(p, b, 1u << 20);
+    gpu_free(p, x, 1u << 20);
+    pool_release_all(p);
+}
+
+/* With virtual memory, memory reused at once may be moved to a new
+ * address at once, but its old mapping is unmapped only when the GPU is
+ * done with it: here when a block lands on the old address (vm_unmap
+ * counts an unmap under GPU work as a violation). */
+static void vmm_ordered_reuse(void)
+{
+    vm_reset(64u << 20);
+    struct pool_upstream u = vm_upstream;
+    u.reclaim = ordered_reclaim;
+    vm.alias = u.alias = true;
+    memset(&fq, 0, sizeof fq);
+    struct pool *p = fq.p = pool_create(&u, &observer);
+    uintptr_t x[4];
+    for (int i = 0; i < 4; i++)
+        CHECK((x[i] = gpu_alloc(p, 0, 8u << 20)) != 0);
+    gpu_free(p, x[0], 8u << 20); /* the GPU is still at them */
+    gpu_free(p, x[2], 8u << 20);
+    uintptr_t big = gpu_alloc(p, 0, 16u << 20); /* their memory, no wait */
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    CHECK(big != 0 && fq.issued == 1 && fq.waits == 0 && up.syncs == 0);
+    CHECK(vm.creates == 16 && st.unmap_calls == 2 && vm.unmaps == 0);
+    CHECK(up.violations == 0 && st.idle_waits == 0);
+    fill(big, 16u << 20, 1);
+    uintptr_t y = gpu_alloc(p, 0, 8u << 20); /* on a hole: waits, unmaps */
+    pool_stats(p, 0, &st);
+    CHECK((y == x[0] || y == x[2]) && st.idle_waits == 1 && fq.waits >= 1);
+    CHECK(vm.unmaps == 4 && up.violations == 0 && filled(big, 16u << 20, 1));
+    CHECK(pool_check(p) == NULL);
+    gpu_free(p, y, 8u << 20);
+    gpu_free(p, big, 16u << 20);
+    gpu_free(p, x[1], 8u << 20);
+    gpu_free(p, x[3], 8u << 20);
+    pool_trim(p, 0);
+    CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
+    pool_release_all(p);
+}
+
 static void vmm_sixteen_threads(void)
 {
     vm_reset(6ull << 30);
@@ -864,5 +945,7 @@ int main(void)
         vmm_sixteen_threads();
     }
     vmm_deferred_unmaps(); /* alias still set */
+    ordered_reuse();
+    vmm_ordered_reuse();
     return CHECK_DONE();
 }
