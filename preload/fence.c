@@ -94,7 +94,7 @@
 #include "pool.h"
 #include "real.h"
 
-#define NFENCE 64                  /* outstanding fences per device */
+#define NFENCE 1024                /* outstanding fences per device */
 #define FENCE_EVERY_NS 50000ull    /* at most one new fence per 50 us */
 #define FENCE_PRESSURE_NS 20000000ull /* ...and only within 20 ms of a wait */
 #define POLL_EVERY_NS 20000ull     /* misses query fences at most every 20 us */

@@ -123,7 +123,7 @@ struct pdefer {
     uint64_t h;
     uint64_t tag; /* unmapped once `safe` passes it: its segment's last free */
 };
-#define DEFER_MAX 64
+#define DEFER_MAX 256
 
 struct pdev {
     struct arena arenas[POOL_ARENAS];
