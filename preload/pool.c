@@ -156,11 +156,13 @@ static void make_free(struct arena *a, struct blk *b)
  * bins. Arena locked. */
 static void promote(struct pool *p, struct arena *a, int dev)
 {
+    if (a->pend_head == NULL)
+        return; /* the common case: one load of our own line */
     uint64_t safe = __atomic_load_n(&a->d->safe, __ATOMIC_ACQUIRE);
     uint64_t issued = __atomic_load_n(&a->d->issued, __ATOMIC_ACQUIRE);
     if (issued > safe)
         safe = issued; /* ordered reuse (pool.h) */
-    if (a->pend_head == NULL || a->pend_head->tag >= safe)
+    if (a->pend_head->tag >= safe)
         return;
     while (a->pend_head && a->pend_head->tag < safe) {
         struct blk *b = a->pend_head;
