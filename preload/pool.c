@@ -731,7 +731,7 @@ static int back_block(struct pool *p, struct arena *a, struct blk *b)
         left = match_spares(d, run, nrun);
     }
     int r = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0;
     for (size_t k = 0; k < nrun && r == 0; k++) {
         if (run[k].h)
             continue;
@@ -1065,16 +1065,22 @@ void pool_snapshot_abandoned(struct pool *p, int dev)
         __atomic_store_n(&d->dirty, 1, __ATOMIC_RELAXED);
 }
 
+/* Move a device's mark up to `to`, never down (threads race to move it). */
+static void raise_mark(uint64_t *mark, uint64_t to)
+{
+    uint64_t cur = __atomic_load_n(mark, __ATOMIC_RELAXED);
+    while (cur < to &&
+           !__atomic_compare_exchange_n(mark, &cur, to, false,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
+}
+
 void pool_issued(struct pool *p, int dev, const struct pool_snapshot *s)
 {
     struct pdev *d = dev_of(p, dev);
     if (d == NULL)
         return;
-    uint64_t cur = __atomic_load_n(&d->issued, __ATOMIC_RELAXED);
-    while (cur < s->epoch &&
-           !__atomic_compare_exchange_n(&d->issued, &cur, s->epoch, false,
-                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-        ;
+    raise_mark(&d->issued, s->epoch);
 }
 
 void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s)
@@ -1082,11 +1088,7 @@ void pool_synced(struct pool *p, int dev, const struct pool_snapshot *s)
     struct pdev *d = dev_of(p, dev);
     if (d == NULL)
         return;
-    uint64_t cur = __atomic_load_n(&d->safe, __ATOMIC_RELAXED);
-    while (cur < s->epoch &&
-           !__atomic_compare_exchange_n(&d->safe, &cur, s->epoch, false,
-                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-        ;
+    raise_mark(&d->safe, s->epoch);
 }
 
 /* Pending bytes that make a synchronization worth it (see the top): a

@@ -176,6 +176,17 @@ stress_vmm() {
         echo "zero corruptions, with reuse, on moving pages"
 }
 check stress_vmm stress_vmm
+# same_losses RUN.json LABEL: the losses of RUN equal the uncached run's
+# (plain.json), every step, bit for bit.
+same_losses() {
+    python3 - plain.json "$1" "$2" <<'PY'
+import json, sys
+p, v = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:3])
+print(f"losses: uncached {p['losses'][-1]!r}, {sys.argv[3]} {v['losses'][-1]!r}; "
+      f"all {len(v['losses'])} steps identical: {p['losses'] == v['losses']}")
+sys.exit(0 if p["losses"] == v["losses"] else 1)
+PY
+}
 torch_vmm() {
     cd "$W" || return 1
     [ -s plain.json ] || return 1
@@ -186,13 +197,7 @@ torch_vmm() {
 import json, sys
 d = json.load(sys.stdin)[0]['pool']
 print('pool:', d)"
-    python3 - plain.json vmm.json <<'PY'
-import json, sys
-p, v = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:])
-print(f"losses: uncached {p['losses'][-1]!r}, uncached+pool+vmm {v['losses'][-1]!r}; "
-      f"all {len(v['losses'])} steps identical: {p['losses'] == v['losses']}")
-sys.exit(0 if p["losses"] == v["losses"] else 1)
-PY
+    same_losses vmm.json uncached+pool+vmm
 }
 check torch_vmm torch_vmm
 # ---- 6. ordered reuse (GPUMEMTRACE_POOL_ORDERED=1): blocks handed out again
@@ -227,13 +232,7 @@ torch_ordered() {
         { cat ordered.err; return 1; }
     cat ordered.err
     grep -q "ordered reuse: [1-9][0-9]* fences made" ordered.err || return 1
-    python3 - plain.json ordered.json <<'PY'
-import json, sys
-p, v = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:])
-print(f"losses: uncached {p['losses'][-1]!r}, uncached+pool+vmm+ordered {v['losses'][-1]!r}; "
-      f"all {len(v['losses'])} steps identical: {p['losses'] == v['losses']}")
-sys.exit(0 if p["losses"] == v["losses"] else 1)
-PY
+    same_losses ordered.json uncached+pool+vmm+ordered
 }
 check torch_ordered torch_ordered
 "$GPUMEMREPORT" info "$W/torch.gmt" >"$OUT/torch-info.txt" 2>&1
