@@ -38,7 +38,7 @@ LAUNCHER := $(O)/gpumemtrace
 SIMLIB   := $(O)/sim/libcudart.so.13
 
 PRELOAD_SRC := $(wildcard preload/*.c)
-PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o)
+PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o
 LAUNCHER_SRC := report/launcher.c report/launch_traces.c
 REPORT_SRC  := $(filter-out $(LAUNCHER_SRC),$(wildcard report/*.c))
 REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o)
@@ -64,6 +64,22 @@ $(O)/preload/%.o: preload/%.c
 
 # dlsym's RTLD_NEXT path must be a tail call (see driver.c), even in -O0 builds.
 $(O)/preload/driver.o: override CFLAGS += -O2 -foptimize-sibling-calls
+
+# The PyTorch bridge is compiled at run time against the program's own
+# PyTorch (preload/fw_build.c): the library carries its source as strings.
+$(O)/preload/fw_src.c: preload/fw_torch.cpp preload/fw_bridge.h
+	$(call say,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q){ echo '/* generated from preload/fw_torch.cpp and fw_bridge.h */'; \
+	  for f in fw_torch.cpp:gmt_fw_torch_cpp fw_bridge.h:gmt_fw_bridge_h; do \
+	    echo "const char $${f#*:}[] ="; \
+	    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' preload/$${f%%:*}; \
+	    echo ';'; \
+	  done; } > $@.tmp && mv $@.tmp $@
+
+$(O)/preload/fw_src.o: $(O)/preload/fw_src.c
+	$(call say,CC,$@)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
 $(LIB): $(PRELOAD_OBJ) preload/exports.map
 	$(call say,LD,$@)

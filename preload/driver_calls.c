@@ -214,6 +214,9 @@ CUresult gmtw_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!begin(&c, false))
         return REAL(cuMemCreate)(handle, size, prop, flags);
+    /* PyTorch's expandable segments: memory its block events count */
+    uint64_t fw = gmt_fw_segment_call(__builtin_return_address(0))
+                      ? GMT_ALLOC_FW_BACKING : 0;
     CUresult r = REAL(cuMemCreate)(handle, size, prop, flags);
     bool on_device = prop == NULL ||
                      prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
@@ -225,7 +228,7 @@ CUresult gmtw_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     alloc_done(&c,
                on_device ? GMT_API_CU_MEM_CREATE : GMT_API_CU_MEM_CREATE_HOST,
                r, dev, r == CUDA_SUCCESS ? (uint64_t)*handle : 0, size, 0,
-               flags, GMT_NO_STREAM);
+               flags | fw, GMT_NO_STREAM);
     return r;
 }
 

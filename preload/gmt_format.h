@@ -47,7 +47,7 @@
 
 #define GMT_MAGIC "GPUMEMTR"
 #define GMT_VERSION_MAJOR 1
-#define GMT_VERSION_MINOR 0
+#define GMT_VERSION_MINOR 1
 #define GMT_HEADER_SIZE 4096u
 #define GMT_ENDIAN_MARK 0x01020304u
 #define GMT_CHUNK_MAGIC 0x43544d47u /* "GMTC" */
@@ -62,6 +62,11 @@
 #define GMT_FEAT_NATIVE_STACKS (1ull << 0)
 #define GMT_FEAT_PYTHON_STACKS (1ull << 1)
 #define GMT_FEAT_POOL (1ull << 2)
+/* A framework allocator's own block events were recorded (PyTorch's
+ * caching allocator through its trace tracker: GMT_API_FW_ALLOC/FW_FREE,
+ * GMT_X_FW). Its segments' cudaMalloc/cuMemCreate calls carry
+ * GMT_ALLOC_FW_BACKING. */
+#define GMT_FEAT_FW_BLOCKS (1ull << 3)
 
 /* gmt_file_header.flags */
 #define GMT_FLAG_CLOSED (1u << 0) /* the process closed the trace normally */
@@ -157,7 +162,32 @@ enum gmt_ext_kind {
     GMT_X_MEMPOOL = 11, /* device, pool handle, reserved, reserved_high,
                            used, used_high: a stream-ordered memory pool as
                            the driver reports it (sampled) */
+    GMT_X_FW = 12,      /* action (GMT_FWX_*), device, addr, size, stream,
+                           pool, stack: a framework allocator's segment
+                           event, or the real size of one of its blocks */
 };
+
+/* GMT_X_FW actions. A framework allocator (PyTorch's caching allocator)
+ * holds segments from CUDA and hands out blocks inside them; its blocks
+ * are ALLOC/FREE records with api GMT_API_FW_ALLOC/FW_FREE, its reusable
+ * blocks FREE_COMPLETED records, and these are its segments. */
+enum gmt_fwx {
+    GMT_FWX_SEGMENT_ALLOC = 0, /* a segment taken (cudaMalloc under it) */
+    GMT_FWX_SEGMENT_FREE = 1,  /* a segment given back */
+    GMT_FWX_SEGMENT_MAP = 2,   /* expandable segment: pages mapped */
+    GMT_FWX_SEGMENT_UNMAP = 3, /* expandable segment: pages unmapped */
+    GMT_FWX_BLOCK_SIZE = 4,    /* the block at addr is `size` bytes: the
+                                  ALLOC record's size + extra was the size
+                                  rounded to 512 bytes, the allocator kept
+                                  more (an unsplit block; finer rounding).
+                                  Written before any later record of that
+                                  allocator's device. */
+};
+
+/* ALLOC flags bit: memory a framework allocator took for its segments.
+ * Its blocks and segments are recorded by the framework's own events, so
+ * this allocation is neither requested nor reserved a second time. */
+#define GMT_ALLOC_FW_BACKING (1ull << 40)
 /* "str" inside a payload = varint length, then that many bytes. */
 
 /* Which runtime entry point produced an event (the api byte). */
@@ -172,10 +202,19 @@ enum gmt_api {
     GMT_API_HOST_ALLOC = 6,
     GMT_API_MALLOC_ASYNC = 7,
     GMT_API_MALLOC_FROM_POOL_ASYNC = 8,
+    GMT_API_FW_ALLOC = 9,  /* a framework allocator handed out a block:
+                              size requested, extra to 512-byte rounding
+                              (see GMT_FWX_BLOCK_SIZE), flags the
+                              framework's memory pool (PyTorch MempoolId_t
+                              first << 32 | second; 0: the default pool),
+                              stream the block's; failed: the framework
+                              raised out of memory */
     /* free */
     GMT_API_FREE = 16,
     GMT_API_FREE_HOST = 17,
     GMT_API_FREE_ASYNC = 18,
+    GMT_API_FW_FREE = 19,  /* the program freed a framework block (free
+                              requested; FREE_COMPLETED when reusable) */
     /* copies */
     GMT_API_MEMCPY = 32,
     GMT_API_MEMCPY_ASYNC = 33,

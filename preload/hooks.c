@@ -9,7 +9,7 @@
  */
 #include "real.h"
 
-cudaError_t gmt_mem_malloc(void **devPtr, size_t size);
+cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller);
 cudaError_t gmt_mem_free(void *devPtr);
 cudaError_t gmt_mem_device_synchronize(void);
 cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
@@ -81,12 +81,14 @@ GMT_EXPORT cudaError_t cudaFreeHost(void *ptr)
 
 GMT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
+    gmt_fw_segment_call(__builtin_return_address(0));
     TRACED(false, GMT_REAL(cudaMallocAsync)(devPtr, size, hStream),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_ASYNC), devPtr ? *devPtr : NULL, size, size, 0, S(hStream)));
 }
 
 GMT_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
+    gmt_fw_segment_call(__builtin_return_address(0));
     TRACED(false, GMT_REAL(cudaMallocAsync_ptsz)(devPtr, size, hStream),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_ASYNC | GMT_API_PTDS), devPtr ? *devPtr : NULL, size, size, 0, SZ(hStream)));
 }
@@ -511,7 +513,7 @@ GMT_EXPORT cudaError_t cudaSetDevice(int device)
 
 GMT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
-    return gmt_mem_malloc(devPtr, size);
+    return gmt_mem_malloc(devPtr, size, __builtin_return_address(0));
 }
 
 GMT_EXPORT cudaError_t cudaFree(void *devPtr)

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "fw_bridge.h"
 #include "gmt_format.h"
 
 #define GMT_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -87,6 +88,15 @@ static inline uint64_t gmt_now_ns(void)
       "1: at exit, write the names of the functions in the recorded stacks "  \
       "into the trace (dladdr: exported symbols), for reports on machines "    \
       "without the binaries")                                                 \
+    X(FRAMEWORK, framework, bool, 1, 0, 1,                                    \
+      "record PyTorch's caching allocator's own block events, its cache "     \
+      "left on (a C++ bridge built once against the program's PyTorch); 0: "  \
+      "its CUDA calls only")                                                  \
+    X(CXX, cxx, str, "c++", 0, 0,                                             \
+      "the C++ compiler that builds the PyTorch bridge at first use")          \
+    X(CACHE, cache, str, "", 0, 0,                                            \
+      "directory of built bridges (default: $XDG_CACHE_HOME/gpumemtrace, "    \
+      "else ~/.cache/gpumemtrace)")                                           \
     X(VERBOSE, verbose, bool, 0, 0, 1,                                        \
       "1: print the trace file's name and event count at exit")               \
     X(CHUNK_KB, chunk_kb, int, 64, 4, 16384,                                  \
@@ -284,6 +294,11 @@ struct gmt_call {
  * call made from inside the tracer). stamp_before: take the event's place
  * in the total order now (frees: before the memory can be reused). */
 bool gmt_call_begin(struct gmt_call *c, bool stamp_before);
+/* The same with GMT_CALL_* flags: STAMP (stamp_before), NO_STACK (an
+ * event whose record has no stack: capture none). */
+#define GMT_CALL_STAMP 1u
+#define GMT_CALL_NO_STACK 2u
+bool gmt_call_begin_flags(struct gmt_call *c, unsigned flags);
 /* Record one event of the call (a call may record several: a batch copy).
  * The event takes the call's stack; device GMT_DEVICE_CURRENT means the
  * thread's current device. */
@@ -387,6 +402,23 @@ void gmt_ev_pool(struct gmt_thread *t, unsigned kind, int dev, uint64_t addr,
 void gmt_ev_pool_sync(struct gmt_thread *t, int dev, unsigned api, int result);
 void gmt_ev_sample(struct gmt_thread *t, int dev, const uint64_t v[6]);
 void gmt_ev_oom(struct gmt_call *c, int dev, uint64_t size, const uint64_t v[5]);
+
+/* ---- fw.c: the framework bridge (PyTorch's allocator's block events) -- */
+
+/* Called by the allocation hooks (cudaMalloc, cudaMallocAsync, the
+ * driver's cuMemCreate) with their caller's return address. True: the
+ * call is PyTorch's caching allocator taking memory for a segment while
+ * its block events are recorded - leave it to CUDA and flag its record
+ * GMT_ALLOC_FW_BACKING. The first such call attaches the bridge. */
+bool gmt_fw_segment_call(const void *caller);
+void gmt_fw_reset_after_fork(void);
+
+/* ---- fw_build.c: building the bridge against the program's PyTorch --- */
+
+/* The bridge's attach function for the PyTorch whose libc10_cuda.so is
+ * at path: loaded from the cache, else compiled into it first. NULL
+ * with `why` (a few words) when it cannot be had. */
+gmt_fw_attach_fn gmt_fw_build(const char *path, char *why, size_t whylen);
 
 /* ---- api.c: the public API (markers), trace strings, NVTX injection -- */
 

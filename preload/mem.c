@@ -478,7 +478,11 @@ static cudaError_t fallback_malloc(struct gmt_call *c, void **devPtr,
     return r;
 }
 
-cudaError_t gmt_mem_malloc(void **devPtr, size_t size)
+/* caller: the hook's return address. PyTorch's caching allocator taking
+ * a segment while its block events are recorded (fw.c) goes straight to
+ * the runtime: a second cache under its own would keep memory it gave
+ * back. */
+cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller)
 {
     struct gmt_call c;
     if (!gmt_call_begin(&c, false))
@@ -486,8 +490,12 @@ cudaError_t gmt_mem_malloc(void **devPtr, size_t size)
     struct gmt_thread *t = c.t;
     struct pool *p = g_pool;
     cudaError_t r;
-    uint64_t block = size;
+    uint64_t block = size, flags = 0;
     int dev = -1;
+    if (gmt_fw_segment_call(caller)) {
+        flags = GMT_ALLOC_FW_BACKING;
+        p = NULL;
+    }
     if (p && devPtr && size > 0 && !gmt_capture_active() &&
         (dev = current_device(t)) >= 0) {
         uintptr_t a = 0;
@@ -518,7 +526,7 @@ cudaError_t gmt_mem_malloc(void **devPtr, size_t size)
         gmt_call_errno(&c);
     }
     gmt_ev_alloc(&c, r, GMT_API_MALLOC, devPtr && r == cudaSuccess ? *devPtr : NULL,
-                 size, block, 0, GMT_NO_STREAM);
+                 size, block, flags, GMT_NO_STREAM);
     if (p && dev >= 0)
         gmt_mem_maybe_sample(t, dev);
     gmt_call_finish(&c);

@@ -157,6 +157,7 @@ static void after_fork_child(void)
     gmt_log_reset_after_fork();
     gmt_mem_reset_after_fork();
     gmt_drv_reset_after_fork();
+    gmt_fw_reset_after_fork();
     memset(g_device_written, 0, sizeof g_device_written);
     if (g_state == ST_ACTIVE) {
         export_session();
@@ -214,6 +215,11 @@ static bool start(void)
  * value the real call left (see gmt_call_errno). */
 bool gmt_call_begin(struct gmt_call *c, bool stamp_before)
 {
+    return gmt_call_begin_flags(c, stamp_before ? GMT_CALL_STAMP : 0);
+}
+
+bool gmt_call_begin_flags(struct gmt_call *c, unsigned flags)
+{
     int saved = errno;
     int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
     if (GMT_UNLIKELY(st != ST_ACTIVE)) {
@@ -231,8 +237,8 @@ bool gmt_call_begin(struct gmt_call *c, bool stamp_before)
     t->guard = 1;
     t->call_device = -1;
     c->t = t;
-    c->stack = gmt_stack_capture(t);
-    if (stamp_before)
+    c->stack = flags & GMT_CALL_NO_STACK ? 0 : gmt_stack_capture(t);
+    if (flags & GMT_CALL_STAMP)
         gmt_stamp(&c->seq, &c->time);
     else
         c->seq = 0;

@@ -29,8 +29,11 @@ H("cudaHostAlloc", "void **pHost, size_t size, unsigned int flags", "pHost, size
   "gmt_ev_alloc(&c_, r_, API, pHost ? *pHost : NULL, size, size, flags, STREAM)", "GMT_API_HOST_ALLOC", "GMT_NO_STREAM")
 H("cudaFreeHost", "void *ptr", "ptr", True,
   "gmt_ev_free(&c_, r_, API, ptr, STREAM)", "GMT_API_FREE_HOST", "GMT_NO_STREAM")
+# PyTorch's cudaMallocAsync backend reports no block events: its first call
+# tells fw.c so (one line), and its allocations are recorded as they are.
 H("cudaMallocAsync", "void **devPtr, size_t size, cudaStream_t hStream", "devPtr, size, hStream", False,
-  "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, size, size, 0, STREAM)", "GMT_API_MALLOC_ASYNC", "S(hStream)", "_ptsz", "SZ(hStream)")
+  "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, size, size, 0, STREAM)", "GMT_API_MALLOC_ASYNC", "S(hStream)", "_ptsz", "SZ(hStream)",
+  pre="gmt_fw_segment_call(__builtin_return_address(0));")
 H("cudaFreeAsync", "void *devPtr, cudaStream_t hStream", "devPtr, hStream", True,
   "gmt_ev_free(&c_, r_, API, devPtr, STREAM)", "GMT_API_FREE_ASYNC", "S(hStream)", "_ptsz", "SZ(hStream)")
 H("cudaMallocFromPoolAsync", "void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream", "ptr, size, memPool, stream", False,
@@ -127,7 +130,8 @@ H("cudaSetDevice", "int device", "device", False,
 # Entry points whose behaviour the caching pool changes: their bodies live
 # in preload/mem.c. (name, params, forwarded call)
 CUSTOM = [
-    ("cudaMalloc", "void **devPtr, size_t size", "gmt_mem_malloc(devPtr, size)"),
+    ("cudaMalloc", "void **devPtr, size_t size",
+     "gmt_mem_malloc(devPtr, size, __builtin_return_address(0))"),
     ("cudaFree", "void *devPtr", "gmt_mem_free(devPtr)"),
     ("cudaDeviceSynchronize", "void", "gmt_mem_device_synchronize()"),
     ("cudaMemGetInfo", "size_t *free, size_t *total", "gmt_mem_get_info(free, total)"),
@@ -161,7 +165,7 @@ out.append('''/* hooks.c - the CUDA runtime entry points libgpumemtrace.so expor
  */
 #include "real.h"
 
-cudaError_t gmt_mem_malloc(void **devPtr, size_t size);
+cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller);
 cudaError_t gmt_mem_free(void *devPtr);
 cudaError_t gmt_mem_device_synchronize(void);
 cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
