@@ -257,7 +257,15 @@ static bool attach(void)
  * known not to be. */
 static bool classify(uintptr_t ip)
 {
-    pthread_mutex_lock(&g_lock);
+    /* Never wait here: the thread attaching holds its device's allocator
+     * lock and takes every other device's, and this thread may hold one
+     * of them (PyTorch calls cudaMalloc with it held). A call that finds
+     * the attach under way is taken for the framework's if it comes from
+     * the framework, and asks again next time otherwise. */
+    if (pthread_mutex_trylock(&g_lock) != 0) {
+        uintptr_t hi = __atomic_load_n(&g_hi, __ATOMIC_ACQUIRE);
+        return hi != 0 && ip >= g_lo && ip < hi;
+    }
     bool fw = false;
     int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
     if (st != FW_SEARCH) {

@@ -66,15 +66,16 @@ static bool forced(const char *framework)
 
 /* PyTorch without its caching allocator calls cudaMalloc even while a CUDA
  * graph is being captured - deliberately, so that the combination fails
- * loudly (a global-mode capture refuses the call). The user did not ask
- * for that; the launcher did. Say so once, where the capture begins. */
+ * loudly (a global-mode capture refuses the call). The user asked the
+ * launcher for it (--no-framework-cache), perhaps not knowing that: say
+ * so once, where the capture begins. */
 static void capture_hint(void)
 {
     static int said;
     if (forced("pytorch") && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
         gmt_warn("CUDA graph capture with PyTorch's caching allocator turned "
-                 "off by the launcher; if capture fails, rerun with "
-                 "--keep-framework-allocator");
+                 "off by the launcher (--no-framework-cache); if capture "
+                 "fails, rerun without it");
 }
 
 /* Count a capture before it starts, so that no synchronization of ours

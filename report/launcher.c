@@ -237,14 +237,21 @@ static void usage(FILE *f)
          "driver (GPUMEMTRACE_DRIVER=0), so programs with a static cudart, "
          "CuPy and JAX record nothing"},
         {"    --no-pool", "no caching pool: cudaMalloc/cudaFree pass through "
-         "to the runtime, and framework allocators are left alone"},
+         "to the runtime"},
         {"    --sample-ms N", "milliseconds between memory samples; 0: none"},
         {"    --embed-symbols", "write function names into the traces at exit"},
         {"-v, --verbose", "print the variables set; each process prints its "
          "trace's name at exit"},
         {"    --set NAME=VALUE", "set GPUMEMTRACE_NAME (any option below)"},
-        {"    --keep-framework-allocator", "leave PyTorch's and JAX's own "
-         "caching on: the traces then show their segments, not tensors"},
+        {"    --no-framework-cache", "turn PyTorch's and JAX's own caching "
+         "off, so that every tensor is a CUDA allocation of its own, cached by "
+         "the pool instead: for frameworks without block events (JAX, custom "
+         "allocators). It changes the program: CUDA graph capture and "
+         "torch.compile(mode=\"reduce-overhead\") fail, cuBLAS workspaces "
+         "are allocated differently, out of memory raises "
+         "torch.AcceleratorError instead of torch.OutOfMemoryError"},
+        {"    --keep-framework-allocator", "the default: framework "
+         "allocators are left as they are (kept for older scripts)"},
         {"    --no-nvtx", "don't set NVTX_INJECTION64_PATH"},
         {"    --report", "at exit, print gpumemreport summary of each trace "
          "(on stderr)"},
@@ -269,15 +276,20 @@ static void usage(FILE *f)
         wrap(f, flags[i][1], col, 30);
     }
     fputc('\n', f);
-    wrap(f, "With the pool on (the default), framework allocators are routed "
-            "to it so every tensor is traced: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
-            "and XLA_PYTHON_CLIENT_ALLOCATOR=platform are set unless already "
-            "set. JAX then allocates buffer by buffer through the driver's "
-            "virtual memory API, which the driver-level observer records "
-            "(slower than JAX's own allocator). CuPy's pool can only be "
-            "turned off from code (cupy.cuda.set_allocator(None)); its "
-            "segments are recorded either way. NVTX_INJECTION64_PATH is set "
-            "to the library unless already set.", 0, 0);
+    wrap(f, "PyTorch's caching allocator is left on: every tensor is "
+            "recorded from its own block events (a small C++ bridge, built "
+            "once against the program's PyTorch with the system's C++ "
+            "compiler and cached; GPUMEMTRACE_FRAMEWORK=0 turns it off), "
+            "and the program runs as it does untraced. Other frameworks' "
+            "caches show as their segments. --no-framework-cache sets "
+            "PYTORCH_NO_CUDA_MEMORY_CACHING=1 and "
+            "XLA_PYTHON_CLIENT_ALLOCATOR=platform unless already set: JAX "
+            "then allocates buffer by buffer through the driver's virtual "
+            "memory API, which the driver-level observer records (slower "
+            "than JAX's own allocator). CuPy's pool can only be turned off "
+            "from code (cupy.cuda.set_allocator(None)); its segments are "
+            "recorded either way. NVTX_INJECTION64_PATH is set to the "
+            "library unless already set.", 0, 0);
     fprintf(f, "\nlibrary options (environment variables; --set NAME=VALUE):\n");
     for (size_t i = 0; i < NOPTDEFS; i++) {
         const struct optdef *o = &optdefs[i];
@@ -599,7 +611,7 @@ static int pass_status(int st)
 
 struct run {
     char **cmd;
-    bool verbose, keep_alloc, no_nvtx, report, session_given, disabled;
+    bool verbose, cache_off, no_nvtx, report, session_given, disabled;
     uint64_t session;
     char lib[PATH_MAX], cwd[PATH_MAX], pattern[PATH_MAX];
 };
@@ -613,6 +625,7 @@ enum {
     OPT_EMBED_SYMBOLS,
     OPT_SET,
     OPT_KEEP_ALLOC,
+    OPT_CACHE_OFF,
     OPT_NO_NVTX,
     OPT_REPORT,
 };
@@ -626,7 +639,7 @@ static const struct optdef *set_option(const char *name, const char *value,
         usage_error("%s: no option %s", flag, name);
     if (strcmp(o->name, "FORCED_ALLOCATOR") == 0)
         usage_error("%s: GPUMEMTRACE_FORCED_ALLOCATOR is set by the launcher "
-                    "(see --keep-framework-allocator)", flag);
+                    "(see --no-framework-cache)", flag);
     char why[96], var[64];
     if (optdef_check(o, value, why, sizeof why))
         usage_error("%s: %s=%s: the value must be %s", flag, o->name, value, why);
@@ -650,6 +663,7 @@ static void parse_args(struct run *r, int argc, char **argv)
         {"verbose", no_argument, NULL, 'v'},
         {"set", required_argument, NULL, OPT_SET},
         {"keep-framework-allocator", no_argument, NULL, OPT_KEEP_ALLOC},
+        {"no-framework-cache", no_argument, NULL, OPT_CACHE_OFF},
         {"no-nvtx", no_argument, NULL, OPT_NO_NVTX},
         {"report", no_argument, NULL, OPT_REPORT},
         {"quiet", no_argument, NULL, 'q'},
@@ -696,7 +710,10 @@ static void parse_args(struct run *r, int argc, char **argv)
             break;
         }
         case OPT_KEEP_ALLOC:
-            r->keep_alloc = true;
+            r->cache_off = false;
+            break;
+        case OPT_CACHE_OFF:
+            r->cache_off = true;
             break;
         case OPT_NO_NVTX:
             r->no_nvtx = true;
@@ -761,7 +778,7 @@ static void setup_env(struct run *r)
 
     /* framework allocators, routed to the pool */
     r->disabled = env_bool("GPUMEMTRACE_DISABLE", false);
-    bool route = !r->keep_alloc && !r->disabled && env_bool("GPUMEMTRACE_POOL", true);
+    bool route = r->cache_off && !r->disabled;
     char forced[64] = "";
     for (size_t i = 0; route && i < sizeof routes / sizeof *routes; i++) {
         const char *have = getenv(routes[i][1]);

@@ -228,36 +228,43 @@ def test_ld_preload_prepended_not_duplicated():
     expect(child_env(p)["LD_PRELOAD"] == LIB_ABS, p.stdout)
 
 
-def test_framework_allocators_routed_to_the_pool():
+def test_framework_allocators_left_alone_by_default():
     names = ("PYTORCH_NO_CUDA_MEMORY_CACHING", "XLA_PYTHON_CLIENT_ALLOCATOR",
              "GPUMEMTRACE_FORCED_ALLOCATOR", "GPUMEMTRACE_POOL")
-    got = child_env(launch(prog("launched"), *show_env(*names)))
+    for flags in ([], ["--keep-framework-allocator"]):
+        got = child_env(launch(*flags, prog("launched"), *show_env(*names)))
+        expect(got == {"PYTORCH_NO_CUDA_MEMORY_CACHING": None,
+                       "XLA_PYTHON_CLIENT_ALLOCATOR": None,
+                       "GPUMEMTRACE_FORCED_ALLOCATOR": None,
+                       "GPUMEMTRACE_POOL": None}, (flags, got))
+
+
+def test_framework_caches_turned_off_on_request():
+    names = ("PYTORCH_NO_CUDA_MEMORY_CACHING", "XLA_PYTHON_CLIENT_ALLOCATOR",
+             "GPUMEMTRACE_FORCED_ALLOCATOR", "GPUMEMTRACE_POOL")
+    got = child_env(launch("--no-framework-cache", prog("launched"), *show_env(*names)))
     expect(got == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
                    "XLA_PYTHON_CLIENT_ALLOCATOR": "platform",
                    "GPUMEMTRACE_FORCED_ALLOCATOR": "pytorch,jax",
                    "GPUMEMTRACE_POOL": None}, got)
     # a value the user set is kept, said once, and not listed as forced
-    p = launch(prog("launched"), *show_env(*names),
+    p = launch("--no-framework-cache", prog("launched"), *show_env(*names),
                env=lenv(PYTORCH_NO_CUDA_MEMORY_CACHING="0"))
     got = child_env(p)
     expect(got["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "0" and
            got["GPUMEMTRACE_FORCED_ALLOCATOR"] == "jax", got)
     expect(p.stderr.count("kept PYTORCH_NO_CUDA_MEMORY_CACHING=0") == 1, p.stderr)
-    # turned off on request, and whenever the pool is off
-    for flags, pool in ((["--keep-framework-allocator"], None), (["--no-pool"], "0"),
-                        (["--set", "pool=off"], "off")):
-        got = child_env(launch(*flags, prog("launched"), *show_env(*names)))
-        expect(got == {"PYTORCH_NO_CUDA_MEMORY_CACHING": None,
-                       "XLA_PYTHON_CLIENT_ALLOCATOR": None,
-                       "GPUMEMTRACE_FORCED_ALLOCATOR": None,
-                       "GPUMEMTRACE_POOL": pool}, (flags, got))
+    # the later flag wins
+    got = child_env(launch("--no-framework-cache", "--keep-framework-allocator",
+                           prog("launched"), *show_env(*names)))
+    expect(got["PYTORCH_NO_CUDA_MEMORY_CACHING"] is None, got)
 
 
 def test_capture_hint_only_when_pytorch_was_forced():
     hint = "CUDA graph capture with PyTorch's caching allocator turned off by the launcher"
-    p = launch(prog("launched"), "alloc", "512", "capture")  # two captures
-    expect(p.stderr.count(hint) == 1 and "--keep-framework-allocator" in p.stderr, p.stderr)
-    p = launch("--keep-framework-allocator", prog("launched"), "alloc", "512", "capture")
+    p = launch("--no-framework-cache", prog("launched"), "alloc", "512", "capture")  # two
+    expect(p.stderr.count(hint) == 1 and "--no-framework-cache" in p.stderr, p.stderr)
+    p = launch(prog("launched"), "alloc", "512", "capture")
     expect(hint not in p.stderr, p.stderr)
 
 
@@ -429,5 +436,6 @@ def test_help_lists_every_library_option():
     for flag in ("--output", "--stack-depth", "--no-pool", "--no-python", "--no-driver",
                  "--sample-ms",
                  "--embed-symbols", "--verbose", "--set", "--keep-framework-allocator",
+                 "--no-framework-cache",
                  "--no-nvtx", "--report", "--quiet"):
         expect(flag in p.stdout, flag)
