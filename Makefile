@@ -216,7 +216,11 @@ $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) pre
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
 	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c $(FUZZ_SRC)
 
+# The PyTorch stand-in that the framework bridge's tests attach to.
+include tests/sim/torch/rules.mk
+
 tests: all $(SIMLIB) $(SIMDRV) $(PROGS) $(DRV_PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) \
+       $(TORCH_TEST_DEPS) \
        $(O)/tests/sim-selftest \
        $(O)/tests/fuzz_smoke
 

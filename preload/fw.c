@@ -96,13 +96,14 @@ static void fw_ext(struct gmt_thread *t, unsigned action,
 }
 
 /* Called by the bridge from inside PyTorch's allocator, its device lock
- * held: record, never call back into it. The records that have a stack
- * field capture one; the others (a block becoming reusable, often on
- * another thread's later call) do not pay for it. */
+ * held: record, never call back into it. Allocations, segments and
+ * out-of-memory capture the thread's stacks; frees do not (what a block
+ * is, is where it was allocated - PyTorch's own snapshots make the same
+ * choice by default - and a stack is most of an event's cost: on a
+ * launch-bound model, half the tracing time). */
 static void fw_event(const struct gmt_fw_event *ev)
 {
     bool stack = ev->action == GMT_FW_ALLOC ||
-                 ev->action == GMT_FW_FREE_REQUESTED ||
                  ev->action == GMT_FW_SEGMENT_ALLOC ||
                  ev->action == GMT_FW_SEGMENT_MAP || ev->action == GMT_FW_OOM;
     struct gmt_call c;
@@ -224,10 +225,15 @@ static bool attach(void)
         return false;
     }
     const char *nocache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
-    if (nocache != NULL && *nocache) {
-        /* every tensor is a cudaMalloc of its own: the hooks see them */
-        note(0, "PyTorch's cache is off (PYTORCH_NO_CUDA_MEMORY_CACHING): "
-                "every tensor is recorded at its cudaMalloc");
+    if (nocache != NULL) {
+        /* Every tensor is a cudaMalloc of its own, which the hooks see;
+         * PyTorch's uncached path reports nothing to trackers, and
+         * flagging its calls as segments would hide every tensor. Any
+         * value, to be safe: versions differ on which values mean off. */
+        char text[160];
+        snprintf(text, sizeof text, "PYTORCH_NO_CUDA_MEMORY_CACHING=%.40s: "
+                 "PyTorch's tensors are recorded at their cudaMalloc", nocache);
+        note(0, text);
         __atomic_store_n(&g_state, FW_OFF, __ATOMIC_RELEASE);
         return false;
     }

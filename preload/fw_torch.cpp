@@ -17,7 +17,8 @@
  * raises it just after the ALLOC callback returns, and nothing else
  * changes it before the next event of that device (a FREE_COMPLETED
  * lowers it after its own callback). So at an ALLOC the counter is read,
- * and at the next event of the same device read again; when the
+ * and at the next event of the same device read again (one read serves
+ * both when that event is an ALLOC too); when the
  * difference is not the 512-rounded size the ALLOC record said, a
  * GMT_FW_BLOCK_SIZE event goes first. Both reads are made with the
  * device's lock already held by this thread (recursive: no deadlock), and
@@ -79,9 +80,11 @@ void on_trace(const cca::TraceEntry &te)
         if (dev < 0 || dev >= kMaxDevices)
             return;
         Pending &p = g_pending[dev];
+        int64_t active = -1; /* read once: it also serves this event's */
         if (p.on) {
             p.on = false;
-            int64_t size = active_bytes(dev) - p.active;
+            active = active_bytes(dev);
+            int64_t size = active - p.active;
             if (size > 0 && uint64_t(size) != p.rounded)
                 send(GMT_FW_BLOCK_SIZE, dev, p.addr, uint64_t(size));
         }
@@ -126,7 +129,8 @@ void on_trace(const cca::TraceEntry &te)
                   (uint64_t(te.mempool_.second) & 0xffffffffu);
         g_host->event(&ev);
         if (ev.action == GMT_FW_ALLOC)
-            p = Pending{true, ev.addr, rounded(ev.size), active_bytes(dev)};
+            p = Pending{true, ev.addr, rounded(ev.size),
+                        active >= 0 ? active : active_bytes(dev)};
     } catch (...) {
         /* the allocator must not see our failure */
     }

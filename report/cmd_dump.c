@@ -4,6 +4,17 @@
  * thread, device, what happened. Definitions are printed where they occur;
  * stack frames as module+offset (no symbolization here: dump shows what
  * the file says).
+ *
+ * PyTorch's caching allocator's records have fixed token lists, which
+ * tests parse (docs/trace-format.md has the fields):
+ *   alloc          torch_block ptr=0x.. size=REQ block=BYTES pool=ID stream=S stack=ID
+ *   free_requested torch_block ptr=0x.. stack=ID
+ *   fw_segment     action=alloc|free|map|unmap ptr=0x.. size=N stream=S pool=ID stack=ID
+ *   fw_block_size  ptr=0x.. size=N
+ * (a failed block: class `oom`, the same tokens, then the error). Streams
+ * print as everywhere in dump: legacy, per-thread or 0x...; pools as a
+ * decimal number. The device column of a fw_ record is its device. A
+ * CUDA allocation under PyTorch's segments ends with the token fw_backing.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -130,6 +141,29 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
                    m.pool, m.device, m.reserved, m.reserved_high, m.used, m.used_high);
         break;
     }
+    case GMT_X_FW: {
+        static const char *const actions[] = {
+            [GMT_FWX_SEGMENT_ALLOC] = "alloc",
+            [GMT_FWX_SEGMENT_FREE] = "free",
+            [GMT_FWX_SEGMENT_MAP] = "map",
+            [GMT_FWX_SEGMENT_UNMAP] = "unmap",
+        };
+        struct gmt_fw f;
+        char s[32];
+        if (gmt_fw_decode(rec, &f) != 0)
+            break;
+        stream_str(s, sizeof s, f.stream);
+        if (f.action == GMT_FWX_BLOCK_SIZE)
+            printf("fw_block_size  ptr=0x%" PRIx64 " size=%" PRIu64, f.addr, f.size);
+        else if (f.action < sizeof actions / sizeof *actions)
+            printf("fw_segment     action=%s ptr=0x%" PRIx64 " size=%" PRIu64
+                   " stream=%s pool=%" PRIu64 " stack=%u", actions[f.action], f.addr,
+                   f.size, s, f.pool, f.stack);
+        else /* from a newer minor version */
+            printf("fw_event       action=%u ptr=0x%" PRIx64 " size=%" PRIu64, f.action,
+                   f.addr, f.size);
+        break;
+    }
     case GMT_X_SYMBOL: {
         uint64_t ip = 0;
         gmt_get_varint(rec->payload, rec->payload + rec->len, &ip);
@@ -143,12 +177,34 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
     }
 }
 
+/* A block of PyTorch's caching allocator handed out or freed: every token
+ * always, stack included. */
+static void print_fw_block(const struct gmt_rec *rec)
+{
+    char s[32];
+    printf("%s ptr=0x%" PRIx64, gmt_api_name(rec->api), rec->addr);
+    if (rec->kind == GMT_K_ALLOC) {
+        stream_str(s, sizeof s, rec->stream);
+        printf(" size=%" PRIu64 " block=%" PRIu64 " pool=%" PRIu64 " stream=%s",
+               rec->size, rec->size + rec->size2, rec->flags, s);
+    }
+    printf(" stack=%u", rec->stack);
+}
+
 static void print_event(const struct gmt_rec *rec, const struct gmt_defs *d)
 {
     char s[32];
     const char *api = gmt_api_name(rec->api);
     const char *ptds = (rec->api & GMT_API_PTDS) ? "_ptds" : "";
+    unsigned base = rec->api & ~GMT_API_PTDS;
     printf("%-14s ", gmt_event_class(rec));
+    if ((rec->kind == GMT_K_ALLOC && base == GMT_API_FW_ALLOC) ||
+        (rec->kind == GMT_K_FREE && base == GMT_API_FW_FREE)) {
+        print_fw_block(rec);
+        if (rec->result)
+            printf(" -> %s (%u)", gmt_cuda_error_name(rec->result), rec->result);
+        return;
+    }
     switch (rec->kind) {
     case GMT_K_ALLOC:
         printf("%s%s ptr=0x%" PRIx64 " size=%" PRIu64, api, ptds, rec->addr,
@@ -157,6 +213,8 @@ static void print_event(const struct gmt_rec *rec, const struct gmt_defs *d)
             printf(" block=%" PRIu64, rec->size + rec->size2);
         if (rec->flags)
             printf(" flags=0x%" PRIx64, rec->flags);
+        if (gmt_is_fw_backing(rec))
+            printf(" fw_backing");
         if (rec->api == GMT_API_MALLOC_ASYNC ||
             (rec->api & ~GMT_API_PTDS) == GMT_API_MALLOC_ASYNC ||
             (rec->api & ~GMT_API_PTDS) == GMT_API_MALLOC_FROM_POOL_ASYNC) {
@@ -296,7 +354,11 @@ int cmd_dump(int argc, char **argv)
                 rc = EXIT_ERROR;
                 break;
             }
-            printf("%3s  ", "-");
+            struct gmt_fw f;
+            if (rec.ext == GMT_X_FW && gmt_fw_decode(&rec, &f) == 0)
+                printf("%3u  ", f.device);
+            else
+                printf("%3s  ", "-");
             print_def(&rec, &d, stacks);
         } else {
             printf("%3u  ", rec.device);

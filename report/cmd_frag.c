@@ -18,7 +18,9 @@
  *
  * A trace recorded with the pool off has no pool state: the driver did
  * the caching, out of sight. For it, the rounding waste at the peak and
- * the samples, if any, are all there is to say.
+ * the samples, if any, are all there is to say - unless PyTorch's caching
+ * allocator recorded its own events: then its segments and blocks are the
+ * picture, labelled as PyTorch's (poolview.h rebuilds them the same way).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -38,7 +40,9 @@ static void usage(FILE *f)
                "bytes, largest free block, free blocks, fragmentation (1 - largest\n"
                "free / free), rounding waste against gaps, and the segments with\n"
                "the most free space (--top of them); then fragmentation over the\n"
-               "run from the pool's samples.\n\n" GMT_COMMON_HELP, gmt_prog);
+               "run from the pool's samples. With PyTorch's caching allocator's\n"
+               "events in the trace, the same for PyTorch's segments and blocks.\n\n"
+               GMT_COMMON_HELP, gmt_prog);
 }
 
 /* A moment to picture: the peak, or an out-of-memory event. */
@@ -95,15 +99,15 @@ static int cmp_snap(const void *a, const void *b)
     return x < y ? -1 : x > y; /* the peak before an event of the same seq */
 }
 
-/* Which moments to picture. Out-of-memory events only with the pool:
- * without it there is no pool state to show at them. */
+/* Which moments to picture. Out-of-memory events only with the pool or
+ * PyTorch's allocator: without them there is no state to show at them. */
 static void plan(struct scan *sc, const struct replay *r)
 {
     if (r->peak_requested)
         sc->snaps[sc->nsnaps++] = (struct snap){NULL, r->peak_requested_seq,
                                                 r->peak_requested_time, -1,
                                                 false, {0}};
-    for (size_t i = 0; r->pool && i < r->nooms && i < FRAG_MAX_OOMS; i++)
+    for (size_t i = 0; (r->pool || r->fw) && i < r->nooms && i < FRAG_MAX_OOMS; i++)
         sc->snaps[sc->nsnaps++] = (struct snap){&r->ooms[i], r->ooms[i].seq,
                                                 r->ooms[i].time, r->ooms[i].device,
                                                 false, {0}};
@@ -204,10 +208,17 @@ static void figure(const char *label, const char *value, const char *note)
     printf("  %-15s %12s  %s\n", label, value, note);
 }
 
-static void text_figures(const struct gmt_common *c, const struct pv_state *s)
+/* Whose segments the picture shows. */
+static const char *owner(const struct pv_state *s)
+{
+    return s->fw_segs == 0 ? "" : s->fw_segs == s->nsegs ? " (PyTorch's)"
+                                                         : " (PyTorch's and the pool's)";
+}
+
+static void text_figures(const struct gmt_common *c, const struct pv_state *s, bool fw)
 {
     char a[32], b[32], note[160];
-    snprintf(note, sizeof note, "in %zu segment%s", s->nsegs, plural(s->nsegs));
+    snprintf(note, sizeof note, "in %zu segment%s%s", s->nsegs, plural(s->nsegs), owner(s));
     figure("reserved", gmt_size(c, a, (int64_t)s->reserved), note);
     snprintf(note, sizeof note, "in %" PRIu64 " live block%s", s->live_blocks,
              plural(s->live_blocks));
@@ -224,9 +235,11 @@ static void text_figures(const struct gmt_common *c, const struct pv_state *s)
              gmt_size(c, b, (int64_t)s->free));
     figure("rounding waste", gmt_size(c, a, (int64_t)s->waste), note);
     if (s->unpooled_count) {
-        snprintf(note, sizeof note, "in %" PRIu64 " allocation%s the pool does not serve",
-                 s->unpooled_count, plural(s->unpooled_count));
-        figure("outside pool", gmt_size(c, a, (int64_t)s->unpooled_bytes), note);
+        snprintf(note, sizeof note, "in %" PRIu64 " allocation%s %s does not serve",
+                 s->unpooled_count, plural(s->unpooled_count),
+                 fw ? "PyTorch's allocator" : "the pool");
+        figure(fw ? "outside PyTorch" : "outside pool",
+               gmt_size(c, a, (int64_t)s->unpooled_bytes), note);
     }
 }
 
@@ -253,8 +266,10 @@ static void text_segments(const struct gmt_common *c, const struct pv_state *s)
         return;
     static const char *const h[] = {"segment", "size", "allocated", "pending",
                                     "free", "largest gap", "gaps", "live blocks"};
+    static const char *const hfw[] = {"PyTorch's segment", "size", "allocated", "pending",
+                                      "free", "largest gap", "gaps", "live blocks"};
     static const bool right[] = {false, true, true, true, true, true, true, true};
-    struct table *t = table_new(8, h, right);
+    struct table *t = table_new(8, s->fw_segs == s->nsegs ? hfw : h, right);
     if (t == NULL)
         return;
     size_t shown = shown_segs(c, s);
@@ -262,8 +277,11 @@ static void text_segments(const struct gmt_common *c, const struct pv_state *s)
     for (size_t i = 0; i < s->nsegs; i++) {
         const struct pv_seg_stat *g = &s->segs[i];
         if (i < shown) {
-            char name[24];
-            snprintf(name, sizeof name, "0x%" PRIx64, g->addr);
+            char name[40];
+            /* mixed owners (the pool and PyTorch both on): say whose */
+            snprintf(name, sizeof name, "0x%" PRIx64 "%s", g->addr,
+                     s->fw_segs && s->fw_segs < s->nsegs ? (g->fw ? " (PyTorch)" : " (pool)")
+                                                        : "");
             seg_row(t, c, name, g);
             continue;
         }
@@ -292,7 +310,10 @@ static void text_oom_title(const struct gmt_common *c, const struct replay *r,
     const struct oom *o = s->oom;
     printf("\nat out-of-memory #%zu: %s requested on device %u at %.3f s\n", n,
            gmt_size(c, a, (int64_t)o->size), o->device, rel_s(r, o->time));
-    if (o->has_state)
+    if (o->has_state && o->fw) /* PyTorch knows no largest free block */
+        printf("  PyTorch recorded reserved %s, allocated %s\n",
+               gmt_size(c, a, (int64_t)o->state[2]), gmt_size(c, b, (int64_t)o->state[3]));
+    else if (o->has_state)
         printf("  the pool recorded reserved %s, allocated %s, largest free %s\n",
                gmt_size(c, a, (int64_t)o->state[2]), gmt_size(c, b, (int64_t)o->state[3]),
                gmt_size(c, e, (int64_t)o->state[4]));
@@ -311,13 +332,18 @@ static void text_snap(const struct gmt_common *c, const struct replay *r,
         printf("  (not enough host memory to picture it)\n");
         return;
     }
-    text_figures(c, &s->st);
+    text_figures(c, &s->st, r->fw);
     text_segments(c, &s->st);
 }
 
 static void text_rows(const struct gmt_common *c, const struct replay *r,
                       const struct scan *sc)
 {
+    if (sc->samples == 0 && r->fw && !r->pool) {
+        printf("\nfragmentation over time: no samples in this trace (PyTorch's\n"
+               "allocator is not sampled; the pictures above are rebuilt from its events)\n");
+        return;
+    }
     if (sc->samples == 0) {
         printf("\nfragmentation over time: no samples in this trace (the pool takes\n"
                "them at its allocations and frees, every GPUMEMTRACE_SAMPLE_MS)\n");
@@ -371,10 +397,14 @@ static void text(const struct loaded *l, const struct gmt_common *c, const struc
 {
     const struct replay *r = &l->r;
     printf("%s (pid %u): ", l->path, r->hdr.pid);
-    if (!r->pool) {
+    if (!r->pool && !r->fw) {
         text_no_pool(c, r, sc);
     } else {
-        printf("gpumemtrace's pool on; out-of-memory events: %" PRIu64 "\n", r->ooms_total);
+        printf("%s; out-of-memory events: %" PRIu64 "\n",
+               r->fw && r->pool ? "gpumemtrace's pool on, and PyTorch's caching allocator's events"
+               : r->fw          ? "PyTorch's caching allocator (its block and segment events)"
+                                : "gpumemtrace's pool on",
+               r->ooms_total);
         if (sc->nsnaps == 0)
             printf("no device allocations\n");
         for (size_t i = 0, n = 0; i < sc->nsnaps; i++)
@@ -385,8 +415,9 @@ static void text(const struct loaded *l, const struct gmt_common *c, const struc
     }
     text_rows(c, r, sc);
     if (sc->odd)
-        printf("\nnote: %" PRIu64 " records did not fit the rebuilt pool (frees of unknown\n"
-               "blocks, overlapping segments, ...): the figures may be off\n", sc->odd);
+        printf("\nnote: %" PRIu64 " records did not fit the rebuilt %s (frees of unknown\n"
+               "blocks, overlapping segments, ...): the figures may be off\n", sc->odd,
+               r->fw ? "allocator" : "pool");
 }
 
 /* ---- JSON --------------------------------------------------------------------- */
@@ -397,10 +428,11 @@ static void json_segments(const struct gmt_common *c, const struct pv_state *s)
     printf(",\"segment_table\":[");
     for (size_t i = 0; i < shown; i++) {
         const struct pv_seg_stat *g = &s->segs[i];
-        printf("%s{\"address\":\"0x%" PRIx64 "\",\"device\":%u,\"size\":%" PRIu64
+        printf("%s{\"address\":\"0x%" PRIx64 "\",\"owner\":\"%s\",\"device\":%u,\"size\":%" PRIu64
                ",\"allocated\":%" PRIu64 ",\"pending\":%" PRIu64 ",\"free\":%" PRIu64
                ",\"largest_gap\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"live_blocks\":%" PRIu64 "}",
-               i ? "," : "", g->addr, g->device, g->size, g->allocated, g->pending, g->free,
+               i ? "," : "", g->addr, g->fw ? "pytorch" : "pool", g->device, g->size,
+               g->allocated, g->pending, g->free,
                g->largest_gap, g->gaps, g->live);
     }
     printf("],\"segments_omitted\":%zu", s->nsegs - shown);
@@ -420,7 +452,8 @@ static void json_pool_figures(const struct pv_state *s)
 
 static void json_oom(const struct oom *o)
 {
-    printf(",\"size\":%" PRIu64 ",\"device\":%u,\"recorded\":", o->size, o->device);
+    printf(",\"size\":%" PRIu64 ",\"device\":%u,\"by\":\"%s\",\"recorded\":", o->size,
+           o->device, o->fw ? "pytorch" : "cuda");
     if (o->has_state)
         printf("{\"reserved\":%" PRIu64 ",\"allocated\":%" PRIu64
                ",\"largest_free\":%" PRIu64 "}", o->state[2], o->state[3], o->state[4]);
@@ -438,7 +471,7 @@ static void json_snap(const struct gmt_common *c, const struct replay *r,
         printf(",\"requested\":%" PRIu64 ",\"allocations\":%" PRIu64
                ",\"rounding_waste\":%" PRIu64, s->st.requested, s->st.allocations,
                s->st.waste);
-        if (r->pool) {
+        if (r->pool || r->fw) {
             json_pool_figures(&s->st);
             json_segments(c, &s->st);
         }
@@ -471,8 +504,9 @@ static void json(const struct loaded *l, const struct gmt_common *c, const struc
     const struct replay *r = &l->r;
     printf("{\"trace\":");
     gmt_json_str(stdout, l->path);
-    printf(",\"pid\":%u,\"pool\":%s,\"inconsistencies\":%" PRIu64 ",\"peak\":",
-           r->hdr.pid, r->pool ? "true" : "false", sc->odd);
+    printf(",\"pid\":%u,\"pool\":%s,\"framework\":%s,\"inconsistencies\":%" PRIu64
+           ",\"peak\":", r->hdr.pid, r->pool ? "true" : "false",
+           r->fw ? "\"pytorch\"" : "null", sc->odd);
     size_t i = 0;
     if (sc->nsnaps && !sc->snaps[0].oom)
         json_snap(c, r, &sc->snaps[i++]);

@@ -3,7 +3,8 @@
  * Header, process, devices, threads, whether the trace was closed or cut
  * short, and how many events of each kind and from each runtime entry
  * point it holds. The counts are what the tests compare with the calls a
- * test program made.
+ * test program made. PyTorch's caching allocator's block events are not
+ * calls of CUDA: they are counted apart (framework), not by entry point.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -21,6 +22,10 @@ struct info {
     uint64_t by_kind[NCLASS], oom, alloc_failed, failed_calls;
     uint64_t by_api[NAPI], bytes_by_api[NAPI];
     uint64_t pool_syncs, pool_sync_failed, fence_waits;
+    /* PyTorch's caching allocator (GMT_FEAT_FW_BLOCKS) */
+    bool fw;
+    uint64_t fw_blocks, fw_ooms, fw_frees, fw_actions[GMT_FWX_BLOCK_SIZE + 1];
+    uint64_t fw_backing, fw_backing_failed;
     uint64_t first_time, last_time;
     struct gmt_defs defs_tab;
 };
@@ -32,6 +37,38 @@ static void usage(FILE *f)
                "each kind and of each CUDA entry point in each trace.\n\n"
                "  --json   one JSON object per trace, in an array\n",
             gmt_prog);
+}
+
+/* Framework records: 1 counted here (not a call of CUDA), 0 a call. */
+static int fw_count(struct info *in, const struct gmt_rec *rec)
+{
+    unsigned api = rec->api & ~GMT_API_PTDS;
+    if (rec->kind == GMT_K_EXT) {
+        struct gmt_fw f;
+        if (rec->ext == GMT_X_FW && gmt_fw_decode(rec, &f) == 0) {
+            in->fw = true;
+            if (f.action <= GMT_FWX_BLOCK_SIZE)
+                in->fw_actions[f.action]++;
+        }
+        return 1;
+    }
+    if (rec->kind == GMT_K_ALLOC && api == GMT_API_FW_ALLOC) {
+        in->fw = true;
+        in->fw_blocks += rec->result == 0;
+        in->fw_ooms += rec->result == 2;
+        return 1;
+    }
+    if (rec->kind == GMT_K_FREE && api == GMT_API_FW_FREE) {
+        in->fw = true;
+        in->fw_frees++;
+        return 1;
+    }
+    if (gmt_is_fw_backing(rec)) {
+        in->fw = true;
+        in->fw_backing += rec->result == 0;
+        in->fw_backing_failed += rec->result != 0;
+    }
+    return 0;
 }
 
 static int scan(const char *path, struct gmt_reader **out, struct info *in)
@@ -53,6 +90,7 @@ static int scan(const char *path, struct gmt_reader **out, struct info *in)
                 gmt_reader_close(r);
                 return -1;
             }
+            fw_count(in, &rec);
             continue;
         }
         in->events++;
@@ -72,6 +110,8 @@ static int scan(const char *path, struct gmt_reader **out, struct info *in)
             (*(rec.result == 2 ? &in->oom : &in->alloc_failed))++;
         else
             in->by_kind[rec.kind]++;
+        if (fw_count(in, &rec))
+            continue; /* no call: not by entry point, never a failed call */
         if (rec.kind == GMT_K_ALLOC || rec.kind == GMT_K_FREE ||
             rec.kind == GMT_K_MEMCPY || rec.kind == GMT_K_MEMSET ||
             rec.kind == GMT_K_SYNC || rec.kind == GMT_K_STREAM_CREATE) {
@@ -103,9 +143,10 @@ static void print_time(FILE *f, uint64_t ns)
 
 static const char *features(uint64_t f, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s%s%s%s", f & GMT_FEAT_NATIVE_STACKS ? "native-stacks " : "",
+    snprintf(buf, cap, "%s%s%s%s%s", f & GMT_FEAT_NATIVE_STACKS ? "native-stacks " : "",
              f & GMT_FEAT_PYTHON_STACKS ? "python-stacks " : "",
-             f & GMT_FEAT_POOL ? "pool " : "", f ? "" : "none");
+             f & GMT_FEAT_POOL ? "pool " : "",
+             f & GMT_FEAT_FW_BLOCKS ? "torch-blocks " : "", f ? "" : "none");
     size_t n = strlen(buf);
     if (n && buf[n - 1] == ' ')
         buf[n - 1] = '\0';
@@ -180,6 +221,16 @@ static void text(const char *path, const struct gmt_reader *r,
                in->by_kind[GMT_K_FREE_COMPLETED], in->pool_syncs,
                in->pool_sync_failed ? " (some refused: stream capture)" : "",
                in->fence_waits);
+    if (in->fw || (h->features & GMT_FEAT_FW_BLOCKS))
+        printf("\nPyTorch's caching allocator: block events: %" PRIu64 " blocks handed out"
+               " (%" PRIu64 " out of memory), %" PRIu64 " freed, %" PRIu64 " reusable again;"
+               " %" PRIu64 " segments taken, %" PRIu64 " given back, %" PRIu64 " mapped, %"
+               PRIu64 " unmapped; %" PRIu64 " block sizes corrected; %" PRIu64 " CUDA"
+               " allocations under its segments (%" PRIu64 " failed, retried by PyTorch)\n",
+               in->fw_blocks, in->fw_ooms, in->fw_frees, in->by_kind[GMT_K_FREE_COMPLETED],
+               in->fw_actions[GMT_FWX_SEGMENT_ALLOC], in->fw_actions[GMT_FWX_SEGMENT_FREE],
+               in->fw_actions[GMT_FWX_SEGMENT_MAP], in->fw_actions[GMT_FWX_SEGMENT_UNMAP],
+               in->fw_actions[GMT_FWX_BLOCK_SIZE], in->fw_backing, in->fw_backing_failed);
     printf("\ncalls by entry point:\n");
     for (unsigned a = 1; a < NAPI; a++) {
         if (!in->by_api[a])
@@ -270,6 +321,18 @@ static void json(const char *path, const struct gmt_reader *r,
            in->by_kind[GMT_K_SEGMENT_ALLOC], in->by_kind[GMT_K_SEGMENT_FREE],
            in->by_kind[GMT_K_FREE_COMPLETED], in->pool_syncs, in->fence_waits,
            in->by_kind[GMT_K_SAMPLE], in->by_kind[GMT_K_OOM]);
+    if (in->fw || (h->features & GMT_FEAT_FW_BLOCKS))
+        printf(",\"framework\":{\"name\":\"pytorch\",\"blocks\":%" PRIu64 ",\"ooms\":%" PRIu64
+               ",\"frees\":%" PRIu64 ",\"free_completed\":%" PRIu64 ",\"segments\":%" PRIu64
+               ",\"segment_frees\":%" PRIu64 ",\"maps\":%" PRIu64 ",\"unmaps\":%" PRIu64
+               ",\"block_sizes\":%" PRIu64 ",\"backing_allocations\":%" PRIu64
+               ",\"backing_failed\":%" PRIu64 "}",
+               in->fw_blocks, in->fw_ooms, in->fw_frees, in->by_kind[GMT_K_FREE_COMPLETED],
+               in->fw_actions[GMT_FWX_SEGMENT_ALLOC], in->fw_actions[GMT_FWX_SEGMENT_FREE],
+               in->fw_actions[GMT_FWX_SEGMENT_MAP], in->fw_actions[GMT_FWX_SEGMENT_UNMAP],
+               in->fw_actions[GMT_FWX_BLOCK_SIZE], in->fw_backing, in->fw_backing_failed);
+    else
+        printf(",\"framework\":null");
     printf(",\"failed_calls\":%" PRIu64 "}", in->failed_calls);
 }
 

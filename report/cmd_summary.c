@@ -5,6 +5,12 @@
  * the trace accounts for (CUDA context, library workspaces); what was still
  * allocated at exit; out-of-memory events; the sites holding the most at
  * the peak. Several traces: each in turn, then one row per process.
+ *
+ * With PyTorch's caching allocator's own events in the trace, also its
+ * figures as PyTorch itself counts them (the peaks that
+ * torch.cuda.max_memory_allocated/max_memory_reserved report), and the
+ * peak of what was allocated outside it. Figures over devices are sums of
+ * each device's peak, as peak allocated is.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -59,6 +65,95 @@ static uint64_t peak_allocated(const struct replay *r)
     return n;
 }
 
+/* The framework allocator's figures, summed over devices. */
+struct fw_sums {
+    uint64_t peak_requested, peak_allocated, peak_reserved, peak_outside;
+    uint64_t allocs, frees, free_completed, ooms, segments, segment_frees, maps, unmaps;
+    uint64_t block_sizes, backing, backing_failed;
+};
+
+static struct fw_sums fw_sums(const struct replay *r)
+{
+    struct fw_sums f = {0};
+    for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+        const struct device_state *s = &r->dev[d];
+        f.peak_requested += s->peak_fw_requested;
+        f.peak_allocated += s->peak_fw_allocated;
+        f.peak_reserved += s->peak_fw_reserved;
+        f.peak_outside += s->peak_outside;
+        f.allocs += s->fw_allocs;
+        f.frees += s->fw_frees;
+        f.free_completed += s->fw_free_completed;
+        f.ooms += s->fw_ooms;
+        f.segments += s->fw_segments;
+        f.segment_frees += s->fw_segment_frees;
+        f.maps += s->fw_maps;
+        f.unmaps += s->fw_unmaps;
+        f.block_sizes += s->fw_block_sizes;
+        f.backing += s->fw_backing;
+        f.backing_failed += s->fw_backing_failed;
+    }
+    return f;
+}
+
+static void fw_text(const struct replay *r, const struct gmt_common *c)
+{
+    struct fw_sums f = fw_sums(r);
+    char a[32], b[32];
+    printf("PyTorch's caching allocator: peak allocated %s "
+           "(torch.cuda.max_memory_allocated), peak reserved %s "
+           "(torch.cuda.max_memory_reserved), %" PRIu64 " block%s / %" PRIu64
+           " segment%s%s\n",
+           gmt_size(c, a, (int64_t)f.peak_allocated), gmt_size(c, b, (int64_t)f.peak_reserved),
+           f.allocs, f.allocs == 1 ? "" : "s", f.segments + f.maps,
+           f.segments + f.maps == 1 ? "" : "s",
+           f.maps ? " (expandable: pieces mapped)" : "");
+    printf("outside PyTorch's allocator: peak %s (cuBLAS/cuDNN/NCCL workspaces, "
+           "user cudaMalloc)\n", gmt_size(c, a, (int64_t)f.peak_outside));
+    if (r->fw_odd)
+        printf("note: %" PRIu64 " of PyTorch's records fit no block or segment "
+               "known: its figures may be off\n", r->fw_odd);
+}
+
+static void fw_json(const struct replay *r)
+{
+    if (!r->fw) {
+        printf(",\"framework\":null");
+        return;
+    }
+    struct fw_sums f = fw_sums(r);
+    uint64_t t0 = r->hdr.start_monotonic_ns;
+    printf(",\"framework\":{\"name\":\"pytorch\",\"peak_allocated\":%" PRIu64
+           ",\"peak_reserved\":%" PRIu64 ",\"peak_requested\":%" PRIu64
+           ",\"peak_outside\":%" PRIu64 ",\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64
+           ",\"free_completed\":%" PRIu64 ",\"ooms\":%" PRIu64 ",\"segments\":%" PRIu64
+           ",\"segment_frees\":%" PRIu64 ",\"maps\":%" PRIu64 ",\"unmaps\":%" PRIu64
+           ",\"block_sizes\":%" PRIu64 ",\"backing_allocations\":%" PRIu64
+           ",\"backing_failed\":%" PRIu64 ",\"inconsistencies\":%" PRIu64 ",\"devices\":[",
+           f.peak_allocated, f.peak_reserved, f.peak_requested, f.peak_outside, f.allocs,
+           f.frees, f.free_completed, f.ooms, f.segments, f.segment_frees, f.maps, f.unmaps,
+           f.block_sizes, f.backing, f.backing_failed, r->fw_odd);
+    bool first = true;
+    for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++) {
+        const struct device_state *s = &r->dev[dv];
+        if (!s->seen)
+            continue;
+        printf("%s{\"ordinal\":%d,\"peak_allocated\":%" PRIu64
+               ",\"peak_allocated_at_ns\":%" PRIu64 ",\"peak_reserved\":%" PRIu64
+               ",\"peak_reserved_at_ns\":%" PRIu64 ",\"peak_requested\":%" PRIu64
+               ",\"peak_outside\":%" PRIu64 ",\"allocated\":%" PRId64 ",\"reserved\":%" PRId64
+               ",\"allocs\":%" PRIu64 ",\"segments\":%" PRIu64 ",\"ooms\":%" PRIu64 "}",
+               first ? "" : ",", dv, s->peak_fw_allocated,
+               s->peak_fw_allocated_time > t0 ? s->peak_fw_allocated_time - t0 : 0,
+               s->peak_fw_reserved,
+               s->peak_fw_reserved_time > t0 ? s->peak_fw_reserved_time - t0 : 0,
+               s->peak_fw_requested, s->peak_outside, s->fw_allocated, s->fw_reserved,
+               s->fw_allocs, s->fw_segments + s->fw_maps, s->fw_ooms);
+        first = false;
+    }
+    printf("]}");
+}
+
 /* One allocation holding most of a device is a framework's arena, not
  * data: say so, and how to see what is in it. */
 static void arena_hint(const struct gmt_defs *d, const struct group_row *top,
@@ -104,9 +199,12 @@ static void text(struct loaded *l, const struct gmt_common *c)
            gmt_size(c, b, (int64_t)peak_allocated(r)));
     printf("peak reserved:   %-12s at %.3f s (%s)\n",
            gmt_size(c, e, (int64_t)r->peak_reserved), at_s(r, r->peak_reserved_time),
-           !r->pool || !r->segments_taken ? "allocations held from the driver"
+           r->fw ? "PyTorch's segments and allocations outside it"
+           : !r->pool || !r->segments_taken ? "allocations held from the driver"
            : r->driver_allocs ? "the pool's segments and allocations outside it"
                               : "the pool's segments");
+    if (r->fw)
+        fw_text(r, c);
     uint64_t beyond = untracked(r), samples = 0;
     for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++)
         samples += r->dev[dv].samples;
@@ -145,8 +243,9 @@ static void text(struct loaded *l, const struct gmt_common *c)
            hleak ? ", pinned host " : "", hleak ? gmt_size(c, b, (int64_t)hleak) : "");
     printf("out of memory:   %" PRIu64 "\n", r->ooms_total);
     for (size_t i = 0; i < r->nooms && i < 5; i++)
-        printf("  at %.3f s: %s on device %u\n", at_s(r, r->ooms[i].time),
-               gmt_size(c, a, (int64_t)r->ooms[i].size), r->ooms[i].device);
+        printf("  at %.3f s: %s on device %u%s\n", at_s(r, r->ooms[i].time),
+               gmt_size(c, a, (int64_t)r->ooms[i].size), r->ooms[i].device,
+               r->ooms[i].fw ? " (PyTorch's caching allocator)" : "");
     struct group_row *rows;
     size_t n = gmt_group(l, c, at_peak, &rows);
     if (n) {
@@ -204,6 +303,7 @@ static void json(struct loaded *l, const struct gmt_common *c)
     }
     printf(",\"stream_ordered_pools\":%d,\"pools_peak_reserved\":%" PRIu64
            ",\"pools_peak_used\":%" PRIu64, r->nmempools, pres, pused);
+    fw_json(r);
     printf(",\"devices\":[");
     bool first = true;
     for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++) {

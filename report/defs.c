@@ -580,6 +580,12 @@ int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
         rc = gmt_mempool_decode(rec, &m);
         break;
     }
+    case GMT_X_FW: { /* likewise */
+        struct gmt_fw f;
+        what = "framework allocator";
+        rc = gmt_fw_decode(rec, &f);
+        break;
+    }
     default:
         d->nunknown++; /* from a newer minor version: skipped */
         break;
@@ -690,5 +696,21 @@ int gmt_mempool_decode(const struct gmt_rec *rec, struct gmt_mempool *out)
         v[4] > GMT_SIZE_MAX || v[5] > GMT_SIZE_MAX)
         return -1;
     *out = (struct gmt_mempool){(uint32_t)v[0], v[1], v[2], v[3], v[4], v[5]};
+    return 0;
+}
+
+int gmt_fw_decode(const struct gmt_rec *rec, struct gmt_fw *out)
+{
+    const uint8_t *p = rec->payload, *end = rec->payload + rec->len;
+    uint64_t v[7];
+    for (int i = 0; i < 7; i++)
+        if ((p = gmt_get_varint(p, end, &v[i])) == NULL)
+            return -1;
+    /* devices as the reader bounds them; sizes as every other record */
+    if (v[0] > UINT32_MAX || v[1] > 0xffff || v[3] > GMT_SIZE_MAX ||
+        v[2] + v[3] < v[2] || v[6] > UINT32_MAX)
+        return -1;
+    *out = (struct gmt_fw){(unsigned)v[0], (uint32_t)v[1], (uint32_t)v[6],
+                           v[2], v[3], v[4], v[5]};
     return 0;
 }

@@ -144,6 +144,31 @@ struct gmt_mempool {
     uint64_t pool, reserved, reserved_high, used, used_high;
 };
 int gmt_mempool_decode(const struct gmt_rec *rec, struct gmt_mempool *out);
+/* A GMT_X_FW record: a framework allocator's (PyTorch's caching
+ * allocator's) segment taken, given back, mapped or unmapped, or the real
+ * size of one of its blocks (action GMT_FWX_*). Actions beyond those this
+ * reader knows decode (a newer minor version may add some) and are
+ * ignored by the consumers. */
+struct gmt_fw {
+    unsigned action;
+    uint32_t device, stack;
+    uint64_t addr, size, stream, pool;
+};
+/* 0 and *out filled, or -1: malformed (truncated, a device beyond the
+ * reader's, a size of 2^48 or more, a range that wraps). */
+int gmt_fw_decode(const struct gmt_rec *rec, struct gmt_fw *out);
+/* An allocation a framework allocator made for its segments: flags bit
+ * GMT_ALLOC_FW_BACKING on cudaMalloc, cuMemAlloc or cuMemCreate, the
+ * calls it makes them with. Other allocations' flags hold a pool handle
+ * (cudaMallocFromPoolAsync, cuMemAllocFromPoolAsync) or a framework
+ * pool's id (GMT_API_FW_ALLOC), where bit 40 means nothing. */
+static inline bool gmt_is_fw_backing(const struct gmt_rec *rec)
+{
+    unsigned api = rec->api & ~GMT_API_PTDS;
+    return rec->kind == GMT_K_ALLOC && (rec->flags & GMT_ALLOC_FW_BACKING) &&
+           (api == GMT_API_MALLOC || api == GMT_API_CU_MEM_ALLOC ||
+            api == GMT_API_CU_MEM_CREATE);
+}
 /* The text of string `id`, NULL if the trace does not define it. */
 const char *gmt_defs_string(const struct gmt_defs *d, uint64_t id);
 void gmt_defs_free(struct gmt_defs *d);

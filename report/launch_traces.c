@@ -191,11 +191,7 @@ static void trace_line(const char *shown, const char *path)
         free(r);
         return;
     }
-    uint64_t leaked = 0;
-    REPLAY_FOREACH_LIVE(r, l) {
-        if (l->mem != MEM_HOST)
-            leaked += l->size;
-    }
+    uint64_t leaked = replay_leaked(r, NULL, NULL);
     const char *cmd = r->defs.process.present ? r->defs.process.cmdline : "?";
     size_t len = strlen(cmd);
     char peak[32], leak[32];

@@ -36,6 +36,10 @@ const char *gmt_api_name(unsigned api)
         [GMT_API_HOST_ALLOC] = "cudaHostAlloc",
         [GMT_API_MALLOC_ASYNC] = "cudaMallocAsync",
         [GMT_API_MALLOC_FROM_POOL_ASYNC] = "cudaMallocFromPoolAsync",
+        /* PyTorch's caching allocator handing out and taking back a block:
+         * one name for both, the record kind says which */
+        [GMT_API_FW_ALLOC] = "torch_block",
+        [GMT_API_FW_FREE] = "torch_block",
         [GMT_API_FREE] = "cudaFree",
         [GMT_API_FREE_HOST] = "cudaFreeHost",
         [GMT_API_FREE_ASYNC] = "cudaFreeAsync",

@@ -8,10 +8,13 @@
  * what finds the free run a large block was carved from. Segments are
  * few (the pool's are 2 MiB and up) and a segment's block list is bounded
  * by its size over 512 bytes, so inserting into these arrays stays cheap.
+ * The addresses of a framework's backing allocations are a sorted array
+ * too: one per segment of 2 MiB and up.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "defs.h"
 #include "pool.h"
 #include "poolview.h"
 
@@ -28,13 +31,19 @@ struct pv_block {
     uint32_t device;
     uint8_t state;    /* PV_ALLOC or PV_PENDING */
     bool pooled;      /* listed by the segment that holds it */
+    bool fw;          /* a framework allocator's block */
 };
+
+/* Whose segment: the pool's, the framework's, or a mapped piece of one of
+ * the framework's expandable segments (which joins its neighbours). */
+enum { PV_SEG_POOL = 0, PV_SEG_FW = 1, PV_SEG_FW_MAPPED = 2 };
 
 struct pv_segment {
     uint64_t addr, size;
     uint32_t device;
     uint64_t *blk;    /* addresses of its blocks, ascending */
     size_t nblk, cap;
+    uint8_t kind;     /* PV_SEG_* */
 };
 
 void pv_init(struct poolview *v)
@@ -48,6 +57,7 @@ void pv_free(struct poolview *v)
         free(v->segs[i].blk);
     free(v->segs);
     free(v->blocks);
+    free(v->backing);
     memset(v, 0, sizeof *v);
 }
 
@@ -132,6 +142,52 @@ static void pend(struct poolview *v, const struct pv_block *b, bool in)
 uint64_t pv_pending(const struct poolview *v, uint32_t device)
 {
     return device < PV_DEVICES ? v->pending[device] : 0;
+}
+
+/* ---- a framework's backing allocations ------------------------------------- */
+
+static size_t backing_lower(const struct poolview *v, uint64_t addr)
+{
+    size_t lo = 0, hi = v->nbacking;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v->backing[mid] < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void backing_add(struct poolview *v, uint64_t addr)
+{
+    size_t i = backing_lower(v, addr);
+    if (i < v->nbacking && v->backing[i] == addr)
+        return;
+    if (v->nbacking == v->cap_backing) {
+        size_t cap = v->cap_backing ? 2 * v->cap_backing : 64;
+        uint64_t *n = realloc(v->backing, cap * sizeof *n);
+        if (n == NULL) {
+            v->nomem = true;
+            return;
+        }
+        v->backing = n;
+        v->cap_backing = cap;
+    }
+    memmove(v->backing + i + 1, v->backing + i, (v->nbacking - i) * sizeof *v->backing);
+    v->backing[i] = addr;
+    v->nbacking++;
+}
+
+/* Drop addr if it is a backing allocation; false if it is not one. */
+static bool backing_drop(struct poolview *v, uint64_t addr)
+{
+    size_t i = backing_lower(v, addr);
+    if (i >= v->nbacking || v->backing[i] != addr)
+        return false;
+    memmove(v->backing + i, v->backing + i + 1, (v->nbacking - i - 1) * sizeof *v->backing);
+    v->nbacking--;
+    return true;
 }
 
 /* ---- segments -------------------------------------------------------------- */
@@ -282,10 +338,20 @@ static bool is_host(unsigned api)
     }
 }
 
+static bool is_fw_api(unsigned api, unsigned which)
+{
+    return (api & ~GMT_API_PTDS) == which;
+}
+
 static void on_alloc(struct poolview *v, const struct gmt_rec *rec)
 {
     if (rec->result || !rec->addr || !rec->size || is_host(rec->api))
         return;
+    bool fw = is_fw_api(rec->api, GMT_API_FW_ALLOC);
+    if (gmt_is_fw_backing(rec)) {
+        backing_add(v, rec->addr);
+        return;
+    }
     struct pv_block *b = blk_find(v, rec->addr);
     if (b) { /* allocated again without a free: the old one is gone */
         v->odd++;
@@ -305,15 +371,20 @@ static void on_alloc(struct poolview *v, const struct gmt_rec *rec)
         return;
     }
     b->req = rec->size;
-    b->size = s ? extent(s, rec->addr, block) : block;
+    b->size = s && !fw ? extent(s, rec->addr, block) : block;
     b->device = rec->device;
     b->state = PV_ALLOC;
     b->pooled = s != NULL;
+    b->fw = fw;
 }
 
 static void on_free(struct poolview *v, const struct gmt_rec *rec)
 {
     if (rec->result || !rec->addr || is_host(rec->api))
+        return;
+    /* CUDA's free of a segment's memory; a framework block at the same
+     * address is the framework's to free */
+    if (!is_fw_api(rec->api, GMT_API_FW_FREE) && backing_drop(v, rec->addr))
         return;
     struct pv_block *b = blk_find(v, rec->addr);
     if (b == NULL || b->state != PV_ALLOC) {
@@ -335,17 +406,21 @@ static void on_completed(struct poolview *v, const struct gmt_rec *rec)
         v->odd++;
         return;
     }
-    if (rec->size != b->size)
-        v->odd++; /* the rebuilt block was not the pool's */
+    /* the pool's record carries its block's size, the framework's the
+     * size requested */
+    if (rec->size != (b->fw ? b->req : b->size))
+        v->odd++; /* the rebuilt block was not the allocator's */
     forget(v, b);
 }
 
-static void on_segment_alloc(struct poolview *v, const struct gmt_rec *rec)
+/* A segment [a, a + size) taken: its index, or -1. */
+static long seg_add(struct poolview *v, uint64_t a, uint64_t size, uint32_t device,
+                    uint8_t kind)
 {
-    uint64_t a = rec->addr, end = a + rec->size;
-    if (!a || !rec->size || end < a) {
+    uint64_t end = a + size;
+    if (!a || !size || end < a) {
         v->odd++;
-        return;
+        return -1;
     }
     /* The driver handed out this range: nothing older can be in it. */
     size_t i = seg_lower(v, a);
@@ -360,27 +435,165 @@ static void on_segment_alloc(struct poolview *v, const struct gmt_rec *rec)
         struct pv_segment *n = realloc(v->segs, cap * sizeof *n);
         if (n == NULL) {
             v->nomem = true;
-            return;
+            return -1;
         }
         v->segs = n;
         v->cap_segs = cap;
     }
     memmove(v->segs + i + 1, v->segs + i, (v->nsegs - i) * sizeof *v->segs);
-    v->segs[i] = (struct pv_segment){a, rec->size, rec->device, NULL, 0, 0};
+    v->segs[i] = (struct pv_segment){a, size, device, NULL, 0, 0, kind};
     v->nsegs++;
+    return (long)i;
 }
 
-static void on_segment_free(struct poolview *v, const struct gmt_rec *rec)
+static void seg_free(struct poolview *v, uint64_t addr, uint64_t size)
 {
-    size_t i = seg_lower(v, rec->addr);
-    if (i >= v->nsegs || v->segs[i].addr != rec->addr) {
+    size_t i = seg_lower(v, addr);
+    if (i >= v->nsegs || v->segs[i].addr != addr) {
         v->odd++; /* not a segment we know */
         return;
     }
-    if (v->segs[i].size != rec->size)
+    if (v->segs[i].size != size)
         v->odd++;
     if (seg_drop(v, i))
         v->odd++; /* given back with blocks still allocated in it */
+}
+
+/* ---- a framework's segments ------------------------------------------------ */
+
+/* Mapped pieces of one expandable segment: adjacent, on one device. */
+static bool joinable(const struct pv_segment *x, const struct pv_segment *y)
+{
+    return x->kind == PV_SEG_FW_MAPPED && y->kind == PV_SEG_FW_MAPPED &&
+           x->device == y->device && seg_end(x) == y->addr;
+}
+
+/* Segment i + 1 becomes the end of segment i. Its blocks all lie above
+ * segment i's, so the lists join in order. */
+static void seg_join(struct poolview *v, size_t i)
+{
+    struct pv_segment *a = &v->segs[i], *b = &v->segs[i + 1];
+    if (a->nblk + b->nblk > a->cap) {
+        uint64_t *n = realloc(a->blk, (a->nblk + b->nblk) * sizeof *n);
+        if (n == NULL) {
+            v->nomem = true; /* left apart: the picture shows two segments */
+            return;
+        }
+        a->blk = n;
+        a->cap = a->nblk + b->nblk;
+    }
+    if (b->nblk)
+        memcpy(a->blk + a->nblk, b->blk, b->nblk * sizeof *b->blk);
+    a->nblk += b->nblk;
+    a->size += b->size;
+    free(b->blk);
+    memmove(b, b + 1, (v->nsegs - i - 2) * sizeof *b);
+    v->nsegs--;
+}
+
+static void seg_map(struct poolview *v, uint64_t a, uint64_t size, uint32_t device)
+{
+    long k = seg_add(v, a, size, device, PV_SEG_FW_MAPPED);
+    if (k < 0)
+        return;
+    size_t i = (size_t)k;
+    if (i + 1 < v->nsegs && joinable(&v->segs[i], &v->segs[i + 1]))
+        seg_join(v, i);
+    if (i > 0 && joinable(&v->segs[i - 1], &v->segs[i]))
+        seg_join(v, i - 1);
+}
+
+/* Pages [a, a + size) of an expandable segment unmapped: what lay there
+ * goes (a block still allocated there is odd), and the segment keeps what
+ * lies before and after the hole, as one or two segments. */
+static void seg_unmap(struct poolview *v, uint64_t a, uint64_t size)
+{
+    struct pv_segment *s = seg_holding(v, a);
+    if (s == NULL || s->kind == PV_SEG_POOL) {
+        v->odd++;
+        return;
+    }
+    size_t i = (size_t)(s - v->segs);
+    uint64_t end = seg_end(s), hi = size < end - a ? a + size : end;
+    if (size > end - a)
+        v->odd++; /* past the piece: clipped */
+    size_t lo_k = blk_lower(s, a), hi_k = blk_lower(s, hi);
+    for (size_t k = lo_k; k < hi_k; k++) {
+        struct pv_block *b = blk_find(v, s->blk[k]);
+        if (b == NULL)
+            continue;
+        v->odd += b->state == PV_ALLOC;
+        if (b->state == PV_PENDING)
+            pend(v, b, false);
+        blk_remove(v, b);
+    }
+    if (hi < end) {
+        size_t nr = s->nblk - hi_k;
+        uint64_t *rb = nr ? malloc(nr * sizeof *rb) : NULL;
+        if (v->nsegs == v->cap_segs) {
+            size_t cap = 2 * v->cap_segs;
+            struct pv_segment *n = realloc(v->segs, cap * sizeof *n);
+            if (n) {
+                v->segs = n;
+                v->cap_segs = cap;
+            }
+        }
+        s = &v->segs[i];
+        if ((nr && rb == NULL) || v->nsegs == v->cap_segs) {
+            free(rb);
+            v->nomem = true; /* the part after the hole is lost */
+        } else {
+            if (nr)
+                memcpy(rb, s->blk + hi_k, nr * sizeof *rb);
+            memmove(s + 2, s + 1, (v->nsegs - i - 1) * sizeof *s);
+            s[1] = (struct pv_segment){hi, end - hi, s->device, rb, nr, nr, s->kind};
+            v->nsegs++;
+        }
+    }
+    s->nblk = lo_k;
+    s->size = a - s->addr;
+    if (s->size == 0) {
+        free(s->blk);
+        memmove(s, s + 1, (v->nsegs - i - 1) * sizeof *s);
+        v->nsegs--;
+    }
+}
+
+/* A framework block is `size` bytes, not what its ALLOC record said. */
+static void block_size(struct poolview *v, uint64_t addr, uint64_t size)
+{
+    struct pv_block *b = blk_find(v, addr);
+    if (b == NULL || !b->fw || b->state != PV_ALLOC || size < b->req) {
+        v->odd++;
+        return;
+    }
+    b->size = size;
+}
+
+static void on_fw(struct poolview *v, const struct gmt_rec *rec)
+{
+    struct gmt_fw f;
+    if (rec->ext != GMT_X_FW || gmt_fw_decode(rec, &f) != 0)
+        return;
+    switch (f.action) {
+    case GMT_FWX_SEGMENT_ALLOC:
+        seg_add(v, f.addr, f.size, f.device, PV_SEG_FW);
+        break;
+    case GMT_FWX_SEGMENT_FREE:
+        seg_free(v, f.addr, f.size);
+        break;
+    case GMT_FWX_SEGMENT_MAP:
+        seg_map(v, f.addr, f.size, f.device);
+        break;
+    case GMT_FWX_SEGMENT_UNMAP:
+        seg_unmap(v, f.addr, f.size);
+        break;
+    case GMT_FWX_BLOCK_SIZE:
+        block_size(v, f.addr, f.size);
+        break;
+    default:
+        break;
+    }
 }
 
 void pv_apply(struct poolview *v, const struct gmt_rec *rec)
@@ -396,10 +609,13 @@ void pv_apply(struct poolview *v, const struct gmt_rec *rec)
         on_completed(v, rec);
         break;
     case GMT_K_SEGMENT_ALLOC:
-        on_segment_alloc(v, rec);
+        seg_add(v, rec->addr, rec->size, rec->device, PV_SEG_POOL);
         break;
     case GMT_K_SEGMENT_FREE:
-        on_segment_free(v, rec);
+        seg_free(v, rec->addr, rec->size);
+        break;
+    case GMT_K_EXT:
+        on_fw(v, rec);
         break;
     default:
         break;
@@ -429,6 +645,7 @@ static void seg_stat(const struct poolview *v, const struct pv_segment *s,
     st->addr = s->addr;
     st->size = s->size;
     st->device = s->device;
+    st->fw = s->kind != PV_SEG_POOL;
     for (size_t i = 0; i < s->nblk; i++) {
         const struct pv_block *b = blk_find(v, s->blk[i]);
         if (b == NULL || b->addr < s->addr || b->addr >= end)
@@ -460,6 +677,7 @@ static int cmp_seg(const void *a, const void *b)
 static void add_segment(struct pv_state *out, const struct pv_seg_stat *st)
 {
     out->segs[out->nsegs++] = *st;
+    out->fw_segs += st->fw;
     out->reserved += st->size;
     out->allocated += st->allocated;
     out->pending += st->pending;

@@ -23,6 +23,18 @@
  * pitched memory, everything when the pool was off) are kept too, apart
  * from the pool's picture, for their rounding waste.
  *
+ * A framework allocator's (PyTorch's caching allocator's) records build
+ * the same picture of its own segments and blocks: segments from GMT_X_FW
+ * records, blocks from GMT_API_FW_ALLOC/FW_FREE and FREE_COMPLETED. Its
+ * blocks are as big as the record says (size + extra), or as a later
+ * BLOCK_SIZE record says - never the pool's split rule, which is not
+ * PyTorch's. Its FREE_COMPLETED records carry the requested size, not the
+ * block's. An expandable segment arrives as pieces mapped and unmapped
+ * (SEGMENT_MAP/UNMAP): adjacent mapped pieces are one segment, and
+ * unmapping cuts a hole, or splits it in two. The CUDA allocations under
+ * its segments (GMT_ALLOC_FW_BACKING) are no blocks: they are remembered
+ * only so that their frees are not taken for frees of unknown blocks.
+ *
  * Hostile input: frees of unknown addresses, blocks outside or across
  * segments, overlapping segments, segments freed while blocks live in
  * them - none of these crash or loop; each is counted in `odd` and the
@@ -49,6 +61,8 @@ struct poolview {
     size_t cap, n;
     struct pv_segment *segs;    /* sorted by address, never overlapping */
     size_t nsegs, cap_segs;
+    uint64_t *backing;          /* live GMT_ALLOC_FW_BACKING addresses, sorted */
+    size_t nbacking, cap_backing;
     uint64_t pending[PV_DEVICES]; /* bytes in pending blocks, per device */
     uint64_t odd;               /* records that did not fit the picture */
     bool nomem;                 /* host memory ran out: the picture is partial */
@@ -64,6 +78,7 @@ void pv_apply(struct poolview *v, const struct gmt_rec *rec);
 struct pv_seg_stat {
     uint64_t addr, size;
     uint32_t device;
+    bool fw;                           /* the framework allocator's */
     uint64_t allocated, pending, free; /* bytes; they add up to size */
     uint64_t largest_gap, gaps;        /* free blocks: largest, count */
     uint64_t live;                     /* allocated blocks */
@@ -79,6 +94,7 @@ struct pv_state {
     uint64_t waste;              /* their block bytes - requested bytes */
     uint64_t allocations;        /* their number */
     uint64_t unpooled_bytes, unpooled_count; /* outside every segment */
+    size_t fw_segs;              /* of nsegs, the framework allocator's */
     double frag;                 /* 1 - largest_free / free; 0 if none free */
     struct pv_seg_stat *segs;    /* most free first, then by address */
     size_t nsegs;

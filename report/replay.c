@@ -6,6 +6,11 @@
  * since the last peak is on the `touched` list; when the live total sets
  * a new peak, those sites copy their live bytes into peak_bytes and the
  * list empties - each event pays for at most one such copy.
+ *
+ * A framework allocator's records (replay.h has what they count for) go
+ * through the same paths: its blocks through on_alloc/on_free, its
+ * segments and corrected block sizes through on_fw; the allocations under
+ * its segments through on_backing, into a table of their own.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,66 +32,66 @@ static size_t slot(uint64_t addr, size_t cap)
     return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
 }
 
-static bool live_grow(struct replay *r)
+static bool live_grow(struct live_table *t)
 {
-    size_t cap = r->live_cap ? r->live_cap * 2 : 4096;
-    struct live *t = calloc(cap, sizeof *t);
-    if (t == NULL)
+    size_t cap = t->cap ? t->cap * 2 : 4096;
+    struct live *n = calloc(cap, sizeof *n);
+    if (n == NULL)
         return false;
-    for (size_t i = 0; i < r->live_cap; i++) {
-        if (!r->live[i].addr)
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->slot[i].addr)
             continue;
-        size_t j = slot(r->live[i].addr, cap);
-        while (t[j].addr)
+        size_t j = slot(t->slot[i].addr, cap);
+        while (n[j].addr)
             j = (j + 1) & (cap - 1);
-        t[j] = r->live[i];
+        n[j] = t->slot[i];
     }
-    free(r->live);
-    r->live = t;
-    r->live_cap = cap;
+    free(t->slot);
+    t->slot = n;
+    t->cap = cap;
     return true;
 }
 
-static struct live *live_find(struct replay *r, uint64_t addr)
+static struct live *live_find(struct live_table *t, uint64_t addr)
 {
-    if (r->live_cap == 0)
+    if (t->cap == 0)
         return NULL;
-    size_t j = slot(addr, r->live_cap);
-    while (r->live[j].addr) {
-        if (r->live[j].addr == addr)
-            return &r->live[j];
-        j = (j + 1) & (r->live_cap - 1);
+    size_t j = slot(addr, t->cap);
+    while (t->slot[j].addr) {
+        if (t->slot[j].addr == addr)
+            return &t->slot[j];
+        j = (j + 1) & (t->cap - 1);
     }
     return NULL;
 }
 
-static struct live *live_insert(struct replay *r, uint64_t addr)
+static struct live *live_insert(struct live_table *t, uint64_t addr)
 {
-    if ((r->live_n + 1) * 4 > r->live_cap * 3 && !live_grow(r))
+    if ((t->n + 1) * 4 > t->cap * 3 && !live_grow(t))
         return NULL;
-    size_t j = slot(addr, r->live_cap);
-    while (r->live[j].addr)
-        j = (j + 1) & (r->live_cap - 1);
-    r->live_n++;
-    r->live[j].addr = addr;
-    return &r->live[j];
+    size_t j = slot(addr, t->cap);
+    while (t->slot[j].addr)
+        j = (j + 1) & (t->cap - 1);
+    t->n++;
+    t->slot[j].addr = addr;
+    return &t->slot[j];
 }
 
-static void live_remove(struct replay *r, struct live *l)
+static void live_remove(struct live_table *t, struct live *l)
 {
-    size_t cap = r->live_cap, hole = (size_t)(l - r->live), j = hole;
+    size_t cap = t->cap, hole = (size_t)(l - t->slot), j = hole;
     for (;;) {
         j = (j + 1) & (cap - 1);
-        if (!r->live[j].addr)
+        if (!t->slot[j].addr)
             break;
-        size_t home = slot(r->live[j].addr, cap);
+        size_t home = slot(t->slot[j].addr, cap);
         if (((j - home) & (cap - 1)) >= ((j - hole) & (cap - 1))) {
-            r->live[hole] = r->live[j];
+            t->slot[hole] = t->slot[j];
             hole = j;
         }
     }
-    memset(&r->live[hole], 0, sizeof r->live[hole]);
-    r->live_n--;
+    memset(&t->slot[hole], 0, sizeof t->slot[hole]);
+    t->n--;
 }
 
 /* ---- sites ------------------------------------------------------------ */
@@ -380,11 +385,19 @@ static void on_vmm(struct replay *r, const struct gmt_rec *rec)
     }
 }
 
-/* Is this allocation's memory one of the pool's segments? */
+/* Is this allocation's memory reserved by something else's record - one
+ * of the pool's segments, or the framework allocator's? */
 static bool pooled(const struct replay *r, unsigned api)
 {
-    return r->pool && (api & ~GMT_API_PTDS) == GMT_API_MALLOC;
+    api &= ~GMT_API_PTDS;
+    return (r->pool && api == GMT_API_MALLOC) || api == GMT_API_FW_ALLOC;
 }
+
+static bool is_fw_block(unsigned api)
+{
+    return (api & ~GMT_API_PTDS) == GMT_API_FW_ALLOC;
+}
+
 
 static void new_peak_check(struct replay *r, const struct gmt_rec *rec)
 {
@@ -406,6 +419,24 @@ static void new_peak_check(struct replay *r, const struct gmt_rec *rec)
         r->peak_reserved = (uint64_t)r->reserved;
         r->peak_reserved_time = rec->time;
     }
+}
+
+/* The framework allocator's peaks: torch.cuda.max_memory_allocated and
+ * max_memory_reserved. Negative sums (a hostile trace) set none. */
+static void fw_peaks(struct device_state *d, uint64_t time)
+{
+    if (d->fw_requested > 0 && (uint64_t)d->fw_requested > d->peak_fw_requested)
+        d->peak_fw_requested = (uint64_t)d->fw_requested;
+    if (d->fw_allocated > 0 && (uint64_t)d->fw_allocated > d->peak_fw_allocated) {
+        d->peak_fw_allocated = (uint64_t)d->fw_allocated;
+        d->peak_fw_allocated_time = time;
+    }
+    if (d->fw_reserved > 0 && (uint64_t)d->fw_reserved > d->peak_fw_reserved) {
+        d->peak_fw_reserved = (uint64_t)d->fw_reserved;
+        d->peak_fw_reserved_time = time;
+    }
+    if (d->outside > 0 && (uint64_t)d->outside > d->peak_outside)
+        d->peak_outside = (uint64_t)d->outside;
 }
 
 static void device_peaks(struct device_state *d, const struct gmt_rec *rec)
@@ -443,19 +474,53 @@ static void mark_site(struct replay *r, struct site *s)
     s->dirty = true;
 }
 
-static void on_alloc(struct replay *r, const struct gmt_rec *rec)
+/* A CUDA allocation under the framework's segments: remembered only so
+ * that its free is known. */
+static void on_backing(struct replay *r, const struct gmt_rec *rec)
 {
     struct device_state *d = &r->dev[rec->device % REPLAY_MAX_DEVICES];
     d->seen = true;
+    r->fw = true;
+    r->oom_state_pending = false; /* a state written for it is its own */
+    if (rec->result != 0) {
+        d->fw_backing_failed++;
+        return;
+    }
+    if (rec->addr == 0 || rec->size == 0 || rec->size > GMT_SIZE_MAX)
+        return;
+    d->fw_backing++;
+    struct live *l = live_find(&r->backing, rec->addr);
+    if (l == NULL && (l = live_insert(&r->backing, rec->addr)) == NULL)
+        return;
+    l->size = rec->size;
+    l->stack = rec->stack;
+    l->thread = rec->thread;
+    l->device = (uint16_t)(rec->device % REPLAY_MAX_DEVICES);
+    l->mem = (uint8_t)mem_of(rec->api);
+    l->api = rec->api;
+}
+
+static void on_alloc(struct replay *r, const struct gmt_rec *rec)
+{
+    if (gmt_is_fw_backing(rec)) {
+        on_backing(r, rec);
+        return;
+    }
+    struct device_state *d = &r->dev[rec->device % REPLAY_MAX_DEVICES];
+    bool fw = is_fw_block(rec->api);
+    d->seen = true;
+    r->fw |= fw;
     if (rec->result != 0) {
         d->failed_allocs++;
         if (rec->result == 2) { /* cudaErrorMemoryAllocation */
             d->ooms++;
+            d->fw_ooms += fw;
             r->ooms_total++;
             if (r->nooms < REPLAY_MAX_OOMS) {
                 struct oom *o = &r->ooms[r->nooms++];
                 *o = (struct oom){rec->time, rec->seq, rec->size, rec->device,
-                                  rec->thread, rec->stack, rec->result, false, {0}};
+                                  rec->thread, rec->stack, rec->result, fw, false,
+                                  {0}};
                 if (r->oom_state_pending) {
                     o->has_state = true;
                     memcpy(o->state, r->oom_state, sizeof o->state);
@@ -472,10 +537,10 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
     if (rec->addr == 0 || rec->size == 0 || rec->size > GMT_SIZE_MAX ||
         rec->size2 > GMT_SIZE_MAX)
         return;
-    struct live *l = live_find(r, rec->addr);
+    struct live *l = live_find(&r->live, rec->addr);
     if (l) /* allocated twice without a free we saw: the old one is gone */
-        live_remove(r, l);
-    if ((l = live_insert(r, rec->addr)) == NULL)
+        live_remove(&r->live, l);
+    if ((l = live_insert(&r->live, rec->addr)) == NULL)
         return;
     int mem = mem_of(rec->api);
     if ((rec->api & ~GMT_API_PTDS) >= GMT_API_CU_MEM_ALLOC)
@@ -505,6 +570,14 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
             d->reserved += (int64_t)LIVE_BLOCK(l);
             r->reserved += (int64_t)LIVE_BLOCK(l);
         }
+        if (fw) {
+            d->fw_allocs++;
+            d->fw_requested += (int64_t)l->size;
+            d->fw_allocated += (int64_t)LIVE_BLOCK(l);
+        } else {
+            d->outside += (int64_t)LIVE_BLOCK(l);
+        }
+        fw_peaks(d, rec->time);
         r->allocs++;
         r->alloc_bytes += l->size;
         if (s) {
@@ -527,7 +600,15 @@ static void on_free(struct replay *r, const struct gmt_rec *rec)
 {
     if (rec->result != 0 || rec->addr == 0)
         return;
-    struct live *l = live_find(r, rec->addr);
+    /* CUDA's free of a segment's memory (a block of the framework at the
+     * same address is the framework's to free, never CUDA's) */
+    struct live *l;
+    if ((rec->api & ~GMT_API_PTDS) != GMT_API_FW_FREE &&
+        (l = live_find(&r->backing, rec->addr)) != NULL) {
+        live_remove(&r->backing, l);
+        return;
+    }
+    l = live_find(&r->live, rec->addr);
     if (l == NULL) {
         r->unknown_frees++;
         return;
@@ -549,6 +630,18 @@ static void on_free(struct replay *r, const struct gmt_rec *rec)
             d->reserved -= (int64_t)LIVE_BLOCK(l);
             r->reserved -= (int64_t)LIVE_BLOCK(l);
         }
+        if (is_fw_block(l->api)) {
+            d->fw_frees++;
+            d->fw_requested -= (int64_t)l->size;
+            d->fw_allocated -= (int64_t)LIVE_BLOCK(l);
+            struct live *p = live_find(&r->fw_pending, l->addr);
+            if (p == NULL)
+                p = live_insert(&r->fw_pending, l->addr);
+            if (p) /* l stays put: another table */
+                p->device = l->device;
+        } else {
+            d->outside -= (int64_t)LIVE_BLOCK(l);
+        }
         if (s) {
             marks_before_change(r, s);
             s->last_time = rec->time;
@@ -557,7 +650,18 @@ static void on_free(struct replay *r, const struct gmt_rec *rec)
             mark_site(r, s);
         }
     }
-    live_remove(r, l);
+    live_remove(&r->live, l);
+}
+
+/* A block reusable again: the framework's when it freed one there (the
+ * pool's blocks lie in the pool's segments, never at the same address). */
+static void on_completed(struct replay *r, const struct gmt_rec *rec)
+{
+    struct live *p = live_find(&r->fw_pending, rec->addr);
+    if (p == NULL)
+        return;
+    r->dev[p->device].fw_free_completed++;
+    live_remove(&r->fw_pending, p);
 }
 
 static void on_segment(struct replay *r, const struct gmt_rec *rec, bool alloc)
@@ -573,6 +677,85 @@ static void on_segment(struct replay *r, const struct gmt_rec *rec, bool alloc)
     if ((uint64_t)r->reserved > r->peak_reserved) {
         r->peak_reserved = (uint64_t)r->reserved;
         r->peak_reserved_time = rec->time;
+    }
+}
+
+/* The framework's reserved memory changed by n bytes on d: a segment
+ * taken or given back, or pages of an expandable one mapped or unmapped.
+ * Memory given back never takes more than the device has reserved (a
+ * hostile trace cannot drive the sums negative). Counted whether or not
+ * gpumemtrace's pool was on: the framework's own CUDA calls bypass it. */
+static void fw_reserve(struct replay *r, struct device_state *d,
+                       const struct gmt_rec *rec, int64_t n)
+{
+    if (n < 0 && -n > d->fw_reserved) {
+        r->fw_odd++;
+        n = d->fw_reserved > 0 ? -d->fw_reserved : 0;
+    }
+    d->fw_reserved += n;
+    d->reserved += n;
+    r->reserved += n;
+    fw_peaks(d, rec->time);
+    device_peaks(d, rec);
+    if ((uint64_t)r->reserved > r->peak_reserved) {
+        r->peak_reserved = (uint64_t)r->reserved;
+        r->peak_reserved_time = rec->time;
+    }
+}
+
+/* The block at addr is `size` bytes, not the 512-byte rounding its ALLOC
+ * record said (the allocator kept a free block whole, or rounds finer). */
+static void fw_block_size(struct replay *r, const struct gmt_rec *rec,
+                          const struct gmt_fw *f)
+{
+    struct live *l = live_find(&r->live, f->addr);
+    if (l == NULL || !is_fw_block(l->api) || f->size < l->size) {
+        r->fw_odd++;
+        return;
+    }
+    struct device_state *d = &r->dev[l->device];
+    uint64_t extra = f->size - l->size;
+    uint32_t e32 = extra > UINT32_MAX ? UINT32_MAX : (uint32_t)extra;
+    int64_t delta = (int64_t)e32 - (int64_t)l->extra;
+    l->extra = e32;
+    d->fw_block_sizes++;
+    d->allocated += delta;
+    r->allocated += delta;
+    d->fw_allocated += delta;
+    fw_peaks(d, rec->time);
+    device_peaks(d, rec);
+}
+
+static void on_fw(struct replay *r, const struct gmt_rec *rec)
+{
+    struct gmt_fw f;
+    if (gmt_fw_decode(rec, &f) != 0)
+        return;
+    r->fw = true;
+    struct device_state *d = &r->dev[f.device % REPLAY_MAX_DEVICES];
+    d->seen = true;
+    switch (f.action) {
+    case GMT_FWX_SEGMENT_ALLOC:
+        d->fw_segments++;
+        fw_reserve(r, d, rec, (int64_t)f.size);
+        break;
+    case GMT_FWX_SEGMENT_FREE:
+        d->fw_segment_frees++;
+        fw_reserve(r, d, rec, -(int64_t)f.size);
+        break;
+    case GMT_FWX_SEGMENT_MAP:
+        d->fw_maps++;
+        fw_reserve(r, d, rec, (int64_t)f.size);
+        break;
+    case GMT_FWX_SEGMENT_UNMAP:
+        d->fw_unmaps++;
+        fw_reserve(r, d, rec, -(int64_t)f.size);
+        break;
+    case GMT_FWX_BLOCK_SIZE:
+        fw_block_size(r, rec, &f);
+        break;
+    default: /* an action of a newer minor version */
+        break;
     }
 }
 
@@ -635,6 +818,7 @@ int replay_trace(const char *path, struct replay *r,
     r->hdr = *gmt_reader_header(rd);
     r->cut = gmt_reader_cut(rd);
     r->pool = (r->hdr.features & GMT_FEAT_POOL) != 0;
+    r->fw = (r->hdr.features & GMT_FEAT_FW_BLOCKS) != 0;
     r->t0 = r->hdr.start_monotonic_ns;
     /* a closed trace says how long it ran: size the buckets to fit */
     uint64_t span = r->hdr.end_monotonic_ns > r->t0 && !r->cut
@@ -651,10 +835,14 @@ int replay_trace(const char *path, struct replay *r,
                 gmt_reader_close(rd);
                 return -1;
             }
-            if (rec.ext == GMT_X_VMM)
+            if (rec.ext == GMT_X_VMM) {
                 on_vmm(r, &rec);
-            else if (rec.ext == GMT_X_MEMPOOL)
+            } else if (rec.ext == GMT_X_MEMPOOL) {
                 on_mempool(r, &rec);
+            } else if (rec.ext == GMT_X_FW) {
+                on_fw(r, &rec);
+                note_series(r, rec.time);
+            }
             continue;
         }
         r->events++;
@@ -671,6 +859,9 @@ int replay_trace(const char *path, struct replay *r,
         case GMT_K_FREE:
             on_free(r, &rec);
             note_series(r, rec.time);
+            break;
+        case GMT_K_FREE_COMPLETED:
+            on_completed(r, &rec);
             break;
         case GMT_K_SEGMENT_ALLOC:
         case GMT_K_SEGMENT_FREE:
@@ -765,7 +956,9 @@ void replay_free(struct replay *r)
     free(r->sites);
     free(r->site_of_id);
     free(r->touched);
-    free(r->live);
+    free(r->live.slot);
+    free(r->backing.slot);
+    free(r->fw_pending.slot);
     gmt_defs_free(&r->defs);
     memset(r, 0, sizeof *r);
 }

@@ -16,6 +16,20 @@
  * the process holds from the driver for them - the pool's segments when
  * the pool was on, else the allocations themselves. Device memory is
  * device and managed allocations; pinned host memory is counted apart.
+ *
+ * A framework allocator's own events (GMT_FEAT_FW_BLOCKS: PyTorch's
+ * caching allocator with its cache on). Its blocks (GMT_API_FW_ALLOC) are
+ * allocations like any other - requested, allocated, sites, leaks - but
+ * reserve nothing themselves: its segments (GMT_X_FW) are its reserved
+ * memory. The cudaMalloc/cuMemCreate calls under those segments
+ * (GMT_ALLOC_FW_BACKING) would count the same bytes a second time, so
+ * they are kept apart (replay.backing) and count nowhere: not requested,
+ * not reserved, not leaked, and a failed one is no out-of-memory (the
+ * framework frees its cache and retries; it raising out of memory is the
+ * failed block). Per device, the framework's own figures follow its own
+ * bookkeeping: allocated rises with a block handed out and falls when the
+ * program frees it, reserved is the bytes of its segments, so their peaks
+ * are torch.cuda.max_memory_allocated() and max_memory_reserved().
  */
 #ifndef GMT_REPLAY_H
 #define GMT_REPLAY_H
@@ -68,6 +82,19 @@ struct device_state {
     uint64_t peak_requested_time, peak_allocated_time, peak_reserved_time;
     uint64_t peak_requested_seq;
     uint64_t allocs, frees, ooms, failed_allocs;
+    /* the framework allocator on this device (see the top of this file):
+     * its blocks' requested and block bytes, its segments' bytes */
+    int64_t fw_requested, fw_allocated, fw_reserved;
+    uint64_t peak_fw_requested, peak_fw_allocated, peak_fw_reserved;
+    uint64_t peak_fw_allocated_time, peak_fw_reserved_time;
+    uint64_t fw_allocs, fw_frees, fw_free_completed, fw_ooms;
+    uint64_t fw_segments, fw_segment_frees, fw_maps, fw_unmaps;
+    uint64_t fw_block_sizes;      /* blocks whose real size came later */
+    uint64_t fw_backing, fw_backing_failed; /* CUDA allocations under segments */
+    /* block bytes of device allocations outside the framework allocator
+     * (libraries' workspaces, the program's own cudaMalloc) */
+    int64_t outside;
+    uint64_t peak_outside;
     /* driver view from samples */
     uint64_t samples, last_device_used, max_device_used;
     int64_t max_untracked;        /* device_used - reserved, largest seen */
@@ -79,6 +106,7 @@ struct device_state {
 struct oom {
     uint64_t time, seq, size;
     uint32_t device, thread, stack, result;
+    bool fw;           /* the framework allocator raised it */
     bool has_state;
     uint64_t state[5]; /* device free, total, reserved, allocated, largest free */
 };
@@ -89,15 +117,27 @@ struct bucket {
     bool used;
 };
 
+/* Allocations by address: open addressing. */
+struct live_table {
+    struct live *slot;
+    size_t cap, n;
+};
+
 struct replay {
     struct gmt_defs defs;
     struct gmt_file_header hdr;
     bool cut;
     bool pool;                    /* the pool was on */
+    bool fw;                      /* a framework allocator's events are in it */
     uint64_t records, events, first_time, last_time;
-    /* live allocations: open addressing by address */
-    struct live *live;
-    size_t live_cap, live_n;
+    struct live_table live;       /* live allocations */
+    /* CUDA allocations under the framework's segments (GMT_ALLOC_FW_BACKING):
+     * apart, because a block at a segment's start shares its address */
+    struct live_table backing;
+    /* the framework's blocks freed, not yet reusable again: which
+     * FREE_COMPLETED records are the framework's (the pool's are not) */
+    struct live_table fw_pending;
+    uint64_t fw_odd;              /* framework records that fit nothing known */
     /* sites by stack id */
     struct site **sites;          /* dense index -> site */
     size_t nsites, cap_sites;
@@ -179,7 +219,8 @@ void replay_free(struct replay *r);
 struct live {         /* 32 bytes: two per cache line */
     uint64_t addr;     /* 0: empty slot */
     uint64_t size;
-    uint32_t extra;    /* block size - size (rounding, pitch) */
+    uint32_t extra;    /* block size - size (rounding, pitch; a framework
+                          block's real size once GMT_FWX_BLOCK_SIZE says) */
     uint32_t stack;
     uint32_t thread;
     uint16_t device;
@@ -188,10 +229,12 @@ struct live {         /* 32 bytes: two per cache line */
 };
 #define LIVE_BLOCK(l) ((l)->size + (l)->extra)
 #define REPLAY_FOREACH_LIVE(r, l)                                             \
-    for (struct live *l = (r)->live; l && l < (r)->live + (r)->live_cap; l++) \
+    for (struct live *l = (r)->live.slot;                                     \
+         l && l < (r)->live.slot + (r)->live.cap; l++)                        \
         if (l->addr)
 
-/* Device and managed bytes live at the end (leaked at exit); *count
+/* Device and managed bytes live at the end (leaked at exit: the
+ * framework's blocks still held count, its cached segments don't); *count
  * such allocations, *host the pinned host bytes live (either may be NULL). */
 uint64_t replay_leaked(const struct replay *r, uint64_t *count, uint64_t *host);
 /* Duration of the traced run in ns, as well as it is known. */

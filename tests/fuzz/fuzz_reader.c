@@ -5,7 +5,8 @@
  * definitions parsed (gmt_defs_add), and every Python frame turned into a
  * line through its code object's line table; then the whole trace
  * replayed (live allocations, sites, peaks, growth series, marks, virtual
- * memory, pools) and fed to the pool view the frag command rebuilds. The
+ * memory, pools, PyTorch's caching allocator's blocks and segments) and
+ * fed to the pool view the frag command rebuilds. The
  * commands' printing is not in this target (the e2e byte-flip tests run
  * them over damaged traces). Any crash, sanitizer report, hang or
  * unbounded allocation is a bug.
@@ -70,9 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if ((r = gmt_reader_open(path, err, sizeof err)) != NULL) {
             struct poolview v;
             pv_init(&v);
-            while (gmt_reader_next(r, &rec) == 1)
-                if (rec.kind != GMT_K_EXT)
-                    pv_apply(&v, &rec);
+            while (gmt_reader_next(r, &rec) == 1) /* PyTorch's segments: EXT */
+                pv_apply(&v, &rec);
             struct pv_state st;
             if (pv_state(&v, -1, &st))
                 pv_state_free(&st);
