@@ -97,15 +97,16 @@ def dump_counts(trace):
         f = line.split()
         if len(f) < 6:
             continue
+        if f[4] == "marker" and f[6:7] == ['"stats"']:
+            break  # the app read PyTorch's statistics here (teardown follows)
         kv = dict(x.split("=", 1) for x in f[5:] if "=" in x)
-        if f[4] == "alloc" and f[5] == "torch_block":
-            if kv.get("ptr", "0x0") in ("0x0", "0") or "error" in line or "->" in line:
-                n["oom"] += 1
-            else:
-                n["alloc"] += 1
-                n["pools"].add(kv.get("pool", "0"))
-                if kv.get("size") == "4" and kv.get("block") == "512":
-                    n["small"] += 1
+        if f[4] == "oom" and f[5] == "torch_block":
+            n["oom"] += 1
+        elif f[4] == "alloc" and f[5] == "torch_block":
+            n["alloc"] += 1
+            n["pools"].add(kv.get("pool", "0"))
+            if kv.get("size") == "4" and kv.get("block") == "512":
+                n["small"] += 1
         elif f[4] == "free_requested" and f[5] == "torch_block":
             n["free"] += 1
         elif f[4] == "fw_segment" and kv.get("action") in ("alloc", "map"):
@@ -114,8 +115,7 @@ def dump_counts(trace):
 
 
 def framework(trace):
-    s = json.loads(report("summary", "--json", trace))
-    s = s[0] if isinstance(s, list) else s
+    s = json.loads(report("summary", "--json", trace))["traces"][0]
     return s.get("framework") or {}
 
 
@@ -150,7 +150,7 @@ def same(workload, *extra):
 def leaf():
     st, trace = app("leaf")
     fw = framework(trace)
-    lines = report("peak", "--by", "line", trace)
+    lines = report("peak", trace)
     src = open(APP).read().splitlines()
     want = {tag: i + 1 for i, l in enumerate(src) for tag in ("leaf_x", "leaf_y")
             if f"# SITE {tag}" in l}

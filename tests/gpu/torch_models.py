@@ -17,6 +17,7 @@ usage: torch_models.py WORKLOAD [--steps N] [--bf16]
              (fill the card, catch torch.OutOfMemoryError, retry smaller)
 """
 import argparse
+import ctypes
 import json
 import sys
 import time
@@ -213,6 +214,10 @@ def main():
     else:
         result = checks[args.workload](args)
     torch.cuda.synchronize()
+    try:  # traced: PyTorch's figures below are of everything before this mark
+        ctypes.CDLL(None).gpumemtrace_mark(b"stats")
+    except AttributeError:
+        pass
     out = {"workload": args.workload, "result": result, "seconds": time.perf_counter() - t,
            "step_times": times}
     out.update(stats())
