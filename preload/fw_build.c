@@ -256,6 +256,8 @@ static gmt_fw_attach_fn load(const char *so, char *why, size_t wn)
     memcpy(&fn, &sym, sizeof fn);
     if (fn == NULL)
         snprintf(why, wn, "%s has no %s", so, GMT_FW_ATTACH_SYM);
+    else
+        gmt_modules_add_bridge(sym);
     return fn;
 }
 

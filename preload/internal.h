@@ -276,7 +276,11 @@ void gmt_modules_init(void);
  * stack holds an address outside every known module. */
 void gmt_modules_scan(struct gmt_thread *t);
 bool gmt_modules_covers(uintptr_t ip);
-bool gmt_modules_self(uintptr_t ip); /* inside libgpumemtrace.so? */
+bool gmt_modules_self(uintptr_t ip); /* inside libgpumemtrace.so or the
+                                        framework bridge it loaded? */
+/* The framework bridge (the module holding addr) is ours too: stacks are
+ * cut above its frames as above the library's. */
+void gmt_modules_add_bridge(const void *addr);
 void gmt_modules_lock(void);  /* held across fork() */
 void gmt_modules_unlock(void);
 void gmt_modules_reset_after_fork(void);

@@ -33,6 +33,7 @@ static size_t g_nmods, g_cap;
 static uint32_t g_next_id;
 static unsigned long long g_adds = ~0ull, g_subs = ~0ull;
 static uintptr_t g_self_lo, g_self_hi;
+static uintptr_t g_bridge_lo, g_bridge_hi; /* the framework bridge (fw.c) */
 
 /* A module found by the scan, not yet in the trace. */
 struct found {
@@ -263,7 +264,27 @@ bool gmt_modules_covers(uintptr_t ip)
 
 bool gmt_modules_self(uintptr_t ip)
 {
-    return ip >= g_self_lo && ip < g_self_hi;
+    return (ip >= g_self_lo && ip < g_self_hi) ||
+           (ip >= __atomic_load_n(&g_bridge_lo, __ATOMIC_RELAXED) &&
+            ip < __atomic_load_n(&g_bridge_hi, __ATOMIC_ACQUIRE));
+}
+
+static int bridge_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t at = (uintptr_t)data, lo, hi;
+    span(info, &lo, &hi);
+    if (at >= lo && at < hi) {
+        __atomic_store_n(&g_bridge_lo, lo, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_bridge_hi, hi, __ATOMIC_RELEASE);
+        return 1;
+    }
+    return 0;
+}
+
+void gmt_modules_add_bridge(const void *addr)
+{
+    dl_iterate_phdr(bridge_cb, (void *)addr);
 }
 
 static int self_cb(struct dl_phdr_info *info, size_t size, void *data)

@@ -318,6 +318,12 @@ def test_fw_python_sites():
     expect(n == 1 and b in (WHOLE, rounded(WHOLE), 20 * MiB), f"whole: {sites}")
     # the loop's blocks were all freed before the peak
     expect(not any(f"(torch_app.py:{L['loop']})" in k for k in sites), f"loop at the peak: {sites}")
+    # stacks begin in the allocator (the caller of the trace tracker): the
+    # bridge's own frames are cut as the library's are
+    frames = [l for l in report("dump", "t.gmt").stdout.splitlines() if l.strip().startswith("#")]
+    expect(frames and not any("torch-bridge" in l for l in frames),
+           [l for l in frames if "torch-bridge" in l][:5])
+    expect(any("libc10_cuda.so" in l for l in frames), frames[:20])
 
 
 def test_fw_other_backend_falls_back():
