@@ -15,7 +15,7 @@ HuggingFace GPT-2 (6 layers, batch 8x512, AdamW) and a timm resnet50
 run inference. Configurations: baseline (no library) and traced
 (LD_PRELOAD=libgpumemtrace.so, default options); for finding where the
 time goes, also native (no Python frames), python (no native frames),
-nostacks (neither) and cacheoff (the old route: PyTorch's cache off,
+nostacks (neither), depth16 (16 native frames) and cacheoff (the old route: PyTorch's cache off,
 every tensor a cudaMalloc served by the pool, full stacks). Runs alternate,
 REPEATS rounds; each figure is the median step time (warm-up steps
 dropped) over the baseline's median from the same invocation, and
@@ -53,6 +53,7 @@ CACHE = tempfile.mkdtemp(prefix="gmt-bridge-")
 CONFIGS = {"traced": {}, "native": {"GPUMEMTRACE_PYTHON": "0"},
            "python": {"GPUMEMTRACE_STACK_DEPTH": "0"},
            "nostacks": {"GPUMEMTRACE_PYTHON": "0", "GPUMEMTRACE_STACK_DEPTH": "0"},
+           "depth16": {"GPUMEMTRACE_STACK_DEPTH": "16"},
            "cacheoff": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}}
 CONFIG_NAMES = arg("--configs", "traced").split(",")
 
