@@ -2,7 +2,10 @@
  *
  * The sites live at the moment of the peak of requested device memory,
  * with their bytes, share of the peak and number of allocations, grouped
- * by function, line or whole stack at a chosen depth.
+ * by function, line or whole stack at a chosen depth. Where rounding made
+ * a site's blocks bigger than what it asked for (PyTorch hands out 512
+ * bytes for a 4-byte tensor; the pool rounds; pitched rows), an
+ * `allocated` column shows the blocks' bytes too.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -13,13 +16,15 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: %s peak [options] TRACE|DIR...\n\n"
                "Sites live at the peak of requested device memory: bytes, share\n"
-               "of the peak, allocations.\n\n" GMT_COMMON_HELP, gmt_prog);
+               "of the peak, allocations; the bytes allocated for them where\n"
+               "rounding made that more.\n\n" GMT_COMMON_HELP, gmt_prog);
 }
 
 static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
 {
     v[0] = s->peak_bytes;
     v[1] = s->peak_count;
+    v[2] = s->peak_alloc_bytes;
     return s->peak_bytes > 0;
 }
 
@@ -30,10 +35,11 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
     struct group_row *rows;
     size_t n = gmt_group(l, c, at_peak, &rows);
     size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
-    int64_t rest = 0, rest_count = 0;
+    int64_t rest = 0, rest_count = 0, rest_alloc = 0;
     for (size_t i = shown; i < n; i++) {
         rest += rows[i].v[0];
         rest_count += rows[i].v[1];
+        rest_alloc += rows[i].v[2];
     }
     double t = r->peak_requested_time > r->hdr.start_monotonic_ns
                    ? (double)(r->peak_requested_time - r->hdr.start_monotonic_ns) / 1e9
@@ -49,27 +55,33 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         for (size_t i = 0; i < shown; i++) {
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
-            printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", rows[i].v[0],
+            printf(",\"bytes\":%" PRId64 ",\"allocated\":%" PRId64
+                   ",\"allocations\":%" PRId64 "}", rows[i].v[0], rows[i].v[2],
                    rows[i].v[1]);
         }
-        printf("],\"other_bytes\":%" PRId64 ",\"other_allocations\":%" PRId64 "}",
-               rest, rest_count);
+        printf("],\"other_bytes\":%" PRId64 ",\"other_allocated\":%" PRId64
+               ",\"other_allocations\":%" PRId64 "}", rest, rest_alloc, rest_count);
     } else {
-        char a[32], b[32];
+        char a[32], b[32], al[32];
         printf("%s: peak %s requested at %.3f s (pid %u)\n", l->path, gmt_size(c, a, (int64_t)r->peak_requested), t, r->hdr.pid);
-        static const char *const h[] = {"bytes", "share", "allocations", "site"};
-        static const bool right[] = {true, true, true, false};
-        struct table *tb = table_new(4, h, right);
-        for (size_t i = 0; i < shown + (rest ? 1 : 0); i++) {
+        size_t nrows = shown + (rest ? 1 : 0);
+        bool rounded = rest != rest_alloc || gmt_group_differ(rows, shown, 0, 2);
+        struct table *tb = gmt_sites_table(rounded);
+        for (size_t i = 0; i < nrows; i++) {
             int64_t v = i < shown ? rows[i].v[0] : rest;
             int64_t k = i < shown ? rows[i].v[1] : rest_count;
+            int64_t va = i < shown ? rows[i].v[2] : rest_alloc;
             char share[16], cnt[32];
             snprintf(share, sizeof share, "%.1f%%",
                      r->peak_requested ? 100.0 * (double)v / (double)r->peak_requested : 0);
             snprintf(cnt, sizeof cnt, "%" PRId64, k);
             char label[64];
             snprintf(label, sizeof label, "(%zu more sites)", n - shown);
-            table_row(tb, gmt_size(c, b, v), share, cnt, i < shown ? rows[i].label : label);
+            const char *site = i < shown ? rows[i].label : label;
+            if (rounded)
+                table_row(tb, gmt_size(c, b, v), gmt_size(c, al, va), share, cnt, site);
+            else
+                table_row(tb, gmt_size(c, b, v), share, cnt, site);
         }
         table_print(tb, c->markdown);
         table_free(tb);

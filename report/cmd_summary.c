@@ -31,6 +31,7 @@ static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
 {
     v[0] = s->peak_bytes;
     v[1] = s->peak_count;
+    v[2] = s->peak_alloc_bytes;
     return s->peak_bytes > 0;
 }
 
@@ -250,16 +251,20 @@ static void text(struct loaded *l, const struct gmt_common *c)
     size_t n = gmt_group(l, c, at_peak, &rows);
     if (n) {
         printf("\ntop sites at the peak:\n");
-        static const char *const h[] = {"bytes", "share", "allocations", "site"};
-        static const bool right[] = {true, true, true, false};
-        struct table *t = table_new(4, h, right);
-        for (size_t i = 0; i < n && (c->top == 0 || i < (size_t)c->top); i++) {
+        size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
+        bool rounded = gmt_group_differ(rows, shown, 0, 2);
+        struct table *t = gmt_sites_table(rounded);
+        for (size_t i = 0; i < shown; i++) {
             char share[16], cnt[32];
             snprintf(share, sizeof share, "%.1f%%",
                      r->peak_requested ? 100.0 * (double)rows[i].v[0] /
                                              (double)r->peak_requested : 0.0);
             snprintf(cnt, sizeof cnt, "%" PRId64, rows[i].v[1]);
-            table_row(t, gmt_size(c, a, rows[i].v[0]), share, cnt, rows[i].label);
+            if (rounded)
+                table_row(t, gmt_size(c, a, rows[i].v[0]), gmt_size(c, b, rows[i].v[2]),
+                          share, cnt, rows[i].label);
+            else
+                table_row(t, gmt_size(c, a, rows[i].v[0]), share, cnt, rows[i].label);
         }
         table_print(t, c->markdown);
         table_free(t);
@@ -326,8 +331,8 @@ static void json(struct loaded *l, const struct gmt_common *c)
     for (size_t i = 0; i < n && (c->top == 0 || i < (size_t)c->top); i++) {
         printf("%s{\"site\":", i ? "," : "");
         gmt_json_str(stdout, rows[i].label);
-        printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", rows[i].v[0],
-               rows[i].v[1]);
+        printf(",\"bytes\":%" PRId64 ",\"allocated\":%" PRId64
+               ",\"allocations\":%" PRId64 "}", rows[i].v[0], rows[i].v[2], rows[i].v[1]);
     }
     free(rows);
     printf("]}");

@@ -345,6 +345,22 @@ size_t gmt_group(struct loaded *l, const struct gmt_common *c,
     return rows ? n : 0;
 }
 
+bool gmt_group_differ(const struct group_row *rows, size_t n, int a, int b)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].v[a] != rows[i].v[b])
+            return true;
+    return false;
+}
+
+struct table *gmt_sites_table(bool allocated)
+{
+    static const char *const h[] = {"bytes", "share", "allocations", "site"};
+    static const char *const ha[] = {"bytes", "allocated", "share", "allocations", "site"};
+    static const bool right[] = {true, true, true, true, false};
+    return allocated ? table_new(5, ha, right) : table_new(4, h, right + 1);
+}
+
 /* ---- the per-trace command driver ---------------------------------------- */
 
 int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx)

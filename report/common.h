@@ -95,6 +95,13 @@ struct group_row {
 size_t gmt_group(struct loaded *l, const struct gmt_common *c,
                  bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
                  struct group_row **out);
+/* Does v[a] differ from v[b] in any of the first n rows? */
+bool gmt_group_differ(const struct group_row *rows, size_t n, int a, int b);
+
+/* The table of sites at the peak (peak, summary): bytes, share,
+ * allocations, site - with an `allocated` column after bytes when
+ * `allocated` (some site's blocks are bigger than its requests). */
+struct table *gmt_sites_table(bool allocated);
 
 /* A command that prints something for each trace. gmt_run parses the
  * common options and the command's own (ids from OPT_CMD_BASE up, handled

@@ -5,7 +5,9 @@
  * array indexed by stack id. The picture at the peak: every site changed
  * since the last peak is on the `touched` list; when the live total sets
  * a new peak, those sites copy their live bytes into peak_bytes and the
- * list empties - each event pays for at most one such copy.
+ * list empties - each event pays for at most one such copy. Sites keep
+ * their blocks' bytes (allocated: requested plus rounding) beside the
+ * requested ones, and copy them at a peak the same way.
  *
  * A framework allocator's records (replay.h has what they count for) go
  * through the same paths: its blocks through on_alloc/on_free, its
@@ -411,6 +413,7 @@ static void new_peak_check(struct replay *r, const struct gmt_rec *rec)
             struct site *s = r->sites[r->touched[i]];
             s->peak_bytes = s->live_bytes;
             s->peak_count = s->live_count;
+            s->peak_alloc_bytes = s->live_alloc_bytes;
             s->dirty = false;
         }
         r->ntouched = 0;
@@ -586,6 +589,7 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
                 s->first_time = rec->time;
             s->last_time = rec->time;
             s->live_bytes += (int64_t)rec->size;
+            s->live_alloc_bytes += (int64_t)LIVE_BLOCK(l);
             s->live_count++;
             s->total_bytes += rec->size;
             s->total_count++;
@@ -646,6 +650,7 @@ static void on_free(struct replay *r, const struct gmt_rec *rec)
             marks_before_change(r, s);
             s->last_time = rec->time;
             s->live_bytes -= (int64_t)l->size;
+            s->live_alloc_bytes -= (int64_t)LIVE_BLOCK(l);
             s->live_count--;
             mark_site(r, s);
         }
@@ -704,7 +709,12 @@ static void fw_reserve(struct replay *r, struct device_state *d,
 }
 
 /* The block at addr is `size` bytes, not the 512-byte rounding its ALLOC
- * record said (the allocator kept a free block whole, or rounds finer). */
+ * record said (the allocator kept a free block whole, or rounds finer).
+ * Its site's allocated bytes change with it; so do those of the picture
+ * at the peak when the site is unchanged since the last peak (then the
+ * block was live at it: its real size was this all along; the record
+ * comes right after the block's ALLOC, which usually set that peak). A
+ * site changed since holds the correction until the next peak copies it. */
 static void fw_block_size(struct replay *r, const struct gmt_rec *rec,
                           const struct gmt_fw *f)
 {
@@ -722,6 +732,12 @@ static void fw_block_size(struct replay *r, const struct gmt_rec *rec,
     d->allocated += delta;
     r->allocated += delta;
     d->fw_allocated += delta;
+    struct site *s = site_of(r, l->stack);
+    if (s) {
+        s->live_alloc_bytes += delta;
+        if (!s->dirty)
+            s->peak_alloc_bytes += delta;
+    }
     fw_peaks(d, rec->time);
     device_peaks(d, rec);
 }

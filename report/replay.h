@@ -50,9 +50,11 @@ struct site {
     uint32_t stack;               /* stack id (0: none recorded) */
     uint32_t index;               /* in replay.sites */
     int64_t live_bytes, live_count;
+    int64_t live_alloc_bytes;     /* device blocks behind live_bytes (LIVE_BLOCK) */
     uint64_t total_bytes, total_count;
     uint64_t host_live_bytes, host_total_bytes;
     int64_t peak_bytes, peak_count; /* live at the device peak */
+    int64_t peak_alloc_bytes;     /* their blocks' bytes then (allocated) */
     int64_t d_bytes, d_count;     /* changes since the last peak */
     bool dirty;
     uint64_t copy_bytes[5], copy_count[5]; /* by GMT_DIR_* */

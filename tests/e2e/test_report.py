@@ -154,3 +154,24 @@ def test_markdown_tables():
     t, _ = known()
     md = report("peak", "--markdown", t).stdout.splitlines()
     expect(md[1].startswith("| bytes |") and md[2].startswith("| ---:"), "\n".join(md[:4]))
+    # nothing rounded (sizes are multiples of 512): no allocated column
+    expect(md[1] == "| bytes | share | allocations | site |", md[1])
+
+
+def test_peak_without_rounding_keeps_its_columns():
+    """report_known's blocks are as big as its requests: the tables of
+    sites at the peak keep their four columns (an `allocated` column
+    appears only where rounding made a site's blocks bigger), while the
+    JSON has `allocated` always."""
+    t, _ = known()
+    text = report("peak", t).stdout.splitlines()
+    expect(text[1].split() == ["bytes", "share", "allocations", "site"], text[:3])
+    expect(text[2].split()[:3] == ["12.00", "MiB", "48.0%"], text[:3])
+    s = report("summary", t).stdout
+    tail = s[s.index("top sites at the peak:"):].splitlines()
+    expect(tail[1].split() == ["bytes", "share", "allocations", "site"], tail[:3])
+    p = js("peak", "--json", t)["traces"][0]
+    expect(all(x["allocated"] == x["bytes"] for x in p["sites"]), p["sites"])
+    expect(p["other_allocated"] == p["other_bytes"], p)
+    top = js("summary", "--json", t)["traces"][0]["top_sites"]
+    expect(all(x["allocated"] == x["bytes"] for x in top), top)

@@ -165,6 +165,38 @@ def test_leaks_peak_and_others():
     report("diff", basic, basic)
 
 
+def test_peak_allocated_per_site():
+    """Per site at the peak, the blocks' bytes beside the requested ones: x's
+    4 bytes are a 512-byte block, y's 1000 a 1 KiB one, z's block is its
+    whole 20 MiB segment (BLOCK_SIZE, after the ALLOC that set z's peak)."""
+    basic, _, _ = traces()
+    want = {4: 512, 1000: 1024, BIG - 100: 20 * MiB, BIG: BIG, MiB: MiB}
+    p = json.loads(report("peak", "--json", "--group", "stack", basic).stdout)["traces"][0]
+    got = {s["bytes"]: s["allocated"] for s in p["sites"]}
+    expect(got == want, p["sites"])
+    expect(p["other_bytes"] == 0 and p["other_allocated"] == 0, p)
+    two = json.loads(report("peak", "--json", "--top", "2", basic).stdout)["traces"][0]
+    expect(two["other_bytes"] == MiB + 1004 and two["other_allocated"] == MiB + 1536, two)
+    top = summary(basic)["top_sites"]
+    expect({s["bytes"]: s["allocated"] for s in top} == want, top)
+    # the text: an allocated column after the requested bytes
+    text = report("peak", basic).stdout.splitlines()
+    expect(text[1].split() == ["bytes", "allocated", "share", "allocations", "site"], text)
+    x = [l.split() for l in text if l.split()[:4] == ["4", "B", "512", "B"]]
+    expect(len(x) == 1 and x[0][4:6] == ["0.0%", "1"], text)
+    z = [l.split() for l in text if l.split()[:4] == ["19.50", "MiB", "20.00", "MiB"]]
+    expect(len(z) == 1, text)
+    md = report("peak", "--markdown", "--bytes", basic).stdout.splitlines()
+    expect(md[1] == "| bytes | allocated | share | allocations | site |", md)
+    expect(any(l.startswith("| 4 | 512 | 0.0% | 1 | ") for l in md), md)
+    rest = report("peak", "--top", "2", "--bytes", basic).stdout.splitlines()
+    expect(rest[-1].split()[:4] == [str(MiB + 1004), str(MiB + 1536), "2.5%", "3"], rest)
+    s = report("summary", basic).stdout
+    tail = s[s.index("top sites at the peak:"):].splitlines()
+    expect(tail[1].split() == ["bytes", "allocated", "share", "allocations", "site"], tail)
+    expect(any(l.split()[:4] == ["4", "B", "512", "B"] for l in tail), tail)
+
+
 def test_info_framework():
     basic, _, _ = traces()
     i = info(basic)

@@ -352,6 +352,14 @@ static bool view_at(const char *path, uint64_t seq, struct poolview *v)
     return true;
 }
 
+static const struct site *site_by_stack(const struct replay *r, uint32_t stack)
+{
+    for (size_t i = 0; i < r->nsites; i++)
+        if (r->sites[i]->stack == stack)
+            return r->sites[i];
+    return NULL;
+}
+
 static void check_basic(const char *path, struct moments m)
 {
     struct replay r;
@@ -382,6 +390,24 @@ static void check_basic(const char *path, struct moments m)
     CHECK(r.unknown_frees == 0 && r.driver_allocs == 0 && r.fw_odd == 0);
     CHECK(r.ooms_total == 0 && d->failed_allocs == 0);
     CHECK(d->allocs == 5 && d->frees == 4);
+    /* per site at the peak (all live): requested and block bytes - x's 4
+     * bytes are a 512-byte block, z's block is 20 MiB by its BLOCK_SIZE
+     * (after z's own peak, before the next); at exit only y's */
+    static const struct {
+        uint32_t stack;
+        int64_t bytes, alloc;
+    } at_peak[] = {
+        {1, 4, 512}, {2, 1000, 1024}, {3, BIG - 100, 20 * MiB}, {4, BIG, BIG}, {5, MiB, MiB},
+    };
+    for (size_t k = 0; k < sizeof at_peak / sizeof *at_peak; k++) {
+        const struct site *st = site_by_stack(&r, at_peak[k].stack);
+        CHECK(st != NULL);
+        if (st == NULL)
+            continue;
+        CHECK(st->peak_bytes == at_peak[k].bytes && st->peak_count == 1);
+        CHECK(st->peak_alloc_bytes == at_peak[k].alloc);
+        CHECK(st->live_alloc_bytes == (at_peak[k].stack == 2 ? 1024 : 0));
+    }
     replay_free(&r);
 
     /* The pool view with everything live: PyTorch's three segments, z
@@ -494,6 +520,57 @@ static void check_unmap_middle(const char *path)
     replay_free(&r);
 }
 
+/* Per site, block bytes at the peak beside the requested ones. a: a
+ * 4-byte tensor (a 512-byte block). b: 1 MiB whose block is 2 MiB whole
+ * (BLOCK_SIZE right after its ALLOC, which set the peak: the picture at
+ * the peak takes it). Then b freed, and c: 100 bytes at the same site,
+ * under the peak, its block 1 KiB by BLOCK_SIZE: the site's live blocks
+ * follow, the picture at the peak does not (c was not live then) - until
+ * d, 4 MiB at a third site, sets a new peak with c in it. */
+static void check_site_blocks(const char *path)
+{
+    for (int with_d = 0; with_d < 2; with_d++) {
+        struct tw w;
+        tw_init(&w, FW_FEATURES);
+        tw_start(&w);
+        tw_fw(&w, GMT_FWX_SEGMENT_ALLOC, 0, S1, 2 * MiB, 0, 0, 1);
+        tw_alloc(&w, 0, 0, GMT_API_FW_ALLOC, S1, 4, 508, 0, 1, 0);
+        tw_fw(&w, GMT_FWX_SEGMENT_ALLOC, 0, S2, 20 * MiB, 0, 0, 2);
+        tw_alloc(&w, 0, 0, GMT_API_FW_ALLOC, S2, MiB, 0, 0, 2, 0);
+        tw_fw(&w, GMT_FWX_BLOCK_SIZE, 0, S2, 2 * MiB, 0, 0, 0);
+        tw_free(&w, 0, GMT_API_FW_FREE, S2, 2);
+        tw_completed(&w, 0, S2, MiB);
+        tw_alloc(&w, 0, 0, GMT_API_FW_ALLOC, S2, 100, 412, 0, 2, 0);
+        tw_fw(&w, GMT_FWX_BLOCK_SIZE, 0, S2, 1024, 0, 0, 0);
+        if (with_d)
+            tw_alloc(&w, 0, 0, GMT_API_FW_ALLOC, S2 + 2 * MiB, 4 * MiB, 0, 0, 3, 0);
+        tw_save(&w, path);
+        struct replay r;
+        char err[256] = "";
+        CHECK(replay_file(path, &r, err, sizeof err) == 0);
+        CHECK(r.fw_odd == 0 && r.dev[0].fw_block_sizes == 2);
+        const struct site *a = site_by_stack(&r, 1), *b = site_by_stack(&r, 2),
+                          *d = site_by_stack(&r, 3);
+        CHECK(a != NULL && b != NULL && (d != NULL) == with_d);
+        if (a == NULL || b == NULL || (d == NULL && with_d)) {
+            replay_free(&r);
+            continue;
+        }
+        CHECK(a->peak_bytes == 4 && a->peak_alloc_bytes == 512);
+        CHECK(a->live_bytes == 4 && a->live_alloc_bytes == 512);
+        CHECK(b->live_bytes == 100 && b->live_alloc_bytes == 1024 && b->live_count == 1);
+        if (!with_d) {
+            CHECK(r.peak_requested == MiB + 4);
+            CHECK(b->peak_bytes == (int64_t)MiB && b->peak_alloc_bytes == 2 * (int64_t)MiB);
+        } else {
+            CHECK(r.peak_requested == 4 * MiB + 100 + 4);
+            CHECK(b->peak_bytes == 100 && b->peak_alloc_bytes == 1024);
+            CHECK(d->peak_bytes == 4 * (int64_t)MiB && d->peak_alloc_bytes == 4 * (int64_t)MiB);
+        }
+        replay_free(&r);
+    }
+}
+
 /* One GMT_X_FW record with payload `pl` after a valid start. */
 static void write_one(const char *path, const uint8_t *pl, size_t len)
 {
@@ -594,6 +671,9 @@ int main(int argc, char **argv)
         static const char *const names[] = {"fw_basic", "fw_oom", "fw_expandable"};
         snprintf(path, sizeof path, "%s/hole.gmt", base);
         check_unmap_middle(path);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/site_blocks.gmt", base);
+        check_site_blocks(path);
         unlink(path);
         snprintf(path, sizeof path, "%s/hostile.gmt", base);
         check_hostile(path);
