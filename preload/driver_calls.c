@@ -215,7 +215,7 @@ CUresult gmtw_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (!begin(&c, false))
         return REAL(cuMemCreate)(handle, size, prop, flags);
     /* PyTorch's expandable segments: memory its block events count */
-    uint64_t fw = gmt_fw_segment_call(__builtin_return_address(0))
+    uint64_t fw = gmt_fw_segment_call(__builtin_return_address(0), false)
                       ? GMT_ALLOC_FW_BACKING : 0;
     CUresult r = REAL(cuMemCreate)(handle, size, prop, flags);
     bool on_device = prop == NULL ||

@@ -30,6 +30,7 @@
  * the CUDA calls, with one line on stderr and a note in the trace.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -44,7 +45,8 @@ enum { FW_SEARCH, FW_ATTACHED, FW_OFF };
 static int g_state = FW_SEARCH;
 static uintptr_t g_lo, g_hi;        /* libc10_cuda.so, once found */
 static char g_path[4096];
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* classify */
+static pthread_mutex_t g_attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_feature_set;          /* in this process's trace header */
 
 /* Spans of modules that called an allocation hook and are not the
@@ -124,7 +126,8 @@ static void fw_event(const struct gmt_fw_event *ev)
         e.size2 = (ev->size < 512 ? 512 : (ev->size + 511) & ~511ull) - ev->size;
         e.flags = ev->pool;
         gmt_call_emit(&c, &e);
-        gmt_mem_maybe_sample(c.t, dev);
+        if (!gmt_capture_active()) /* no driver query inside a capture */
+            gmt_mem_maybe_sample(c.t, dev);
         break;
     case GMT_FW_FREE_REQUESTED:
         e.kind = GMT_K_FREE;
@@ -215,8 +218,8 @@ static bool is_framework(const char *path)
     return strncmp(base, "libc10_cuda.so", 14) == 0;
 }
 
-/* Under g_lock: ask the bridge to attach. True when this call is the
- * framework's (attached now). */
+/* Under g_attach_lock: ask the bridge to attach. True when this call is
+ * the framework's (attached now). */
 static bool attach(void)
 {
     static gmt_fw_attach_fn fn;
@@ -259,33 +262,21 @@ static bool attach(void)
     return true;
 }
 
-/* A caller never seen: find its module; the framework, or one more span
- * known not to be. */
+/* A caller never seen: find its module, under g_lock (held only for
+ * that, never across an attach): the framework, or one more span known
+ * not to be. True if ip is the framework's. */
 static bool classify(uintptr_t ip)
 {
-    /* Never wait here: the thread attaching holds its device's allocator
-     * lock and takes every other device's, and this thread may hold one
-     * of them (PyTorch calls cudaMalloc with it held). A call that finds
-     * the attach under way is taken for the framework's if it comes from
-     * the framework, and asks again next time otherwise. */
-    if (pthread_mutex_trylock(&g_lock) != 0) {
-        uintptr_t hi = __atomic_load_n(&g_hi, __ATOMIC_ACQUIRE);
-        return hi != 0 && ip >= g_lo && ip < hi;
-    }
-    bool fw = false;
-    int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
-    if (st != FW_SEARCH) {
-        fw = st == FW_ATTACHED && ip >= g_lo && ip < g_hi;
-    } else if (g_hi != 0 && ip >= g_lo && ip < g_hi) {
-        fw = attach();
-    } else {
+    pthread_mutex_lock(&g_lock);
+    bool fw = g_hi != 0 && ip >= g_lo && ip < g_hi;
+    if (!fw) {
         struct find f = {.ip = ip};
         if (dl_iterate_phdr(find_cb, &f) == 1 && f.name != NULL &&
             is_framework(f.name) && g_hi == 0) {
             snprintf(g_path, sizeof g_path, "%s", f.name);
             __atomic_store_n(&g_lo, f.lo, __ATOMIC_RELAXED);
             __atomic_store_n(&g_hi, f.hi, __ATOMIC_RELEASE);
-            fw = attach();
+            fw = true;
         } else if (f.hi != 0 && g_nnot < NOT_FW_MAX) {
             g_not[g_nnot] = (struct span){f.lo, f.hi};
             __atomic_store_n(&g_nnot, g_nnot + 1, __ATOMIC_RELEASE);
@@ -295,12 +286,36 @@ static bool classify(uintptr_t ip)
     return fw;
 }
 
-bool gmt_fw_segment_call(const void *caller)
+/* The framework called: attach, unless another thread is attaching. That
+ * one must never be waited for: it holds its device's allocator lock and
+ * takes every other device's, and this thread may hold one of them
+ * (PyTorch calls cudaMalloc with it held). So this call is taken for the
+ * framework's segment - its first block and segment are then missed if
+ * its device's tracker comes too late, as docs/usage.md says. */
+static bool framework_call(bool async)
+{
+    if (pthread_mutex_trylock(&g_attach_lock) != 0)
+        return !async;
+    int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
+    bool fw = false;
+    if (async && st == FW_SEARCH)
+        /* PyTorch's cudaMallocAsync backend: nothing to attach to, and
+         * no reason to build the bridge to learn that */
+        give_up("PyTorch's allocator backend is cudaMallocAsync, which "
+                "reports no block events; its allocations are recorded as "
+                "they are");
+    else if (!async)
+        fw = st == FW_SEARCH ? attach() : st == FW_ATTACHED;
+    pthread_mutex_unlock(&g_attach_lock);
+    return fw;
+}
+
+bool gmt_fw_segment_call(const void *caller, bool async)
 {
     uintptr_t ip = (uintptr_t)caller;
     int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
     if (GMT_LIKELY(st == FW_ATTACHED))
-        return ip >= g_lo && ip < g_hi;
+        return !async && ip >= g_lo && ip < g_hi;
     if (st == FW_OFF || !gmt_tracer_active())
         return false;
     uintptr_t hi = __atomic_load_n(&g_hi, __ATOMIC_ACQUIRE);
@@ -310,7 +325,12 @@ bool gmt_fw_segment_call(const void *caller)
             if (ip >= g_not[i].lo && ip < g_not[i].hi)
                 return false;
     }
-    return classify(ip);
+    /* the slow path: the program must not see its errno (dladdr, the
+     * bridge's build: files and directories probed) */
+    int saved = errno;
+    bool fw = classify(ip) && framework_call(async);
+    errno = saved;
+    return fw;
 }
 
 void gmt_fw_reset_after_fork(void)
@@ -318,5 +338,6 @@ void gmt_fw_reset_after_fork(void)
     /* PyTorch's allocator (and the tracker attached to it) came along;
      * the child records into its own trace through it. */
     pthread_mutex_init(&g_lock, NULL);
+    pthread_mutex_init(&g_attach_lock, NULL);
     g_feature_set = false;
 }

@@ -15,23 +15,30 @@
  * without a compiler or PyTorch's headers gets one line saying why and
  * the trace PyTorch's segments give.
  *
- * Safety. The cache is the user's own directory (mode 0700, refused if
- * another user could write it: we load code from it). Concurrent
- * processes build once: a lock file serializes them and the result is
- * renamed into place whole. The compiler runs without our LD_PRELOAD and
- * tracing variables, its output goes to a log file beside the result,
- * and a compiler that hangs is killed after two minutes.
+ * Safety. We load code from the cache, so it must be the user's own
+ * directory (mode 0700, no symbolic link) under directories no one else
+ * can write, and a bridge file the user's, writable by no one else.
+ * Concurrent processes build once: a lock file per key serializes them
+ * (waited for at most a compile's time), each build works in a directory
+ * of its own and the result is renamed into place whole; a cached file
+ * that will not load is built again. The compiler runs without our
+ * LD_PRELOAD and tracing variables, as a child the program cannot see
+ * (no SIGCHLD: see run()), with its output in a log file beside the
+ * result, and is killed, with its own children, after two minutes.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -115,12 +122,27 @@ static int cxx11_abi(const char *torch_lib)
     return abi;
 }
 
-/* The user's cache directory, created 0700; false if unusable. */
+/* Can a directory on the way to the cache be trusted: owned by root or
+ * the user, and not writable by others unless sticky (/tmp)? */
+static bool trusted_parent(const struct stat *st)
+{
+    if (st->st_uid != 0 && st->st_uid != geteuid())
+        return false;
+    return !(st->st_mode & 022) || (st->st_mode & S_ISVTX);
+}
+
+/* The user's cache directory, created 0700. We load code from it, so
+ * every directory above it must be one nobody else can rename or replace
+ * entries in, and it must be the user's own, reachable by no one else
+ * (lstat: a symbolic link is refused, not followed). false if unusable. */
 static bool cache_dir(char *out, size_t n, char *why, size_t wn)
 {
     const char *base = gmt_opt.cache;
-    if (base && *base) {
+    if (base && *base == '/') {
         snprintf(out, n, "%s", base);
+    } else if (base && *base) {
+        snprintf(why, wn, "GPUMEMTRACE_CACHE must be an absolute path");
+        return false;
     } else if ((base = getenv("XDG_CACHE_HOME")) && *base == '/') {
         snprintf(out, n, "%s/gpumemtrace", base);
     } else if ((base = getenv("HOME")) && *base == '/') {
@@ -129,36 +151,40 @@ static bool cache_dir(char *out, size_t n, char *why, size_t wn)
         snprintf(why, wn, "no cache directory (set GPUMEMTRACE_CACHE)");
         return false;
     }
-    for (char *p = out + 1;; p++) { /* mkdir -p */
+    size_t len = strlen(out);
+    while (len > 1 && out[len - 1] == '/')
+        out[--len] = '\0';
+    struct stat st;
+    for (char *p = out + 1;; p++) { /* mkdir -p, checking each level */
         if (*p != '/' && *p != '\0')
             continue;
         char c = *p;
         *p = '\0';
-        int rc = mkdir(out, 0700);
+        if (mkdir(out, 0700) != 0 && errno != EEXIST) {
+            snprintf(why, wn, "cannot create %s: %s", out, strerror(errno));
+            *p = c;
+            return false;
+        }
+        bool leaf = c == '\0';
+        if (lstat(out, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            (!leaf && !trusted_parent(&st)) ||
+            (leaf && (st.st_uid != geteuid() || (st.st_mode & 077)))) {
+            snprintf(why, wn, "%s %s is a link, or another user's, or open "
+                     "to others: no bridge is loaded from it (mode 0700, "
+                     "yours)", leaf ? "the cache directory" : "the directory",
+                     out);
+            *p = c;
+            return false;
+        }
         *p = c;
-        if (rc != 0 && errno != EEXIST)
-            break;
-        if (c == '\0')
-            break;
+        if (leaf)
+            return true;
     }
-    struct stat st;
-    if (stat(out, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(why, wn, "cannot create the cache directory %s", out);
-        return false;
-    }
-    if (st.st_uid != getuid() || (st.st_mode & 022)) {
-        snprintf(why, wn, "the cache directory %s is not the user's own "
-                 "(owner or mode): a bridge is not loaded from it", out);
-        return false;
-    }
-    return true;
 }
 
 static bool write_file(const char *path, const char *text)
 {
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
                   0600);
     if (fd < 0)
         return false;
@@ -167,13 +193,11 @@ static bool write_file(const char *path, const char *text)
         ssize_t w = write(fd, text + off, n - off);
         if (w <= 0) {
             close(fd);
-            unlink(tmp);
             return false;
         }
         off += (size_t)w;
     }
-    close(fd);
-    return rename(tmp, path) == 0;
+    return close(fd) == 0;
 }
 
 /* The environment without what would trace the compiler. */
@@ -198,53 +222,166 @@ static char **clean_environ(void)
     return env;
 }
 
-/* Run argv with output to log; 0 if it exited 0. */
-static int run(char *const argv[], const char *log, char *why, size_t wn)
+/* The compiler's file: GPUMEMTRACE_CXX as a path, else found on PATH. */
+static bool find_program(const char *name, char *out, size_t n)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log,
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    char **env = clean_environ();
-    pid_t pid;
-    int rc = env ? posix_spawnp(&pid, argv[0], &fa, NULL, argv, env) : ENOMEM;
-    posix_spawn_file_actions_destroy(&fa);
-    free(env);
-    if (rc != 0) {
-        snprintf(why, wn, "cannot run the C++ compiler %s: %s "
-                 "(GPUMEMTRACE_CXX)", argv[0], strerror(rc));
-        return -1;
+    if (strchr(name, '/')) {
+        snprintf(out, n, "%s", name);
+        return access(out, X_OK) == 0;
     }
-    struct timespec nap = {0, 20 * 1000 * 1000};
-    for (int waited = 0;; waited++) {
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+        size_t len = strcspn(p, ":");
+        snprintf(out, n, "%.*s/%s", (int)len, len ? p : ".", name);
+        if (access(out, X_OK) == 0)
+            return true;
+        p += len + (p[len] == ':');
+    }
+    return false;
+}
+
+/* What the two children need (they share our memory: see run()). */
+struct child {
+    const char *exe, *log;
+    char *const *argv, *const *envp;
+    sigset_t mask;    /* the caller's mask, restored before exec */
+    char *stack;      /* the compiler's child's stack (top) */
+};
+
+/* The program's signal handlers are not ours to run in a child that
+ * shares its memory. */
+static void default_handlers(void)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN &&
+            sa.sa_handler != SIG_DFL) {
+            sa.sa_handler = SIG_DFL;
+            sa.sa_flags = 0;
+            sigaction(sig, &sa, NULL);
+        }
+    }
+}
+
+static int compiler_main(void *arg)
+{
+    const struct child *c = arg;
+    default_handlers();
+    setpgid(0, 0); /* its own group: a timeout kills its children too */
+    int in = open("/dev/null", O_RDONLY);
+    int out = open(c->log, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+    if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+        dup2(out, 2) < 0)
+        _exit(127);
+#ifdef SYS_close_range
+    syscall(SYS_close_range, 3u, ~0u, 0u); /* none of the program's fds */
+#endif
+    sigprocmask(SIG_SETMASK, &c->mask, NULL);
+    execve(c->exe, c->argv, c->envp);
+    _exit(127);
+}
+
+/* The compiler's parent: starts it, waits for it (killing it after
+ * COMPILE_TIMEOUT_S), and exits with 0 (it succeeded), 1 (it failed),
+ * 124 (killed) or 127 (it could not start). It never execs, so its own
+ * exit signals nothing to the program. */
+static int waiter_main(void *arg)
+{
+    const struct child *c = arg;
+    default_handlers();
+    pid_t pid = clone(compiler_main, c->stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                      (void *)c);
+    if (pid < 0)
+        _exit(127);
+    struct timespec t0, now, nap = {0, 20 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
         int status;
         pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
-            if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-                return 0;
-            snprintf(why, wn, "compiling the bridge failed (see %s)", log);
-            return -1;
-        }
-        if (w < 0 && errno != EINTR) {
-            /* reaped by the program's own SIGCHLD handler: the result
-             * tells */
-            return 1;
-        }
-        if (waited * 20 >= COMPILE_TIMEOUT_S * 1000) {
+        if (w == pid)
+            _exit(WIFEXITED(status) ? (WEXITSTATUS(status) == 0  ? 0
+                                       : WEXITSTATUS(status) == 127 ? 127
+                                                                    : 1)
+                                    : 1);
+        if (w < 0 && errno != EINTR)
+            _exit(1);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec >= COMPILE_TIMEOUT_S) {
+            kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
-            snprintf(why, wn, "the C++ compiler ran over %d s (see %s)",
-                     COMPILE_TIMEOUT_S, log);
-            return -1;
+            _exit(124);
         }
         nanosleep(&nap, NULL);
     }
 }
 
+/* Run argv with its output in log; 0 if it exited 0, -1 with why.
+ *
+ * Not fork or posix_spawn: their child's exit sends the program a
+ * SIGCHLD, and a program that reaps any child (a SIGCHLD handler calling
+ * wait(), an event loop's child watcher) would see, or take, a process
+ * it never started. An exec gives even a clone()d child SIGCHLD as its
+ * exit signal, so the compiler is started by a child of ours that never
+ * execs and exits with no signal: the compiler's exit signals that
+ * child, which only waitpid(__WALL) sees. Both share our memory
+ * (CLONE_VM, no copy of a large process) and this thread waits for them
+ * (CLONE_VFORK) - the build is waited for anyway. */
+static int run(char *const argv[], const char *log, char *why, size_t wn)
+{
+    char exe[PATH_MAX];
+    if (!find_program(argv[0], exe, sizeof exe)) {
+        snprintf(why, wn, "no C++ compiler %s (GPUMEMTRACE_CXX)", argv[0]);
+        return -1;
+    }
+    char **env = clean_environ();
+    size_t stack_size = 64 * 1024;
+    char *stacks = mmap(NULL, 2 * stack_size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (env == NULL || stacks == MAP_FAILED) {
+        free(env);
+        if (stacks != MAP_FAILED)
+            munmap(stacks, 2 * stack_size);
+        snprintf(why, wn, "no memory to run the C++ compiler");
+        return -1;
+    }
+    struct child c = {exe, log, argv, env, {{0}}, stacks + 2 * stack_size};
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &c.mask);
+    pid_t pid = clone(waiter_main, stacks + stack_size, CLONE_VM | CLONE_VFORK, &c);
+    int err = errno, status = 0;
+    if (pid > 0)
+        while (waitpid(pid, &status, __WALL) < 0 && errno == EINTR)
+            ;
+    pthread_sigmask(SIG_SETMASK, &c.mask, NULL);
+    munmap(stacks, 2 * stack_size);
+    free(env);
+    int code = pid < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (code == 0)
+        return 0;
+    if (pid < 0)
+        snprintf(why, wn, "cannot run the C++ compiler %s: %s", exe, strerror(err));
+    else if (code == 124)
+        snprintf(why, wn, "the C++ compiler ran over %d s (see %s)",
+                 COMPILE_TIMEOUT_S, log);
+    else if (code == 127)
+        snprintf(why, wn, "cannot run the C++ compiler %s (see %s)", exe, log);
+    else
+        snprintf(why, wn, "compiling the bridge failed (see %s)", log);
+    return -1;
+}
+
+/* Load a bridge: a regular file of the user's, writable by nobody else. */
 static gmt_fw_attach_fn load(const char *so, char *why, size_t wn)
 {
+    struct stat st;
+    if (lstat(so, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid() || (st.st_mode & 022)) {
+        snprintf(why, wn, "%s is not a file of the user's, or is writable "
+                 "by others: not loaded", so);
+        return NULL;
+    }
     void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {
         const char *e = dlerror();
@@ -259,6 +396,32 @@ static gmt_fw_attach_fn load(const char *so, char *why, size_t wn)
     else
         gmt_modules_add_bridge(sym);
     return fn;
+}
+
+/* Take the build lock of one key, waiting at most a compile's time for
+ * another process that builds it (one stopped or stuck must not hang
+ * this one: it runs inside PyTorch's first cudaMalloc). */
+static int lock_key(const char *lock, char *why, size_t wn)
+{
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        snprintf(why, wn, "cannot open %s: %s", lock, strerror(errno));
+        return -1;
+    }
+    struct timespec t0, now, nap = {0, 50 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((errno != EWOULDBLOCK && errno != EINTR) ||
+            now.tv_sec - t0.tv_sec > COMPILE_TIMEOUT_S + 30) {
+            snprintf(why, wn, "another process holds %s (building the "
+                     "bridge?) for too long", lock);
+            close(fd);
+            return -1;
+        }
+        nanosleep(&nap, NULL);
+    }
+    return fd;
 }
 
 gmt_fw_attach_fn gmt_fw_build(const char *path, char *why, size_t wn)
@@ -305,35 +468,43 @@ gmt_fw_attach_fn gmt_fw_build(const char *path, char *why, size_t wn)
     char dir[PATH_MAX - 128];
     if (!cache_dir(dir, sizeof dir, why, wn))
         return NULL;
-    char so[PATH_MAX], lock[PATH_MAX], src[PATH_MAX], hdr[PATH_MAX],
-        log[PATH_MAX], tmp[PATH_MAX];
+    char so[PATH_MAX], lock[PATH_MAX], build[PATH_MAX], src[PATH_MAX],
+        hdr[PATH_MAX], log[PATH_MAX], tmp[PATH_MAX];
     snprintf(so, sizeof so, "%s/torch-bridge-%016llx.so", dir,
              (unsigned long long)key);
-    if (readable(so))
-        return load(so, why, wn);
+    gmt_fw_attach_fn fn = NULL;
+    if (access(so, F_OK) == 0 && (fn = load(so, why, wn)) != NULL)
+        return fn;
 
     snprintf(lock, sizeof lock, "%s/torch-bridge-%016llx.lock", dir,
              (unsigned long long)key);
-    int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
-        snprintf(why, wn, "cannot lock %s: %s", lock, strerror(errno));
-        if (lfd >= 0)
-            close(lfd);
+    int lfd = lock_key(lock, why, wn);
+    if (lfd < 0)
         return NULL;
+    if (access(so, F_OK) == 0) {
+        /* built by another process meanwhile - or a file that would not
+         * load (a partial copy, another host's libstdc++): build anew */
+        if ((fn = load(so, why, wn)) != NULL)
+            goto out;
+        unlink(so);
     }
-    gmt_fw_attach_fn fn = NULL;
-    if (readable(so)) { /* another process built it meanwhile */
-        fn = load(so, why, wn);
+    /* Sources and output in a directory of this build's own: builds of
+     * other keys (another gpumemtrace beside this one) never mix. */
+    snprintf(build, sizeof build, "%s/build-XXXXXX", dir);
+    if (mkdtemp(build) == NULL) {
+        snprintf(why, wn, "cannot create a build directory in %s: %s", dir,
+                 strerror(errno));
         goto out;
     }
-    snprintf(src, sizeof src, "%s/fw_torch.cpp", dir);
-    snprintf(hdr, sizeof hdr, "%s/fw_bridge.h", dir);
+    snprintf(src, sizeof src, "%s/fw_torch.cpp", build);
+    snprintf(hdr, sizeof hdr, "%s/fw_bridge.h", build);
+    snprintf(tmp, sizeof tmp, "%s/bridge.so", build);
     snprintf(log, sizeof log, "%s/torch-bridge-%016llx.log", dir,
              (unsigned long long)key);
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", so, (int)getpid());
+    unlink(log);
     if (!write_file(src, gmt_fw_torch_cpp) || !write_file(hdr, gmt_fw_bridge_h)) {
-        snprintf(why, wn, "cannot write the bridge's source into %s", dir);
-        goto out;
+        snprintf(why, wn, "cannot write the bridge's source into %s", build);
+        goto clean;
     }
     gmt_info("building the PyTorch bridge for %s (once; cached in %s)", lib,
              dir);
@@ -345,18 +516,19 @@ gmt_fw_attach_fn gmt_fw_build(const char *path, char *why, size_t wn)
                     "-shared", "-fvisibility=hidden", "-w", abi_def,
                     inc_flag, cuda_flag, src, "-o", tmp, lib_flag, rpath,
                     "-lc10_cuda", have_c10 ? "-lc10" : NULL, NULL};
-    int rc = run(argv, log, why, wn);
-    if (rc < 0) {
-        unlink(tmp);
-        goto out;
-    }
-    if (!readable(tmp) || rename(tmp, so) != 0) {
-        unlink(tmp);
+    if (run(argv, log, why, wn) != 0)
+        goto clean;
+    if (chmod(tmp, 0500) != 0 || rename(tmp, so) != 0) {
         snprintf(why, wn, "compiling the bridge produced nothing (see %s)",
                  log);
-        goto out;
+        goto clean;
     }
     fn = load(so, why, wn);
+clean:
+    unlink(tmp);
+    unlink(src);
+    unlink(hdr);
+    rmdir(build);
 out:
     flock(lfd, LOCK_UN);
     close(lfd);

@@ -81,14 +81,14 @@ GMT_EXPORT cudaError_t cudaFreeHost(void *ptr)
 
 GMT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    gmt_fw_segment_call(__builtin_return_address(0));
+    gmt_fw_segment_call(__builtin_return_address(0), true);
     TRACED(false, GMT_REAL(cudaMallocAsync)(devPtr, size, hStream),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_ASYNC), devPtr ? *devPtr : NULL, size, size, 0, S(hStream)));
 }
 
 GMT_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    gmt_fw_segment_call(__builtin_return_address(0));
+    gmt_fw_segment_call(__builtin_return_address(0), true);
     TRACED(false, GMT_REAL(cudaMallocAsync_ptsz)(devPtr, size, hStream),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_ASYNC | GMT_API_PTDS), devPtr ? *devPtr : NULL, size, size, 0, SZ(hStream)));
 }

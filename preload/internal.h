@@ -409,12 +409,14 @@ void gmt_ev_oom(struct gmt_call *c, int dev, uint64_t size, const uint64_t v[5])
 
 /* ---- fw.c: the framework bridge (PyTorch's allocator's block events) -- */
 
-/* Called by the allocation hooks (cudaMalloc, cudaMallocAsync, the
- * driver's cuMemCreate) with their caller's return address. True: the
- * call is PyTorch's caching allocator taking memory for a segment while
- * its block events are recorded - leave it to CUDA and flag its record
- * GMT_ALLOC_FW_BACKING. The first such call attaches the bridge. */
-bool gmt_fw_segment_call(const void *caller);
+/* Called by the allocation hooks (cudaMalloc, cudaMallocAsync: async,
+ * the driver's cuMemCreate) with their caller's return address. True:
+ * the call is PyTorch's caching allocator taking memory for a segment
+ * while its block events are recorded - leave it to CUDA and flag its
+ * record GMT_ALLOC_FW_BACKING. The first such call attaches the bridge
+ * (a first cudaMallocAsync from PyTorch says it has nothing to attach
+ * to). errno is left as it was. */
+bool gmt_fw_segment_call(const void *caller, bool async);
 void gmt_fw_reset_after_fork(void);
 
 /* ---- fw_build.c: building the bridge against the program's PyTorch --- */

@@ -493,7 +493,7 @@ cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller)
     cudaError_t r;
     uint64_t block = size, flags = 0;
     int dev = -1;
-    if (gmt_fw_segment_call(caller)) {
+    if (gmt_fw_segment_call(caller, false)) {
         flags = GMT_ALLOC_FW_BACKING;
         p = NULL;
     }

@@ -264,9 +264,12 @@ bool gmt_modules_covers(uintptr_t ip)
 
 bool gmt_modules_self(uintptr_t ip)
 {
-    return (ip >= g_self_lo && ip < g_self_hi) ||
-           (ip >= __atomic_load_n(&g_bridge_lo, __ATOMIC_RELAXED) &&
-            ip < __atomic_load_n(&g_bridge_hi, __ATOMIC_ACQUIRE));
+    if (ip >= g_self_lo && ip < g_self_hi)
+        return true;
+    /* hi first (published last): a lo read before it could be stale */
+    uintptr_t hi = __atomic_load_n(&g_bridge_hi, __ATOMIC_ACQUIRE);
+    return hi != 0 && ip < hi &&
+           ip >= __atomic_load_n(&g_bridge_lo, __ATOMIC_RELAXED);
 }
 
 static int bridge_cb(struct dl_phdr_info *info, size_t size, void *data)

@@ -779,6 +779,10 @@ static void setup_env(struct run *r)
     /* framework allocators, routed to the pool */
     r->disabled = env_bool("GPUMEMTRACE_DISABLE", false);
     bool route = r->cache_off && !r->disabled;
+    if (route && !env_bool("GPUMEMTRACE_POOL", true))
+        say("warning: --no-framework-cache with the pool off: every tensor "
+            "is a cudaMalloc and cudaFree of its own, each free waiting for "
+            "the GPU (much slower)");
     char forced[64] = "";
     for (size_t i = 0; route && i < sizeof routes / sizeof *routes; i++) {
         const char *have = getenv(routes[i][1]);

@@ -33,7 +33,7 @@ H("cudaFreeHost", "void *ptr", "ptr", True,
 # tells fw.c so (one line), and its allocations are recorded as they are.
 H("cudaMallocAsync", "void **devPtr, size_t size, cudaStream_t hStream", "devPtr, size, hStream", False,
   "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, size, size, 0, STREAM)", "GMT_API_MALLOC_ASYNC", "S(hStream)", "_ptsz", "SZ(hStream)",
-  pre="gmt_fw_segment_call(__builtin_return_address(0));")
+  pre="gmt_fw_segment_call(__builtin_return_address(0), true);")
 H("cudaFreeAsync", "void *devPtr, cudaStream_t hStream", "devPtr, hStream", True,
   "gmt_ev_free(&c_, r_, API, devPtr, STREAM)", "GMT_API_FREE_ASYNC", "S(hStream)", "_ptsz", "SZ(hStream)")
 H("cudaMallocFromPoolAsync", "void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream", "ptr, size, memPool, stream", False,

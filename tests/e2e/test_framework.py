@@ -330,6 +330,8 @@ def test_fw_other_backend_falls_back():
     p, r = run_app(traced=True, SIM_TORCH_BACKEND="cudaMallocAsync")
     said = [l for l in p.stderr.splitlines() if "cudaMallocAsync" in l]
     expect(len(said) == 1, f"stderr lines naming the backend: {said}\nstderr: {p.stderr}")
+    # nothing to attach to: no bridge is built to learn that
+    expect("building" not in p.stderr and not bridge_sos("bridge-cache"), p.stderr)
     expect(any("cudaMallocAsync" in x for x in notes("t.gmt")), f"notes: {notes('t.gmt')}")
     recs = records("t.gmt")
     expect(not torch_allocs(recs) and not torch_frees(recs), "torch_block records without the bridge")
@@ -423,3 +425,45 @@ def test_fw_two_devices_first_allocations_at_once():
            d1[0].get("peak_reserved") == r["dev1"]["peak_reserved"],
            f"device 1 in summary: {d1}, the allocator: {r['dev1']}")
     expect(fw.get("inconsistencies", 0) == 0, f"framework: {fw}")
+
+
+def test_fw_build_sends_the_program_no_sigchld():
+    # The compiler runs as a child the program cannot see: a program that
+    # reaps any child on SIGCHLD (os.wait in a handler) must neither get
+    # the signal nor lose a wait() to it while the bridge is built.
+    wrapper = os.path.abspath("sigchld_app.py")
+    with open(wrapper, "w") as f:
+        f.write("import os, runpy, signal, sys\n"
+                "got = []\n"
+                "signal.signal(signal.SIGCHLD, lambda *a: got.append(os.wait()))\n"
+                "sys.argv = sys.argv[1:]\n"
+                "try:\n"
+                "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+                "finally:\n"
+                "    print('SIGCHLD', len(got), file=sys.stderr)\n")
+    os.mkdir("bridge-cache", 0o700)
+    p = run([sys.executable, wrapper, APP], traced=True, SIM_TORCH_LIB=STANDIN,
+            GMT_BUILD=BUILD, GPUMEMTRACE_OUTPUT="t.gmt",
+            GPUMEMTRACE_CACHE=os.path.abspath("bridge-cache"))
+    expect("building" in p.stderr and "SIGCHLD 0" in p.stderr, p.stderr)
+    expect(torch_allocs(records("t.gmt")), "the bridge did not attach")
+
+
+def test_fw_cache_must_be_the_users_own():
+    # Code is loaded from the cache: a directory others can write, or a
+    # symbolic link, is refused with one warning, and nothing is built.
+    os.mkdir("open-cache", 0o700)
+    os.chmod("open-cache", 0o777)
+    os.mkdir("real-cache", 0o700)
+    os.symlink(os.path.abspath("real-cache"), "link-cache")
+    for cache in ("open-cache", "link-cache"):
+        p, r = run_app(traced=True, cache=cache, out=f"{cache}.gmt")
+        warn = [l for l in p.stderr.splitlines() if "warning" in l]
+        expect(len(warn) == 1 and "cache directory" in warn[0], (cache, p.stderr))
+        expect(not torch_allocs(records(f"{cache}.gmt")), f"{cache}: attached")
+        expect(not bridge_sos(cache), (cache, os.listdir(cache)))
+    # the user's own, 0700: built, and the bridge file is no one else's
+    p, r = run_app(traced=True, cache="real-cache", out="ok.gmt")
+    sos = bridge_sos("real-cache")
+    expect(len(sos) == 1 and not os.stat(os.path.join("real-cache", sos[0])).st_mode & 0o022,
+           os.listdir("real-cache"))
