@@ -289,6 +289,10 @@ static int waiter_main(void *arg)
 {
     const struct child *c = arg;
     default_handlers();
+    /* A program that ignores SIGCHLD would have the compiler reaped
+     * before we could read how it ended (and the compiler its own
+     * children): not in here. */
+    signal(SIGCHLD, SIG_DFL);
     pid_t pid = clone(compiler_main, c->stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
                       (void *)c);
     if (pid < 0)

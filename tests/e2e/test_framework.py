@@ -18,6 +18,7 @@ key=value tokens.
 """
 import json
 import os
+import shutil
 import re
 import stat
 import subprocess
@@ -447,6 +448,19 @@ def test_fw_build_sends_the_program_no_sigchld():
             GPUMEMTRACE_CACHE=os.path.abspath("bridge-cache"))
     expect("building" in p.stderr and "SIGCHLD 0" in p.stderr, p.stderr)
     expect(torch_allocs(records("t.gmt")), "the bridge did not attach")
+    # a program that ignores SIGCHLD (its children reaped by the kernel):
+    # the compiler's end is still read
+    with open(wrapper) as f:
+        text = f.read()
+    with open(wrapper, "w") as f:
+        f.write(text.replace("lambda *a: got.append(os.wait())", "signal.SIG_IGN"))
+    shutil.rmtree("bridge-cache")
+    os.mkdir("bridge-cache", 0o700)
+    p = run([sys.executable, wrapper, APP], traced=True, SIM_TORCH_LIB=STANDIN,
+            GMT_BUILD=BUILD, GPUMEMTRACE_OUTPUT="u.gmt",
+            GPUMEMTRACE_CACHE=os.path.abspath("bridge-cache"))
+    expect("building" in p.stderr and "warning" not in p.stderr, p.stderr)
+    expect(torch_allocs(records("u.gmt")), "the bridge did not attach")
 
 
 def test_fw_cache_must_be_the_users_own():
