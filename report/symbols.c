@@ -9,9 +9,12 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "report.h"
 #include "symbols.h"
@@ -88,6 +91,26 @@ static const Dwfl_Callbacks callbacks = {
     .section_address = dwfl_offline_section_address,
 };
 
+/* A module's file, opened for libdw only when it is a regular file: a
+ * trace is untrusted, and one naming a FIFO would block the report in
+ * open() forever, one naming a device node would open the device. stat
+ * first (no open at all of anything else), fstat again after the
+ * non-blocking open (the path may change in between). -1: skip it. */
+static int open_regular(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return -1;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* Report every recorded module whose file is here and is the same build. */
 static void open_modules(struct symbolizer *s)
 {
@@ -101,10 +124,15 @@ static void open_modules(struct symbolizer *s)
         const struct gmt_module_def *m = &d->modules[i];
         if (m->path[0] != '/' || m->build_id_len == 0)
             continue; /* [vdso], [main] and friends */
-        Dwfl_Module *mod = dwfl_report_elf(s->dwfl, base_name(m->path), m->path,
-                                           -1, m->base, false);
-        if (mod == NULL)
+        int fd = open_regular(m->path);
+        if (fd < 0)
             continue;
+        Dwfl_Module *mod = dwfl_report_elf(s->dwfl, base_name(m->path), m->path,
+                                           fd, m->base, false);
+        if (mod == NULL) { /* the fd is libdw's only on success */
+            close(fd);
+            continue;
+        }
         const unsigned char *bits;
         GElf_Addr vaddr;
         int n = dwfl_module_build_id(mod, &bits, &vaddr);

@@ -175,3 +175,31 @@ def test_peak_without_rounding_keeps_its_columns():
     expect(p["other_allocated"] == p["other_bytes"], p)
     top = js("summary", "--json", t)["traces"][0]["top_sites"]
     expect(all(x["allocated"] == x["bytes"] for x in top), top)
+
+
+def test_module_path_naming_a_fifo_does_not_hang():
+    # issue 17, fault 6: a trace is untrusted; one whose module path names
+    # a FIFO made symbolization block in open() forever. Trace a copy of a
+    # program, then put a FIFO where the copy was: every command must end.
+    import shutil
+    import subprocess
+    # beside the original, so that it finds the simulated runtime
+    known = prog(f"known_fifo_{os.getpid()}")
+    shutil.copy(prog("report_known"), known)
+    try:
+        run([known], GPUMEMTRACE_OUTPUT="k.gmt")
+        os.unlink(known)
+        os.mkfifo(known)
+        for cmd in ("summary", "peak", "leaks", "flamegraph"):
+            try:
+                p = subprocess.run([REPORT, cmd, "k.gmt"], capture_output=True, text=True,
+                                   timeout=20)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"gpumemreport {cmd} hung on a module path that is a FIFO")
+            expect(p.returncode == 0, (cmd, p.returncode, p.stderr))
+        # the sites are still there, named by module and offset
+        out = report("peak", "k.gmt").stdout
+        expect(f"known_fifo_{os.getpid()}+0x" in out, out)
+    finally:
+        if os.path.lexists(known):
+            os.unlink(known)
