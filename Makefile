@@ -137,7 +137,8 @@ $(SIMDRV): tests/sim/sim_driver.c $(wildcard tests/sim/sim_drv_*.c) tests/sim/si
 # Driver API programs: no runtime at all. drv_calls finds the driver as a
 # static cudart does (dlopen + cuGetProcAddress); drv_linked links -lcuda;
 # nexter checks that dlsym(RTLD_NEXT) still starts after its caller.
-DRV_PROGS := $(O)/tests/drv_calls $(O)/tests/drv_linked $(O)/tests/nexter
+DRV_PROGS := $(O)/tests/drv_calls $(O)/tests/drv_linked $(O)/tests/nexter \
+             $(O)/tests/rt_dlclose
 $(O)/tests/drv_calls: tests/progs/driver/drv_calls.c $(SIMDRV)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
@@ -148,6 +149,12 @@ $(O)/tests/drv_linked: tests/progs/driver/drv_linked.c $(SIMDRV)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -o $@ $< -L$(O)/sim \
 	    -Wl,-rpath,'$$ORIGIN/../sim' -lcuda
+
+# Not linked to the runtime: it dlopens it, and dlcloses it before exit.
+$(O)/tests/rt_dlclose: tests/progs/driver/rt_dlclose.c
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -o $@ $< -ldl
 
 $(O)/tests/libnext_%.so: tests/progs/driver/next_%.c
 	$(call say,CC,$@)

@@ -368,7 +368,8 @@ static void pool_note(uint64_t pool, int dev)
 static void pools_at_exit(void)
 {
     struct gmt_thread *t = gmt_thread_get();
-    if (t == NULL || !gmt_tracer_active())
+    if (t == NULL || !gmt_tracer_active() ||
+        !gmt_code_loaded(real(D_cuMemPoolGetAttribute))) /* dlclosed */
         return;
     t->guard = 1;
     for (int dev = 0; dev < GMT_MAX_DEVICES; dev++)

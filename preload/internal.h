@@ -154,6 +154,9 @@ int gmt_quiet_ptr_class(const void *p);
 bool gmt_real_cuda_loaded(void);        /* is libcuda.so in the process? */
 /* Does the process's runtime define function idx? (no warning if not) */
 bool gmt_real_present(unsigned idx);
+/* Is fn still code of a loaded object? Exit handlers ask before calling
+ * a runtime or driver the program may have dlclosed. */
+bool gmt_code_loaded(const void *fn);
 
 /* ---- driver.c: the driver-level observer (dlsym, cuGetProcAddress) --- */
 /* Its wrappers of the memory calls are in driver_calls.c; driver.h holds

@@ -310,10 +310,17 @@ static const struct pool_observer g_observer = {
 
 /* ---- life cycle ------------------------------------------------------------ */
 
+/* A program that dlopened the runtime may have dlclosed it: then its
+ * memory went with it, and calling into it would crash the exit. */
 static void release_at_exit(void)
 {
     struct pool *p = __atomic_load_n(&g_pool, __ATOMIC_ACQUIRE);
     struct gmt_thread *t;
+    if (!gmt_real_present(GMT_R_cudaFree) ||
+        !gmt_real_present(GMT_R_cudaGetDevice) ||
+        !gmt_code_loaded(gmt_real(GMT_R_cudaFree)) ||
+        !gmt_code_loaded(gmt_real(GMT_R_cudaGetDevice)))
+        return;
     if (p && gmt_tracer_active() && (t = gmt_thread_get()) != NULL) {
         t->guard = 1; /* the driver observer must not see these frees */
         pool_release_all(p);

@@ -63,6 +63,12 @@ static void *lookup(const char *name)
     return f;
 }
 
+bool gmt_code_loaded(const void *fn)
+{
+    Dl_info di;
+    return fn != NULL && dladdr(fn, &di) != 0;
+}
+
 bool gmt_real_present(unsigned idx)
 {
     static bool absent[GMT_R_COUNT]; /* looked for once, not found */

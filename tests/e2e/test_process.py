@@ -79,3 +79,18 @@ def test_os_exit_keeps_completed_events():
 
 def test_normal_exit_closes_trace():
     check_death("exit", 0, True)
+
+
+def test_runtime_dlclosed_before_exit():
+    # issue 17, fault 3: a program that dlopens the runtime and dlcloses it
+    # before exit died with SIGSEGV in the pool's exit handler, which
+    # called into the unloaded library. It must exit 0, say nothing, and
+    # leave a closed trace of what it did.
+    rt = os.path.join(BUILD, "sim", "libcudart.so.13")
+    p = run([prog("rt_dlclose"), rt], check=False)
+    expect(p.returncode == 0 and p.stdout == "ok\n" and p.stderr == "",
+           (p.returncode, p.stdout, p.stderr))
+    t = one_trace()
+    expect(info(t)["closed"], info(t))
+    lines = dump(t)
+    expect(any(" alloc " in l and "cudaMalloc" in l for l in lines), lines[-10:])
