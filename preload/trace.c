@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -109,7 +110,7 @@ static bool expand_path(const char *pat, char *out, size_t cap)
 /* Create the trace file: never overwrite, never follow a symlink, private
  * to the user. An existing name (a re-exec'd process keeps its pid, or a
  * fixed name) gets a numeric suffix instead. */
-static int create_file(const char *want, uint32_t *index)
+static int create_file(const char *want, uint32_t *index, const char **kind)
 {
     const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
     for (uint32_t i = 0; i < 1000; i++) {
@@ -125,6 +126,19 @@ static int create_file(const char *want, uint32_t *index)
         }
         if (errno != EEXIST)
             break;
+        /* Only an existing trace (a regular file) earns a suffix: a name
+         * that is a directory, a FIFO, a device or a link was not meant
+         * to be written beside (GPUMEMTRACE_OUTPUT=/dev/null wrote
+         * /dev/null.1). */
+        struct stat st;
+        if (i == 0 && lstat(want, &st) == 0 && !S_ISREG(st.st_mode)) {
+            *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                    : S_ISFIFO(st.st_mode) ? "a FIFO"
+                    : S_ISLNK(st.st_mode)  ? "a symbolic link"
+                    : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                 : "not a file";
+            return -1;
+        }
     }
     return -1;
 }
@@ -171,11 +185,17 @@ bool gmt_trace_open(void)
     }
     uint32_t index = 0;
     pthread_mutex_lock(&g_file.lock);
-    int fd = create_file(want, &index);
+    const char *kind = NULL;
+    int fd = create_file(want, &index, &kind);
     if (fd < 0) {
+        int err = errno;
         pthread_mutex_unlock(&g_file.lock);
-        gmt_error_once(GMT_ERR_OPEN, "cannot create trace file %s (%s); "
-                       "tracing off", want, strerror(errno));
+        if (kind)
+            gmt_error_once(GMT_ERR_OPEN, "the trace path %s is %s, not a "
+                           "file (GPUMEMTRACE_OUTPUT); tracing off", want, kind);
+        else
+            gmt_error_once(GMT_ERR_OPEN, "cannot create trace file %s (%s); "
+                           "tracing off", want, strerror(err));
         return false;
     }
     g_file.fd = fd;

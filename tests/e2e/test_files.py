@@ -25,10 +25,12 @@ def test_symlink_not_followed():
     with open("target", "w") as f:
         f.write("precious")
     os.symlink("target", "link.gmt")
-    run([prog("hello")], check=False, GPUMEMTRACE_OUTPUT="link.gmt")
+    p = run([prog("hello")], check=False, GPUMEMTRACE_OUTPUT="link.gmt")
     expect(open("target").read() == "precious", "wrote through a symlink")
     expect(os.path.islink("link.gmt"), "symlink replaced")
-    expect(os.path.exists("link.gmt.1"), f"{os.listdir('.')}")
+    # a link is not a trace to number the next one after: refused
+    expect(not os.path.exists("link.gmt.1") and "symbolic link" in p.stderr,
+           (os.listdir('.'), p.stderr))
 
 
 def test_unwritable_directory_reports_once_and_runs():
@@ -39,3 +41,21 @@ def test_unwritable_directory_reports_once_and_runs():
     errs = [l for l in p.stderr.splitlines() if l.startswith("gpumemtrace: error:")]
     expect(len(errs) == 1 and "cannot create trace file" in errs[0], p.stderr)
     expect(p.stderr.replace(errs[0] + "\n", "") == plain.stderr, "other stderr changed")
+
+
+def test_output_that_is_not_a_file_is_refused():
+    # issue 17, fault 8: an output path naming a directory, a FIFO, a
+    # device or a link was written beside as <name>.1 (/dev/null.1 as
+    # root). Refused with one line; the program runs on untouched.
+    os.mkdir("adir")
+    os.mkfifo("afifo")
+    os.symlink("elsewhere", "alink")
+    for path, kind in (("adir", "a directory"), ("afifo", "a FIFO"),
+                       ("alink", "a symbolic link"), ("/dev/null", "a device")):
+        p = run([prog("hello")], check=False, GPUMEMTRACE_OUTPUT=path)
+        expect(p.returncode == 3, p.returncode)  # hello's own status
+        said = [l for l in p.stderr.splitlines() if l.startswith("gpumemtrace:")]
+        expect(len(said) == 1 and kind in said[0] and "tracing off" in said[0], (path, p.stderr))
+        expect("malloc: 0" in p.stdout, p.stdout)
+        expect(not os.path.lexists(path + ".1"), f"{path}.1 was written")
+    expect(sorted(os.listdir(".")) == ["adir", "afifo", "alink"], os.listdir("."))
