@@ -49,6 +49,7 @@ static struct {
     pthread_mutex_t lock;
     int fd;
     bool open;
+    bool full;              /* the file cannot grow: recording stopped */
     struct gmt_file_header *hdr;
     uint32_t chunk_size;
     uint64_t next_chunk;    /* next chunk to hand out */
@@ -145,12 +146,27 @@ static int create_file(const char *want, uint32_t *index, const char **kind)
 
 /* Reserve and map `count` more chunks at the end of the usable area.
  * Called with the lock held. */
+/* The file cannot grow (a full disk, its size limit): stop recording for
+ * good, said once. Retrying on every later event cost a failing 4 MiB
+ * fallocate under the file lock each time (the program ran ~10000x
+ * slower); from here on an event costs one load. */
+static bool stop_growing(void)
+{
+    __atomic_store_n(&g_file.full, true, __ATOMIC_RELEASE);
+    return false;
+}
+
+bool gmt_trace_full(void)
+{
+    return __atomic_load_n(&g_file.full, __ATOMIC_RELAXED);
+}
+
 static bool grow(uint64_t count)
 {
     if (g_file.nwin == MAX_WINDOWS) {
         gmt_error_once(GMT_ERR_GROW, "%s reached its size limit; events from "
                        "here on are not recorded", g_file.path);
-        return false;
+        return stop_growing();
     }
     uint64_t cs = g_file.chunk_size;
     off_t off = (off_t)(GMT_HEADER_SIZE + g_file.usable_chunks * cs);
@@ -160,14 +176,14 @@ static bool grow(uint64_t count)
         gmt_error_once(GMT_ERR_GROW,
                        "cannot extend %s (%s); events from here on are not "
                        "recorded", g_file.path, strerror(err));
-        return false;
+        return stop_growing();
     }
     void *p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED,
                    g_file.fd, off);
     if (p == MAP_FAILED) {
         gmt_error_once(GMT_ERR_GROW, "cannot map %s (%s); events from here "
                        "on are not recorded", g_file.path, strerror(errno));
-        return false;
+        return stop_growing();
     }
     g_file.win[g_file.nwin++] =
         (struct window){g_file.usable_chunks, count, (uint8_t *)p};
@@ -302,6 +318,7 @@ void gmt_trace_reset_after_fork(void)
     g_file.fd = -1;
     g_file.hdr = NULL;
     g_file.open = false;
+    g_file.full = false;
     g_file.nwin = 0;
     g_file.next_chunk = g_file.usable_chunks = 0;
     g_seq = 0;
@@ -393,6 +410,8 @@ static void emit_thread_record(struct gmt_thread *t, uint64_t seq,
  * a chunk; the reader keeps equal seqs of one thread in file order). */
 static bool chunk_new(struct gmt_thread *t, uint64_t seq, uint64_t time)
 {
+    if (gmt_trace_full())
+        return false;
     pthread_mutex_lock(&g_file.lock);
     if (!g_file.open) {
         pthread_mutex_unlock(&g_file.lock);

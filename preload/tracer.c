@@ -237,7 +237,8 @@ bool gmt_call_begin_flags(struct gmt_call *c, unsigned flags)
     t->guard = 1;
     t->call_device = -1;
     c->t = t;
-    c->stack = flags & GMT_CALL_NO_STACK ? 0 : gmt_stack_capture(t);
+    c->stack = (flags & GMT_CALL_NO_STACK) || GMT_UNLIKELY(gmt_trace_full())
+                   ? 0 : gmt_stack_capture(t);
     if (flags & GMT_CALL_STAMP)
         gmt_stamp(&c->seq, &c->time);
     else

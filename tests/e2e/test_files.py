@@ -59,3 +59,19 @@ def test_output_that_is_not_a_file_is_refused():
         expect("malloc: 0" in p.stdout, p.stdout)
         expect(not os.path.lexists(path + ".1"), f"{path}.1 was written")
     expect(sorted(os.listdir(".")) == ["adir", "afifo", "alink"], os.listdir("."))
+
+
+def test_full_disk_stops_recording_once():
+    # issue 17, fault 4: once the trace's file system was full, every later
+    # event retried a failing fallocate under the file lock (the program
+    # slowed ~10000x). Now the first failure stops recording, said once;
+    # the program goes on and the trace reads up to there, closed.
+    env = {k: v for k, v in clean_env().items()}
+    env.update(LD_PRELOAD=f"{LIB} {os.path.join(BUILD, 'tests', 'libnospace.so')}",
+               SIM_NOSPACE_AFTER="2", GPUMEMTRACE_CHUNK_KB="4",
+               GPUMEMTRACE_OUTPUT="full.gmt")
+    p = run([prog("bench"), "allocfree", "1", "100000", "4"], traced=False, env=env)
+    said = [l for l in p.stderr.splitlines() if l.startswith("gpumemtrace:")]
+    expect(len(said) == 1 and "No space left" in said[0], p.stderr)
+    expect("nospace: 1 refused" in p.stderr, p.stderr)
+    expect(info("full.gmt")["closed"], info("full.gmt"))
