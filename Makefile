@@ -223,11 +223,21 @@ $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) pre
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
 	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c $(FUZZ_SRC)
 
+# The report tool under ASan and UBSan, every command, for the e2e tests
+# (tests/e2e/test_sanitized.py): undefined behaviour on ordinary traces
+# fails them. Linked whole here, as the smoke test is, with clang.
+SAN_REPORT := $(O)/tests/gpumemreport-san
+$(SAN_REPORT): $(REPORT_SRC) $(wildcard report/*.h) preload/gmt_format.h
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
+	    -fno-sanitize-recover=all -Ipreload -o $@ $(REPORT_SRC) -ldw -lelf -ldl -lm
+
 # The PyTorch stand-in that the framework bridge's tests attach to.
 include tests/sim/torch/rules.mk
 
 tests: all $(SIMLIB) $(SIMDRV) $(PROGS) $(DRV_PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) \
-       $(TORCH_TEST_DEPS) \
+       $(TORCH_TEST_DEPS) $(SAN_REPORT) \
        $(O)/tests/sim-selftest \
        $(O)/tests/fuzz_smoke
 

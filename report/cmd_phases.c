@@ -126,7 +126,8 @@ static void seg_close(struct phases *p, uint64_t v)
         size_t k = 0;
         while (k < p->nmono && p->mono[k].seg < lo)
             k++;
-        memmove(p->mono, p->mono + k, (p->nmono - k) * sizeof *p->mono);
+        if (k > 0 && k < p->nmono) /* none of memmove(NULL, NULL, 0) */
+            memmove(p->mono, p->mono + k, (p->nmono - k) * sizeof *p->mono);
         p->nmono -= k;
     }
     if (p->nmono == p->cap_mono) {
@@ -391,7 +392,7 @@ static size_t sorted(struct phase *map, struct phase ***out)
     struct phase **v = calloc(n ? n : 1, sizeof *v);
     for (struct phase *ph = map; v && ph; ph = ph->hh.next)
         v[i++] = ph;
-    if (v)
+    if (v && n > 1)
         qsort(v, n, sizeof *v, cmp_order);
     *out = v;
     return v ? n : 0;
@@ -526,7 +527,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     size_t nm = sorted(p->marks, &mv), nr = sorted(p->regions, &rv);
     size_t top = c->top ? (size_t)c->top : SIZE_MAX;
     size_t sm = nm < top ? nm : top, sr = nr < top ? nr : top;
-    if (p->list)
+    if (p->list && p->nrows > 1) /* rows may be NULL when there are none */
         qsort(p->rows, p->nrows, sizeof *p->rows, cmp_row);
     if (c->json) {
         printf("{\"trace\":");

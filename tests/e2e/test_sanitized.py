@@ -1,0 +1,49 @@
+"""Every report command under AddressSanitizer and UndefinedBehaviorSanitizer
+(build/tests/gpumemreport-san) on ordinary traces of the test programs:
+any sanitizer report fails the test (issue 17, fault 10: UBSan flagged
+cmd_phases.c on ordinary traces). Hostile traces are the fuzzers' part."""
+import os
+import subprocess
+import sys
+
+from gmt import *
+
+SAN = os.path.join(BUILD, "tests", "gpumemreport-san")
+COMMANDS = [["summary"], ["summary", "--json"], ["peak"], ["peak", "--group", "stack"],
+            ["peak", "--markdown"], ["leaks"], ["growth"], ["timeline"], ["timeline", "--csv"],
+            ["transfers"], ["frag"], ["frag", "--json"], ["flamegraph"], ["phases"],
+            ["phases", "--occurrences"], ["phases", "--json"], ["info"], ["info", "--json"]]
+
+
+def traces_of_programs():
+    out = []
+    for name, args in (("phases", []), ("report_known", []), ("frag", []), ("calls", [])):
+        t = f"{name}.gmt"
+        run([prog(name), *args], check=False, GPUMEMTRACE_OUTPUT=t)
+        if os.path.exists(t):
+            out.append(t)
+    # PyTorch's blocks through the bridge, with the stand-in
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.mkdir("cache", 0o700)
+    run([sys.executable, os.path.join(here, "py", "torch_app.py"), "--lib",
+         os.path.join(BUILD, "tests", "torch", "lib", "libc10_cuda.so"), "--record-stream"],
+        check=False, GPUMEMTRACE_OUTPUT="torch.gmt", GPUMEMTRACE_CACHE=os.path.abspath("cache"))
+    if os.path.exists("torch.gmt"):
+        out.append("torch.gmt")
+    return out
+
+
+def test_every_command_clean_under_sanitizers():
+    expect(os.access(SAN, os.X_OK), f"{SAN} not built")
+    ts = traces_of_programs()
+    expect(len(ts) >= 4, f"traces: {ts}")
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0",
+               UBSAN_OPTIONS="print_stacktrace=1")
+    bad = []
+    one = [["diff", ts[0], ts[1]]] + [["dump", t] for t in ts]
+    for cmd in COMMANDS + [["check", "--max-peak", "1G"]] + one:
+        args = [SAN, *cmd] + ([] if cmd in one else ts)
+        p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+        if p.returncode not in (0, 1) or "runtime error" in p.stderr or "Sanitizer" in p.stderr:
+            bad.append((cmd, p.returncode, p.stderr[-800:]))
+    expect(not bad, bad)
