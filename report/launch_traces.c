@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <errno.h>
 
 #include "launcher.h"
 #include "rank.h"
@@ -241,6 +242,9 @@ void summarize(const char *pattern, const char *cwd, uint64_t session,
     if (n == 0) {
         if (disabled)
             say("no trace written: GPUMEMTRACE_DISABLE is set");
+        else if (access(dir, W_OK | X_OK) != 0)
+            say("no trace written: cannot write in %s (%s)", dir,
+                strerror(errno));
         else
             say("no trace written: the command made no CUDA memory call "
                 "that gpumemtrace sees (none at all; a process that used the "

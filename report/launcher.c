@@ -770,11 +770,13 @@ static void setup_env(struct run *r)
     set_env("GPUMEMTRACE_OUTPUT", r->pattern);
     char dir[PATH_MAX];
     struct stat st;
+    /* A directory that cannot be made stops the tracing, not the command:
+     * as with LD_PRELOAD alone, the command runs (and its processes say
+     * tracing is off). */
     if (pattern_dir(r->pattern, dir, sizeof dir) && stat(dir, &st) != 0 &&
-        !make_dirs(dir)) {
-        error("cannot create the output directory %s: %s", dir, strerror(errno));
-        exit(EXIT_USAGE);
-    }
+        !make_dirs(dir))
+        say("warning: cannot create the output directory %s: %s; the command "
+            "runs untraced", dir, strerror(errno));
 
     /* framework allocators, routed to the pool */
     r->disabled = env_bool("GPUMEMTRACE_DISABLE", false);

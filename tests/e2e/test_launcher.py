@@ -439,3 +439,21 @@ def test_help_lists_every_library_option():
                  "--no-framework-cache",
                  "--no-nvtx", "--report", "--quiet"):
         expect(flag in p.stdout, flag)
+
+
+def test_unwritable_output_runs_the_command_and_says_why():
+    # issue 17, fault 8: the launcher refused to run the command when -o
+    # named a directory it could not create, where LD_PRELOAD alone runs it
+    # untraced; and with an output directory it could not write it said
+    # the command "made no CUDA memory call", which was false.
+    with open("afile", "w") as f:
+        f.write("x")
+    p = launch("-o", "afile/sub/t.gmt", prog("launched"), "alloc", "4096", rc=0)
+    expect("cannot create the output directory" in p.stderr and "runs untraced" in p.stderr,
+           p.stderr)
+    expect("made no CUDA memory call" not in p.stderr, p.stderr)
+    if os.geteuid() != 0:  # root writes anywhere
+        os.mkdir("ro", 0o500)
+        p = launch("-o", "ro/t.gmt", prog("launched"), "alloc", "4096", rc=0)
+        expect("cannot write in" in p.stderr and "made no CUDA memory call" not in p.stderr,
+               p.stderr)
