@@ -45,6 +45,9 @@ static inline uint64_t gmt_now_ns(void)
       "0 if none is set), %% a percent sign")                                 \
     X(STACK_DEPTH, stack_depth, int, 64, 0, GMT_MAX_STACK_DEPTH,              \
       "native frames recorded per call stack; 0 turns stacks off")            \
+    X(MAX_STACKS, max_stacks, int, 1000000, 1, 100000000,                     \
+      "distinct call stacks recorded at most; later new ones are recorded "    \
+      "as none (said once)")                                                  \
     X(PYTHON, python, int, 128, 0, GMT_MAX_PY_DEPTH,                          \
       "Python frames recorded per call stack when the process runs CPython "  \
       "(3.9-3.13); 0 turns them off")                                         \

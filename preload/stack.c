@@ -12,6 +12,7 @@
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <libunwind.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,7 @@ struct stack_entry {
 
 static struct stack_entry **g_buckets;
 static uint32_t g_next_id;
+static bool g_capped; /* GPUMEMTRACE_MAX_STACKS reached, said */
 
 void gmt_stack_init(void)
 {
@@ -63,6 +65,7 @@ void gmt_stack_reset_after_fork(void)
         g_buckets[i] = NULL;
     }
     g_next_id = 0;
+    g_capped = false;
 }
 
 static inline uint64_t hash_frames(const uintptr_t *ip, uint32_t n, uint32_t npy)
@@ -115,6 +118,26 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash,
                        const uintptr_t *ip, uint32_t n, uint32_t npy,
                        struct stack_entry *head)
 {
+    /* The table only grows: a program that makes a new stack at every
+     * call (generated code, unbounded recursion) would grow it, and the
+     * trace, without end - a million stacks cost 236 MB. Past the cap new
+     * stacks are recorded as none, said once, on stderr and in the
+     * trace; stacks already known keep their ids. */
+    if (__atomic_load_n(&g_next_id, __ATOMIC_RELAXED) >= (uint32_t)gmt_opt.max_stacks) {
+        if (!__atomic_exchange_n(&g_capped, true, __ATOMIC_RELAXED)) {
+            char text[200];
+            snprintf(text, sizeof text, "%ld distinct stacks recorded "
+                     "(GPUMEMTRACE_MAX_STACKS): later new ones are recorded "
+                     "as no stack", gmt_opt.max_stacks);
+            gmt_warn("%s", text);
+            uint8_t buf[256];
+            uint8_t *p = gmt_put_varint(buf, 1);
+            size_t len = strlen(text);
+            memcpy(p, text, len);
+            gmt_trace_emit_ext(t, GMT_X_NOTE, buf, (size_t)(p - buf) + len);
+        }
+        return 0;
+    }
     /* New code (a library dlopen'ed since the last scan) must be in the
      * module map before a stack refers to it. */
     for (uint32_t i = 0; i < n; i++) {

@@ -124,3 +124,35 @@ def test_embedded_symbols_name_frames_without_the_binary():
     sites = json.loads(report("peak", "--json", "--group", "stack", "--depth", "2", one_trace()).stdout)
     labels = [s["site"] for s in sites["traces"][0]["sites"]]
     expect(any(l.startswith("libmine.so+0x") for l in labels), f"{labels}")
+
+
+def test_stack_table_is_capped():
+    # issue 17, fault 5 (its stack part): distinct stacks had no bound (a
+    # million cost 236 MB). 300 allocations from 300 distinct generated
+    # functions with GPUMEMTRACE_MAX_STACKS=100: at most 100 stack
+    # records, one warning, one note, and every allocation still recorded.
+    app = os.path.abspath("many_stacks.py")
+    with open(app, "w") as f:
+        f.write("import ctypes, os\n"
+                "lib = ctypes.CDLL(os.environ['PYALLOC_LIB'])\n"
+                "lib.pyalloc_alloc.restype = ctypes.c_uint64\n"
+                "lib.pyalloc_alloc.argtypes = [ctypes.c_uint64]\n"
+                "lib.pyalloc_free.argtypes = [ctypes.c_uint64]\n"
+                "for i in range(300):\n"
+                "    ns = {'lib': lib}\n"
+                "    exec(compile('\\n' * i + 'def f():\\n    return lib.pyalloc_alloc(4096)\\n',"
+                " f'gen{i}.py', 'exec'), ns)\n"
+                "    lib.pyalloc_free(ns['f']())\n")
+    import shutil
+    import sys
+    p = run([sys.executable, app], PYALLOC_LIB=prog("libpyalloc.so"),
+            GPUMEMTRACE_OUTPUT="s.gmt", GPUMEMTRACE_MAX_STACKS="100")
+    warn = [l for l in p.stderr.splitlines() if "GPUMEMTRACE_MAX_STACKS" in l]
+    expect(len(warn) == 1, p.stderr)
+    lines = dump("s.gmt", "--no-stacks")
+    stacks = [l for l in lines if l.split()[4:5] == ["stack"]]
+    allocs = [l for l in lines if " alloc " in l and "cudaMalloc" in l]
+    expect(len(stacks) <= 100, f"{len(stacks)} stack records")
+    expect(len(allocs) == 300, f"{len(allocs)} allocations")
+    expect(any("GPUMEMTRACE_MAX_STACKS" in l for l in lines if l.split()[4:5] == ["note"]),
+           [l for l in lines if "note" in l])
