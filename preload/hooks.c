@@ -11,6 +11,7 @@
 
 cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller);
 cudaError_t gmt_mem_free(void *devPtr);
+cudaError_t gmt_mem_free_async(void *devPtr, cudaStream_t hStream, bool ptsz);
 cudaError_t gmt_mem_device_synchronize(void);
 cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
 cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);
@@ -91,18 +92,6 @@ GMT_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStre
     gmt_fw_segment_call(__builtin_return_address(0), true);
     TRACED(false, GMT_REAL(cudaMallocAsync_ptsz)(devPtr, size, hStream),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_ASYNC | GMT_API_PTDS), devPtr ? *devPtr : NULL, size, size, 0, SZ(hStream)));
-}
-
-GMT_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
-{
-    TRACED(true, GMT_REAL(cudaFreeAsync)(devPtr, hStream),
-           gmt_ev_free(&c_, r_, (GMT_API_FREE_ASYNC), devPtr, S(hStream)));
-}
-
-GMT_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
-{
-    TRACED(true, GMT_REAL(cudaFreeAsync_ptsz)(devPtr, hStream),
-           gmt_ev_free(&c_, r_, (GMT_API_FREE_ASYNC | GMT_API_PTDS), devPtr, SZ(hStream)));
 }
 
 GMT_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
@@ -519,6 +508,16 @@ GMT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 GMT_EXPORT cudaError_t cudaFree(void *devPtr)
 {
     return gmt_mem_free(devPtr);
+}
+
+GMT_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    return gmt_mem_free_async(devPtr, hStream, false);
+}
+
+GMT_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    return gmt_mem_free_async(devPtr, hStream, true);
 }
 
 GMT_EXPORT cudaError_t cudaDeviceSynchronize(void)

@@ -569,6 +569,42 @@ cudaError_t gmt_mem_free(void *ptr)
     return r;
 }
 
+/* cudaFreeAsync of memory the pool served - legal on cudaMalloc memory,
+ * freed by the runtime when the stream gets there. The runtime must never
+ * see such an address: an interior block is not its allocation (it would
+ * fail the call) and one that starts a segment would free the whole
+ * segment while the pool hands its memory out. The pool's rule for any
+ * free (reused only once all work issued before it is done, on every
+ * stream) covers the stream's work. Inside a capture the runtime gets it,
+ * as before: a graph's free node is the runtime's business. */
+cudaError_t gmt_mem_free_async(void *ptr, cudaStream_t stream, bool ptsz)
+{
+    cudaError_t (*real)(void *, cudaStream_t) =
+        ptsz ? GMT_REAL(cudaFreeAsync_ptsz) : GMT_REAL(cudaFreeAsync);
+    struct gmt_call c;
+    if (!gmt_call_begin(&c, true))
+        return real(ptr, stream);
+    struct pool *p = g_pool;
+    cudaError_t r;
+    int dev = -1;
+    int e = p && ptr && !gmt_capture_active()
+                ? pool_free(p, (uintptr_t)ptr, &dev) : POOL_NOT_MINE;
+    if (e == 0) {
+        r = cudaSuccess;
+        c.t->call_device = dev;
+        gmt_fence_after_free(p, dev);
+    } else if (e == POOL_INVALID) {
+        r = cudaErrorInvalidValue;
+    } else {
+        r = real(ptr, stream);
+        gmt_call_errno(&c);
+    }
+    gmt_ev_free(&c, r, GMT_API_FREE_ASYNC | (ptsz ? GMT_API_PTDS : 0u), ptr,
+                gmt_stream_of(stream, ptsz));
+    gmt_call_finish(&c);
+    return r;
+}
+
 cudaError_t gmt_mem_device_synchronize(void)
 {
     struct gmt_call c;

@@ -133,6 +133,10 @@ CUSTOM = [
     ("cudaMalloc", "void **devPtr, size_t size",
      "gmt_mem_malloc(devPtr, size, __builtin_return_address(0))"),
     ("cudaFree", "void *devPtr", "gmt_mem_free(devPtr)"),
+    ("cudaFreeAsync", "void *devPtr, cudaStream_t hStream",
+     "gmt_mem_free_async(devPtr, hStream, false)"),
+    ("cudaFreeAsync_ptsz", "void *devPtr, cudaStream_t hStream",
+     "gmt_mem_free_async(devPtr, hStream, true)"),
     ("cudaDeviceSynchronize", "void", "gmt_mem_device_synchronize()"),
     ("cudaMemGetInfo", "size_t *free, size_t *total", "gmt_mem_get_info(free, total)"),
     ("cudaIpcGetMemHandle", "cudaIpcMemHandle_t *handle, void *devPtr",
@@ -167,6 +171,7 @@ out.append('''/* hooks.c - the CUDA runtime entry points libgpumemtrace.so expor
 
 cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller);
 cudaError_t gmt_mem_free(void *devPtr);
+cudaError_t gmt_mem_free_async(void *devPtr, cudaStream_t hStream, bool ptsz);
 cudaError_t gmt_mem_device_synchronize(void);
 cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
 cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);

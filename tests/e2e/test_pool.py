@@ -161,3 +161,15 @@ def test_virtual_memory_moves_free_memory():
 
 def test_virtual_memory_with_other_sizes():
     vmm_scenario(4, 8)
+
+
+def test_free_async_of_pool_blocks_stays_in_the_pool():
+    # issue 17, fault 2 (its cudaFreeAsync part): cudaFreeAsync of a block
+    # the pool served went to the runtime - an interior block failed with
+    # cudaErrorInvalidValue, a segment's first block freed the whole
+    # segment. Both frees succeed, the pool takes them, and the memory is
+    # allocated and used again without an error.
+    p = run([prog("freeasync")])
+    expect("free_async: 0 0" in p.stdout and "last error: 0" in p.stdout, p.stdout)
+    frees = [l for l in dump(one_trace()) if "free_requested" in l and "cudaFreeAsync" in l]
+    expect(len(frees) == 2 and all("->" not in l for l in frees), frees)
