@@ -461,10 +461,17 @@ static int current_device(struct gmt_thread *t)
     return dev;
 }
 
-/* A real cudaFree of a valid pointer waits for the whole device. */
+/* A real cudaFree of a valid pointer waits for the whole device - the
+ * current one, or the pointer's? Whichever it is, a free counts as a
+ * synchronization of the current device only when the pointer is device
+ * memory of that device: a cudaFree of another device's memory (or of
+ * managed memory) made pending blocks reusable while kernels still
+ * queued on the current device wrote them (issue 17). */
 static cudaError_t real_free(struct gmt_thread *t, void *ptr)
 {
     int dev = ptr && g_pool ? current_device(t) : -1;
+    if (dev >= 0 && gmt_quiet_ptr_device(ptr) != dev)
+        dev = -1;
     struct pool_snapshot snap;
     if (dev >= 0)
         pool_sync_snapshot(g_pool, dev, &snap);

@@ -140,6 +140,19 @@ int gmt_quiet_ptr_class(const void *p)
     }
 }
 
+int gmt_quiet_ptr_device(const void *p)
+{
+    struct cudaPointerAttributes a;
+    memset(&a, 0, sizeof a);
+    if (error_pending())
+        return -1;
+    if (GMT_REAL(cudaPointerGetAttributes)(&a, p) != cudaSuccess) {
+        GMT_REAL(cudaGetLastError)();
+        return -1;
+    }
+    return a.type == cudaMemoryTypeDevice ? a.device : -1;
+}
+
 static int find_libcuda(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;

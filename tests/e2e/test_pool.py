@@ -173,3 +173,13 @@ def test_free_async_of_pool_blocks_stays_in_the_pool():
     expect("free_async: 0 0" in p.stdout and "last error: 0" in p.stdout, p.stdout)
     frees = [l for l in dump(one_trace()) if "free_requested" in l and "cudaFreeAsync" in l]
     expect(len(frees) == 2 and all("->" not in l for l in frees), frees)
+
+
+def test_free_on_another_device_is_no_sync_of_this_one():
+    # issue 17, fault 1: a cudaFree of memory the pool does not own, made
+    # while another device is current, made that device's pending blocks
+    # reusable as if it had been drained: a kernel still queued wrote into
+    # the block handed out again (C lost its bytes).
+    p = run([prog("crossfree")], check=False, SIM_CUDA_DEVICES="2")
+    expect(p.returncode == 0 and "reused A: no" in p.stdout and "C kept: 1" in p.stdout,
+           (p.returncode, p.stdout, p.stderr))
