@@ -233,6 +233,7 @@ const char *gmt_trace_path(void);
 void gmt_trace_add_feature(uint64_t bit); /* GMT_FEAT_* found after open */
 /* The file could not grow: nothing more is recorded (hooks skip stacks). */
 bool gmt_trace_full(void);
+void gmt_trace_windows(unsigned *mapped, unsigned *all);
 /* Thread state that the hooks use directly. */
 struct gmt_thread {
     int guard;                  /* >0 while inside our hooks */

@@ -40,6 +40,7 @@
 #define EVENT_MAX 160u /* largest encoded core record */
 
 struct window {
+    uint64_t retired; /* chunks whose thread has moved on to another */
     uint64_t first;  /* first chunk index in this mapping */
     uint64_t count;  /* chunks mapped */
     uint8_t *base;
@@ -186,7 +187,7 @@ static bool grow(uint64_t count)
         return stop_growing();
     }
     g_file.win[g_file.nwin++] =
-        (struct window){g_file.usable_chunks, count, (uint8_t *)p};
+        (struct window){0, g_file.usable_chunks, count, (uint8_t *)p};
     g_file.usable_chunks += count;
     return true;
 }
@@ -310,7 +311,8 @@ void gmt_trace_reset_after_fork(void)
 {
     pthread_mutex_init(&g_file.lock, NULL);
     for (unsigned i = 0; i < g_file.nwin; i++)
-        munmap(g_file.win[i].base, g_file.win[i].count * g_file.chunk_size);
+        if (g_file.win[i].base) /* retired ones are unmapped already */
+            munmap(g_file.win[i].base, g_file.win[i].count * g_file.chunk_size);
     if (g_file.hdr)
         munmap(g_file.hdr, GMT_HEADER_SIZE);
     if (g_file.fd >= 0)
@@ -408,6 +410,38 @@ static void emit_thread_record(struct gmt_thread *t, uint64_t seq,
  * thread's first chunk opens with its THREAD record, which shares the
  * seq/time of the record about to be written (seqs never go down within
  * a chunk; the reader keeps equal seqs of one thread in file order). */
+/* A thread has moved on from this chunk: no one writes it again. A
+ * window whose chunks are all handed out and left is unmapped, so the
+ * process's memory stays flat however long the trace grows (its pages
+ * are the file's: unmapping loses nothing, the kernel writes them back).
+ * With the file lock held. */
+static void retire(uint8_t *chunk)
+{
+    size_t cs = g_file.chunk_size;
+    for (unsigned i = g_file.nwin; i-- > 0;) {
+        struct window *w = &g_file.win[i];
+        if (w->base == NULL || chunk < w->base || chunk >= w->base + w->count * cs)
+            continue;
+        if (++w->retired == w->count) {
+            munmap(w->base, w->count * cs);
+            w->base = NULL;
+        }
+        return;
+    }
+}
+
+/* Windows still mapped, and in all (GPUMEMTRACE_VERBOSE). */
+void gmt_trace_windows(unsigned *mapped, unsigned *all)
+{
+    pthread_mutex_lock(&g_file.lock);
+    unsigned n = 0;
+    for (unsigned i = 0; i < g_file.nwin; i++)
+        n += g_file.win[i].base != NULL;
+    *mapped = n;
+    *all = g_file.nwin;
+    pthread_mutex_unlock(&g_file.lock);
+}
+
 static bool chunk_new(struct gmt_thread *t, uint64_t seq, uint64_t time)
 {
     if (gmt_trace_full())
@@ -439,6 +473,8 @@ static bool chunk_new(struct gmt_thread *t, uint64_t seq, uint64_t time)
         }
     }
     uint8_t *base = w->base + (idx - w->first) * g_file.chunk_size;
+    if (t->chunk != NULL) /* only now: a thread keeps its chunk on failure */
+        retire((uint8_t *)t->chunk);
     pthread_mutex_unlock(&g_file.lock);
     bool first = t->ordinal == 0;
     chunk_start(t, base);

@@ -365,9 +365,13 @@ __attribute__((destructor)) static void gmt_fini(void)
                          "reusable when recorded", (unsigned long long)issued);
             gmt_mem_verbose_summary();
         }
-        if (gmt_opt.verbose)
-            gmt_info("wrote %s (%llu records)", gmt_trace_path(),
-                     (unsigned long long)gmt_trace_events());
+        if (gmt_opt.verbose) {
+            unsigned mapped, all;
+            gmt_trace_windows(&mapped, &all);
+            gmt_info("wrote %s (%llu records; %u of %u file windows still "
+                     "mapped)", gmt_trace_path(),
+                     (unsigned long long)gmt_trace_events(), mapped, all);
+        }
         return;
     }
     const char *why;

@@ -75,3 +75,19 @@ def test_full_disk_stops_recording_once():
     expect(len(said) == 1 and "No space left" in said[0], p.stderr)
     expect("nospace: 1 refused" in p.stderr, p.stderr)
     expect(info("full.gmt")["closed"], info("full.gmt"))
+
+
+def test_finished_windows_are_unmapped():
+    # issue 17, fault 5: the trace's mapped windows stayed mapped until
+    # exit, so the process's memory grew with the trace. A window whose
+    # chunks every thread has left is unmapped; what was written stays in
+    # the file (every event is read back).
+    import re
+    p = run([prog("bench"), "allocfree", "4", "30000", "4"], GPUMEMTRACE_CHUNK_KB="4",
+            GPUMEMTRACE_VERBOSE="1", GPUMEMTRACE_OUTPUT="w.gmt")
+    m = re.search(r"(\d+) of (\d+) file windows still mapped", p.stderr)
+    expect(m, p.stderr)
+    mapped, windows = int(m.group(1)), int(m.group(2))
+    expect(windows >= 6 and mapped <= 5, (mapped, windows))  # 4 threads + the newest
+    allocs = [l for l in dump("w.gmt", "--no-stacks") if " alloc " in l and "cudaMalloc" in l]
+    expect(len(allocs) == 4 * 30000, len(allocs))
