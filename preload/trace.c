@@ -34,9 +34,9 @@
 #include "internal.h"
 #include "rank.h"
 
-#define MAX_WINDOWS 4096
+#define MAX_WINDOWS 16384 /* with 8 MiB windows: traces up to 128 GiB */
 #define FIRST_WINDOW_CHUNKS 16u
-#define MAX_WINDOW_BYTES (64u << 20)
+#define MAX_WINDOW_BYTES (8u << 20) /* what a thread keeps mapped at most */
 #define EVENT_MAX 160u /* largest encoded core record */
 
 struct window {
