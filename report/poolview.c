@@ -146,17 +146,23 @@ uint64_t pv_pending(const struct poolview *v, uint32_t device)
 
 /* ---- a framework's backing allocations ------------------------------------- */
 
-static size_t backing_lower(const struct poolview *v, uint64_t addr)
+/* Position of the first of a[0..n) (ascending) that is >= x. */
+static size_t lower(const uint64_t *a, size_t n, uint64_t x)
 {
-    size_t lo = 0, hi = v->nbacking;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (v->backing[mid] < addr)
+        if (a[mid] < x)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+static size_t backing_lower(const struct poolview *v, uint64_t addr)
+{
+    return lower(v->backing, v->nbacking, addr);
 }
 
 static void backing_add(struct poolview *v, uint64_t addr)
@@ -225,15 +231,7 @@ static struct pv_segment *seg_holding(const struct poolview *v, uint64_t addr)
 /* Position of the first block address >= addr in s's list. */
 static size_t blk_lower(const struct pv_segment *s, uint64_t addr)
 {
-    size_t lo = 0, hi = s->nblk;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->blk[mid] < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return lower(s->blk, s->nblk, addr);
 }
 
 static bool seg_list_add(struct pv_segment *s, uint64_t addr)
