@@ -60,13 +60,8 @@ static unsigned g_nnot;
 static void note(unsigned level, const char *text)
 {
     struct gmt_thread *t = gmt_thread_get();
-    if (t == NULL)
-        return;
-    uint8_t buf[600];
-    size_t n = strnlen(text, sizeof buf - GMT_VARINT_MAX);
-    uint8_t *p = gmt_put_varint(buf, level);
-    memcpy(p, text, n);
-    gmt_trace_emit_ext(t, GMT_X_NOTE, buf, (size_t)(p - buf) + n);
+    if (t != NULL)
+        gmt_trace_note(t, level, text);
 }
 
 /* Give up for this process: one line on stderr, the same in the trace. */

@@ -222,6 +222,8 @@ bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev);
 bool gmt_trace_emit_ext(struct gmt_thread *t, unsigned ext, const uint8_t *p,
                         size_t len);
 size_t gmt_trace_ext_max(void); /* largest payload that fits a chunk */
+/* A NOTE record: level 0 information, 1 a warning (cut to ~600 bytes). */
+void gmt_trace_note(struct gmt_thread *t, unsigned level, const char *text);
 struct gmt_thread *gmt_thread_peek(void); /* this thread's state or NULL */
 void gmt_trace_lock(void);      /* the file lock, held across fork() */
 void gmt_trace_unlock(void);

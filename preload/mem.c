@@ -548,26 +548,38 @@ cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller)
     return r;
 }
 
+/* The pool's part of a free: POOL_NOT_MINE (the runtime's to free), or
+ * the call's result with *dev the block's device (-1: a double or
+ * interior free, refused). */
+static int pool_take_free(struct gmt_call *c, void *ptr, cudaError_t *r,
+                          int *dev)
+{
+    struct pool *p = g_pool;
+    *dev = -1;
+    int e = p && ptr ? pool_free(p, (uintptr_t)ptr, dev) : POOL_NOT_MINE;
+    if (e == 0) {
+        *r = cudaSuccess;
+        c->t->call_device = *dev; /* the block's device */
+        gmt_fence_after_free(p, *dev);
+    } else if (e == POOL_INVALID) {
+        *r = cudaErrorInvalidValue; /* freed twice, or not a block start */
+        *dev = -1;
+    } else {
+        *dev = -1;
+    }
+    return e == POOL_NOT_MINE ? POOL_NOT_MINE : 0;
+}
+
 cudaError_t gmt_mem_free(void *ptr)
 {
     struct gmt_call c;
     if (!gmt_call_begin(&c, true)) /* stamped before the memory is reusable */
         return GMT_REAL(cudaFree)(ptr);
-    struct pool *p = g_pool;
     cudaError_t r;
-    int dev = -1;
-    int e = p && ptr ? pool_free(p, (uintptr_t)ptr, &dev) : POOL_NOT_MINE;
-    if (e == 0) {
-        r = cudaSuccess;
-        c.t->call_device = dev; /* the block's device */
-        gmt_fence_after_free(p, dev);
-    } else if (e == POOL_INVALID) {
-        r = cudaErrorInvalidValue; /* freed twice, or not a block start */
-        dev = -1;
-    } else {
+    int dev;
+    if (pool_take_free(&c, ptr, &r, &dev) == POOL_NOT_MINE) {
         r = real_free(c.t, ptr);
         gmt_call_errno(&c);
-        dev = -1;
     }
     gmt_ev_free(&c, r, GMT_API_FREE, ptr, GMT_NO_STREAM);
     if (dev >= 0 && dev == c.t->last_device)
@@ -591,18 +603,10 @@ cudaError_t gmt_mem_free_async(void *ptr, cudaStream_t stream, bool ptsz)
     struct gmt_call c;
     if (!gmt_call_begin(&c, true))
         return real(ptr, stream);
-    struct pool *p = g_pool;
     cudaError_t r;
-    int dev = -1;
-    int e = p && ptr && !gmt_capture_active()
-                ? pool_free(p, (uintptr_t)ptr, &dev) : POOL_NOT_MINE;
-    if (e == 0) {
-        r = cudaSuccess;
-        c.t->call_device = dev;
-        gmt_fence_after_free(p, dev);
-    } else if (e == POOL_INVALID) {
-        r = cudaErrorInvalidValue;
-    } else {
+    int dev;
+    if (gmt_capture_active() ||
+        pool_take_free(&c, ptr, &r, &dev) == POOL_NOT_MINE) {
         r = real(ptr, stream);
         gmt_call_errno(&c);
     }

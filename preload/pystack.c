@@ -265,14 +265,6 @@ static uint32_t code_id(struct gmt_thread *t, uintptr_t code)
 
 /* ---- finding the interpreter ------------------------------------------ */
 
-static void note(struct gmt_thread *t, unsigned level, const char *text)
-{
-    uint8_t buf[256];
-    size_t n = strnlen(text, sizeof buf - GMT_VARINT_MAX);
-    uint8_t *p = gmt_put_varint(buf, level);
-    memcpy(p, text, n);
-    gmt_trace_emit_ext(t, GMT_X_NOTE, buf, (size_t)(p - buf) + n);
-}
 
 /* The interpreter's code: the executable segment of the object that
  * defines the C API (the python executable or libpython). */
@@ -320,7 +312,7 @@ bool gmt_py_init(struct gmt_thread *t)
     unsigned major = 0, minor = 0;
     char why[200];
     if (v == NULL || sscanf(v, "%u.%u", &major, &minor) != 2) {
-        note(t, 1, "Python: version not recognized; no Python frames recorded");
+        gmt_trace_note(t, 1, "Python: version not recognized; no Python frames recorded");
         return false;
     }
     const struct py_layout *L = NULL;
@@ -331,13 +323,13 @@ bool gmt_py_init(struct gmt_thread *t)
         snprintf(why, sizeof why, "Python %u.%u: interpreter layout not known to "
                  "this gpumemtrace (3.9-3.13 are); no Python frames recorded",
                  major, minor);
-        note(t, 1, why);
+        gmt_trace_note(t, 1, why);
         gmt_info("%s", why);
         return false;
     }
     if (!g_this_tstate || !g_is_initialized || !g_code_type || !g_str_type ||
         !g_bytes_type) {
-        note(t, 1, "Python: the interpreter does not export the functions "
+        gmt_trace_note(t, 1, "Python: the interpreter does not export the functions "
              "gpumemtrace reads frames with; no Python frames recorded");
         return false;
     }
@@ -347,7 +339,7 @@ bool gmt_py_init(struct gmt_thread *t)
         return false;
     find_interpreter_code();
     snprintf(why, sizeof why, "Python %u.%u: recording Python frames", major, minor);
-    note(t, 0, why);
+    gmt_trace_note(t, 0, why);
     __atomic_store_n(&g_py, L, __ATOMIC_RELEASE);
     return true;
 }
@@ -376,7 +368,7 @@ static int broken(struct gmt_thread *t, const char *what)
         char why[200];
         snprintf(why, sizeof why, "Python %u.%u: %s; Python frames turned off",
                  g_py->major, g_py->minor, what);
-        note(t, 1, why);
+        gmt_trace_note(t, 1, why);
         gmt_warn("%s", why);
     }
     return 0;

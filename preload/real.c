@@ -117,16 +117,25 @@ int gmt_quiet_get_device(int fallback)
     return dev;
 }
 
+/* The runtime's attributes of p, leaving no error behind; false if it
+ * could not say. */
+static bool quiet_attributes(const void *p, struct cudaPointerAttributes *a)
+{
+    memset(a, 0, sizeof *a);
+    if (error_pending())
+        return false;
+    if (GMT_REAL(cudaPointerGetAttributes)(a, p) != cudaSuccess) {
+        GMT_REAL(cudaGetLastError)();
+        return false;
+    }
+    return true;
+}
+
 int gmt_quiet_ptr_class(const void *p)
 {
     struct cudaPointerAttributes a;
-    memset(&a, 0, sizeof a);
-    if (error_pending())
+    if (!quiet_attributes(p, &a))
         return GMT_PTR_UNKNOWN;
-    if (GMT_REAL(cudaPointerGetAttributes)(&a, p) != cudaSuccess) {
-        GMT_REAL(cudaGetLastError)();
-        return GMT_PTR_UNKNOWN;
-    }
     switch (a.type) {
     case cudaMemoryTypeUnregistered:
         return GMT_PTR_PAGEABLE;
@@ -143,14 +152,8 @@ int gmt_quiet_ptr_class(const void *p)
 int gmt_quiet_ptr_device(const void *p)
 {
     struct cudaPointerAttributes a;
-    memset(&a, 0, sizeof a);
-    if (error_pending())
-        return -1;
-    if (GMT_REAL(cudaPointerGetAttributes)(&a, p) != cudaSuccess) {
-        GMT_REAL(cudaGetLastError)();
-        return -1;
-    }
-    return a.type == cudaMemoryTypeDevice ? a.device : -1;
+    return quiet_attributes(p, &a) && a.type == cudaMemoryTypeDevice ? a.device
+                                                                     : -1;
 }
 
 static int find_libcuda(struct dl_phdr_info *info, size_t size, void *data)

@@ -130,11 +130,7 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash,
                      "(GPUMEMTRACE_MAX_STACKS): later new ones are recorded "
                      "as no stack", gmt_opt.max_stacks);
             gmt_warn("%s", text);
-            uint8_t buf[256];
-            uint8_t *p = gmt_put_varint(buf, 1);
-            size_t len = strlen(text);
-            memcpy(p, text, len);
-            gmt_trace_emit_ext(t, GMT_X_NOTE, buf, (size_t)(p - buf) + len);
+            gmt_trace_note(t, 1, text);
         }
         return 0;
     }

@@ -145,8 +145,6 @@ static int create_file(const char *want, uint32_t *index, const char **kind)
     return -1;
 }
 
-/* Reserve and map `count` more chunks at the end of the usable area.
- * Called with the lock held. */
 /* The file cannot grow (a full disk, its size limit): stop recording for
  * good, said once. Retrying on every later event cost a failing 4 MiB
  * fallocate under the file lock each time (the program ran ~10000x
@@ -162,6 +160,8 @@ bool gmt_trace_full(void)
     return __atomic_load_n(&g_file.full, __ATOMIC_RELAXED);
 }
 
+/* Reserve and map `count` more chunks at the end of the usable area.
+ * Called with the lock held. */
 static bool grow(uint64_t count)
 {
     if (g_file.nwin == MAX_WINDOWS) {
@@ -657,6 +657,15 @@ bool gmt_trace_emit_ext(struct gmt_thread *t, unsigned ext, const uint8_t *src,
     memcpy(p, src, len);
     commit(t, p + len);
     return true;
+}
+
+void gmt_trace_note(struct gmt_thread *t, unsigned level, const char *text)
+{
+    uint8_t buf[600];
+    size_t n = strnlen(text, sizeof buf - GMT_VARINT_MAX);
+    uint8_t *p = gmt_put_varint(buf, level);
+    memcpy(p, text, n);
+    gmt_trace_emit_ext(t, GMT_X_NOTE, buf, (size_t)(p - buf) + n);
 }
 
 static void emit_thread_record(struct gmt_thread *t, uint64_t seq,
