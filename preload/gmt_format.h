@@ -47,7 +47,7 @@
 
 #define GMT_MAGIC "GPUMEMTR"
 #define GMT_VERSION_MAJOR 1
-#define GMT_VERSION_MINOR 1
+#define GMT_VERSION_MINOR 2
 #define GMT_HEADER_SIZE 4096u
 #define GMT_ENDIAN_MARK 0x01020304u
 #define GMT_CHUNK_MAGIC 0x43544d47u /* "GMTC" */
@@ -92,7 +92,26 @@ struct gmt_file_header {
     uint64_t end_monotonic_ns; /* written at close */
     uint64_t data_end;         /* bytes of the file in use, written at close */
     uint64_t parent_session_id;/* reserved: 0 */
+    /* 1.2: which process of a distributed job this is, as its launcher
+     * said (rank.h); each field counts only with its GMT_DIST_* bit */
+    uint32_t dist_flags;       /* GMT_DIST_* */
+    uint32_t rank;             /* global rank */
+    uint32_t local_rank;       /* rank on this host */
+    uint32_t world_size;       /* processes in the job */
+    uint32_t local_world_size; /* processes on this host */
+    uint32_t reserved1;
+    char host[64];             /* host name, NUL-terminated (1.2) */
 };
+
+/* gmt_file_header.dist_flags (1.2; files before 1.2 have 0: not known) */
+#define GMT_DIST_RANK (1u << 0)
+#define GMT_DIST_LOCAL_RANK (1u << 1)
+#define GMT_DIST_WORLD_SIZE (1u << 2)
+#define GMT_DIST_LOCAL_WORLD_SIZE (1u << 3)
+/* the rank was learned at exit, not at start (the program set it in its
+ * environment while running, as mp.spawn workers do): the file's name
+ * does not carry it */
+#define GMT_DIST_LATE (1u << 4)
 
 struct gmt_chunk_header {
     uint32_t magic;      /* GMT_CHUNK_MAGIC */

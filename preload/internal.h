@@ -39,10 +39,11 @@ static inline uint64_t gmt_now_ns(void)
 /* X(NAME, field, type, default, min, max, help). One table: parsing, the
  * README's options list and `--help` of the launcher all come from it. */
 #define GMT_OPTIONS(X)                                                        \
-    X(OUTPUT, output, str, "gpumemtrace.%p.gmt", 0, 0,                        \
+    X(OUTPUT, output, str, "gpumemtrace.%R%p.gmt", 0, 0,                      \
       "trace file path; %p is the pid, %h the host name, %r the rank (RANK, " \
       "SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, LOCAL_RANK; " \
-      "0 if none is set), %% a percent sign")                                 \
+      "0 if none is set), %R \"r<rank>.\" when one is set (else nothing), " \
+      "%% a percent sign")                                                    \
     X(STACK_DEPTH, stack_depth, int, 64, 0, GMT_MAX_STACK_DEPTH,              \
       "native frames recorded per call stack; 0 turns stacks off")            \
     X(MAX_STACKS, max_stacks, int, 1000000, 1, 100000000,                     \

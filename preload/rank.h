@@ -14,14 +14,21 @@
  * node (the pid in the name keeps files apart there). A value that is not
  * a plain decimal number is skipped, so an odd variable can never put a
  * '/' or anything else into a file name.
+ *
+ * The trace header records the rank with the rest of what the launcher
+ * said (gmt_dist_read): the rank on the host, the job's size and the
+ * host's share of it, from the same launchers' variables.
  */
 #ifndef GMT_RANK_H
 #define GMT_RANK_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "gmt_format.h"
 
 #define GMT_RANK_VARS                                                         \
     "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",  \
@@ -52,6 +59,50 @@ static inline const char *gmt_rank(char *buf, size_t cap)
     if (cap > 1)
         strcpy(buf, "0");
     return NULL;
+}
+
+/* The first of vars (NULL-terminated) that holds a plain number. */
+static inline bool gmt_dist_var(const char *const *vars, uint32_t *out)
+{
+    for (; *vars; vars++) {
+        const char *v = getenv(*vars);
+        if (v && gmt_rank_valid(v)) {
+            unsigned long long n = strtoull(v, NULL, 10);
+            if (n <= UINT32_MAX) {
+                *out = (uint32_t)n;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* Fill the header's distributed-job fields from the environment; returns
+ * the GMT_DIST_* bits found. The global rank follows gmt_rank (so a
+ * LOCAL_RANK alone is the rank, as in the file name). */
+static inline uint32_t gmt_dist_read(uint32_t *rank, uint32_t *local_rank,
+                                     uint32_t *world, uint32_t *local_world)
+{
+    static const char *const rk[] = {GMT_RANK_VARS, NULL};
+    static const char *const lr[] = {"LOCAL_RANK", "SLURM_LOCALID",
+                                     "OMPI_COMM_WORLD_LOCAL_RANK",
+                                     "MPI_LOCALRANKID", "PMI_LOCAL_RANK", NULL};
+    static const char *const ws[] = {"WORLD_SIZE", "SLURM_NTASKS",
+                                     "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                     "PMIX_SIZE", NULL};
+    static const char *const lw[] = {"LOCAL_WORLD_SIZE",
+                                     "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                     "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", NULL};
+    uint32_t f = 0;
+    if (gmt_dist_var(rk, rank))
+        f |= GMT_DIST_RANK;
+    if (gmt_dist_var(lr, local_rank))
+        f |= GMT_DIST_LOCAL_RANK;
+    if (gmt_dist_var(ws, world))
+        f |= GMT_DIST_WORLD_SIZE;
+    if (gmt_dist_var(lw, local_world))
+        f |= GMT_DIST_LOCAL_WORLD_SIZE;
+    return f;
 }
 
 #endif /* GMT_RANK_H */

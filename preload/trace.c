@@ -69,8 +69,9 @@ static GMT_TLS struct gmt_thread *tls_thread;
 
 /* ---- the file ------------------------------------------------------- */
 
-/* Expand %p (pid), %h (host name), %r (rank, rank.h) and %% of the
- * output pattern; any other '%' is copied as it is. */
+/* Expand %p (pid), %h (host name), %r (rank, rank.h), %R ("r<rank>."
+ * when a launcher set a rank, else nothing: the default name's) and %% of
+ * the output pattern; any other '%' is copied as it is. */
 static bool expand_path(const char *pat, char *out, size_t cap)
 {
     size_t n = 0;
@@ -84,6 +85,13 @@ static bool expand_path(const char *pat, char *out, size_t cap)
             s++;
         } else if (s[0] == '%' && s[1] == 'r') {
             gmt_rank(tmp, sizeof tmp); /* "0" when no launcher set one */
+            add = tmp;
+            s++;
+        } else if (s[0] == '%' && s[1] == 'R') {
+            char rk[16];
+            tmp[0] = '\0';
+            if (gmt_rank(rk, sizeof rk))
+                snprintf(tmp, sizeof tmp, "r%s.", rk);
             add = tmp;
             s++;
         } else if (s[0] == '%' && s[1] == 'h') {
@@ -254,6 +262,11 @@ bool gmt_trace_open(void)
         (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
     hdr->start_monotonic_ns = gmt_now_ns();
     hdr->file_index = index;
+    hdr->dist_flags = gmt_dist_read(&hdr->rank, &hdr->local_rank,
+                                    &hdr->world_size, &hdr->local_world_size);
+    if (gethostname(hdr->host, sizeof hdr->host - 1) != 0)
+        hdr->host[0] = '\0';
+    hdr->host[sizeof hdr->host - 1] = '\0';
     memcpy(hdr->magic, GMT_MAGIC, 8); /* last: a header is valid once named */
     g_file.hdr = hdr;
     g_file.open = true;
@@ -268,6 +281,14 @@ void gmt_trace_close(void)
         uint64_t end = GMT_HEADER_SIZE + g_file.next_chunk * g_file.chunk_size;
         g_file.hdr->end_monotonic_ns = gmt_now_ns();
         g_file.hdr->data_end = end;
+        /* a rank the program set while it ran (mp.spawn workers, say) */
+        struct gmt_file_header *h = g_file.hdr;
+        if (!(h->dist_flags & GMT_DIST_RANK)) {
+            uint32_t f = gmt_dist_read(&h->rank, &h->local_rank,
+                                       &h->world_size, &h->local_world_size);
+            if (f & GMT_DIST_RANK)
+                h->dist_flags = f | GMT_DIST_LATE;
+        }
         /* Trim the reserved tail. Chunks in use all lie below `end`; a
          * thread that needs a new chunk after this extends the file again,
          * because nothing above `end` counts as usable any more. */

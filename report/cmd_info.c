@@ -176,6 +176,17 @@ static void text(const char *path, const struct gmt_reader *r,
            h->min_reader_minor, features(h->features, b2, sizeof b2));
     printf("process:    pid %u, parent %u, session %016" PRIx64 "%s\n", h->pid,
            h->ppid, h->session_id, h->file_index ? " (re-exec)" : "");
+    if (h->dist_flags & GMT_DIST_RANK) {
+        printf("rank:       %u", h->rank);
+        if (h->dist_flags & GMT_DIST_WORLD_SIZE)
+            printf(" of %u", h->world_size);
+        if (h->dist_flags & GMT_DIST_LOCAL_RANK)
+            printf(", local rank %u", h->local_rank);
+        if (h->dist_flags & GMT_DIST_LOCAL_WORLD_SIZE)
+            printf(" of %u", h->local_world_size);
+        printf("%s\n", h->dist_flags & GMT_DIST_LATE
+                           ? " (set by the program while it ran)" : "");
+    }
     printf("started:    ");
     print_time(stdout, h->start_realtime_ns);
     printf(", ran %.3f s\n", (double)duration(r, in) / 1e9);
@@ -260,6 +271,17 @@ static void json(const char *path, const struct gmt_reader *r,
            h->version_minor, h->features, h->pid, h->ppid, h->session_id,
            h->file_index, h->start_realtime_ns, duration(r, in),
            gmt_reader_cut(r) ? "false" : "true");
+    static const struct {
+        uint32_t bit;
+        const char *key;
+    } dist[] = {{GMT_DIST_RANK, "rank"}, {GMT_DIST_LOCAL_RANK, "local_rank"},
+                {GMT_DIST_WORLD_SIZE, "world_size"},
+                {GMT_DIST_LOCAL_WORLD_SIZE, "local_world_size"}};
+    const uint32_t val[] = {h->rank, h->local_rank, h->world_size,
+                            h->local_world_size};
+    for (size_t i = 0; i < sizeof dist / sizeof *dist; i++)
+        if (h->dist_flags & dist[i].bit)
+            printf(",\"%s\":%u", dist[i].key, val[i]);
     if (d->process.present) {
         printf(",\"command\":");
         gmt_json_str(stdout, d->process.cmdline);

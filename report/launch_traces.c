@@ -30,9 +30,9 @@
 /* ---- finding this run's traces ------------------------------------------- */
 
 /* Does a file name fit the name part of the output pattern? %p and %r
- * match digits, %h any name (the session id decides; a child may run with
- * another rank than the launcher sees), and the library's ".N" suffix for
- * a taken name is allowed at the end. */
+ * match digits, %R nothing or "r<digits>.", %h any name (the session id
+ * decides; a child may run with another rank than the launcher sees), and
+ * the library's ".N" suffix for a taken name is allowed at the end. */
 bool name_matches(const char *pat, const char *s)
 {
     if (*pat == '\0') {
@@ -55,6 +55,16 @@ bool name_matches(const char *pat, const char *s)
         }
         return false;
     }
+    if (pat[0] == '%' && pat[1] == 'R') {
+        if (name_matches(pat + 2, s))
+            return true;
+        if (s[0] != 'r' || s[1] < '0' || s[1] > '9')
+            return false;
+        size_t k = 1;
+        while (s[k] >= '0' && s[k] <= '9')
+            k++;
+        return s[k] == '.' && name_matches(pat + 2, s + k + 1);
+    }
     if (pat[0] == '%' && pat[1] == '%')
         return *s == '%' && name_matches(pat + 2, s + 1);
     return *s == *pat && name_matches(pat + 1, s + 1);
@@ -74,7 +84,7 @@ bool pattern_dir(const char *pattern, char *out, size_t cap)
     for (const char *s = pattern; s < slash; s++) {
         const char *add = s;
         size_t len = 1;
-        if (s[0] == '%' && s[1] == 'p')
+        if (s[0] == '%' && (s[1] == 'p' || s[1] == 'R'))
             return false;
         if (s[0] == '%' && s[1] == 'r') {
             gmt_rank(tmp, sizeof tmp);

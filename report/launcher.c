@@ -227,8 +227,9 @@ static void usage(FILE *f)
 {
     static const char *const flags[][2] = {
         {"-o, --output PATTERN", "trace file pattern (GPUMEMTRACE_OUTPUT); "
-         "default gpumemtrace.%p.gmt in the current directory, "
-         "gpumemtrace.r%r.%p.gmt when a rank variable is set. Relative "
+         "default gpumemtrace.%R%p.gmt in the current directory: "
+         "gpumemtrace.PID.gmt, gpumemtrace.rRANK.PID.gmt in a process whose "
+         "launcher (torchrun, srun, mpirun) set a rank variable. Relative "
          "patterns are made absolute, so a command that changes directory "
          "still writes here"},
         {"    --stack-depth N", "native frames per call stack; 0: none"},
@@ -390,12 +391,13 @@ static char *preload_join(const char *lib, const char *old, const char **replace
     return out;
 }
 
-/* The default output pattern: rank-aware when a launcher of distributed
- * jobs set a rank (rank.h), so ranks sort together. */
+/* The default output pattern: rank-aware in each process whose launcher
+ * of distributed jobs set a rank (rank.h; %R), so ranks sort together -
+ * decided by the traced process, not here: torchrun sets RANK only in
+ * the workers it starts. */
 static const char *default_pattern(void)
 {
-    char rank[16];
-    return gmt_rank(rank, sizeof rank) ? "gpumemtrace.r%r.%p.gmt" : "gpumemtrace.%p.gmt";
+    return "gpumemtrace.%R%p.gmt";
 }
 
 /* cwd/pattern, with the '%' of cwd escaped. False if it doesn't fit. */

@@ -145,7 +145,12 @@ static void heap_pop_top(struct gmt_reader *r)
 
 static bool check_header(struct gmt_reader *r)
 {
-    const struct gmt_file_header *h = &r->hdr;
+    struct gmt_file_header *h = &r->hdr;
+    /* hostile input: the host name is a C string from here on, and bits
+     * this reader does not know are dropped */
+    h->host[sizeof h->host - 1] = '\0';
+    h->dist_flags &= GMT_DIST_RANK | GMT_DIST_LOCAL_RANK | GMT_DIST_WORLD_SIZE |
+                     GMT_DIST_LOCAL_WORLD_SIZE | GMT_DIST_LATE;
     if (memcmp(h->magic, GMT_MAGIC, 8) != 0) {
         fail(r, "not a gpumemtrace trace (bad magic)");
         return false;

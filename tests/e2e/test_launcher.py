@@ -405,6 +405,27 @@ def test_rank_in_file_names():
     n = [os.path.basename(f) for f in traces()]
     expect(len(n) == 2 and n[0].startswith("w.r4.") and n[1].startswith("w.r5."), n)
     expect(all(f"./{f}  pid " in p.stderr for f in n), p.stderr)
+    # the default name too: torchrun's workers get RANK, the launcher not
+    for f in traces():
+        os.unlink(f)
+    p = launch("--", "sh", "-c",
+               f"RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 {prog('launched')} alloc 512;"
+               f" {prog('launched')} alloc 512")
+    n = [os.path.basename(f) for f in traces()]
+    expect(len(n) == 2 and re.fullmatch(r"gpumemtrace\.\d+\.gmt", n[0]) and
+           re.fullmatch(r"gpumemtrace\.r1\.\d+\.gmt", n[1]), n)
+    expect(all(f"./{f}  pid " in p.stderr for f in n), p.stderr)
+    i = info(n[1])
+    expect((i.get("rank"), i.get("world_size"), i.get("local_rank"), i.get("local_world_size"))
+           == (1, 2, 1, 2), i)
+    expect("rank" not in info(n[0]), info(n[0]))
+    # a rank the program sets while it runs lands in the header at exit
+    for f in traces():
+        os.unlink(f)
+    launch(prog("launched"), "alloc", "512", "setenv", "RANK=3", "alloc", "512")
+    i = info(traces()[0])
+    expect(i.get("rank") == 3 and "world_size" not in i, i)
+    expect("(set by the program while it ran)" in report("info", traces()[0]).stdout, "")
     # the library expands %r itself, without the launcher
     for f in traces():
         os.unlink(f)

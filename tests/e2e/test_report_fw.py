@@ -200,7 +200,7 @@ def test_peak_allocated_per_site():
 def test_info_framework():
     basic, _, _ = traces()
     i = info(basic)
-    expect(i["format"] == "1.1" and i["features"] & 8, i["features"])
+    expect(i["format"] == "1.2" and i["features"] & 8, i["features"])
     fw = i["framework"]
     expect((fw["blocks"], fw["frees"], fw["free_completed"], fw["segments"],
             fw["segment_frees"], fw["block_sizes"], fw["backing_allocations"]) ==

@@ -6,6 +6,7 @@
  *        launched ACTION...       run the actions in order:
  *   alloc N      cudaMalloc N bytes and keep them (a leak at exit)
  *   env NAME     print "env NAME=VALUE", or "env NAME unset"
+ *   setenv N=V   set a variable while running (as mp.spawn workers do)
  *   capture      begin and end a stream capture (twice)
  *   wait         on SIGTERM, SIGINT, SIGHUP or SIGUSR1: print "got N" and
  *                exit 40 + N; print "ready" once the handlers are in place
@@ -122,6 +123,15 @@ int main(int argc, char **argv)
             fflush(stdout);
             for (;;)
                 pause();
+        } else if (strcmp(a, "setenv") == 0) {
+            char name[64];
+            const char *eq = strchr(arg, '=');
+            if (eq == NULL || (size_t)(eq - arg) >= sizeof name)
+                return 9;
+            memcpy(name, arg, (size_t)(eq - arg));
+            name[eq - arg] = '\0';
+            setenv(name, eq + 1, 1);
+            i++;
         } else if (strcmp(a, "setsid") == 0) {
             if (setsid() < 0)
                 return 8;

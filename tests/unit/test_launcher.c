@@ -57,11 +57,11 @@ static void patterns(void)
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
         unsetenv(vars[i]);
     char buf[64];
-    CHECK(strcmp(default_pattern(), "gpumemtrace.%p.gmt") == 0);
+    CHECK(strcmp(default_pattern(), "gpumemtrace.%R%p.gmt") == 0);
     CHECK(gmt_rank(buf, sizeof buf) == NULL && strcmp(buf, "0") == 0);
     setenv("LOCAL_RANK", "1", 1);
     setenv("PMIX_RANK", "12", 1);
-    CHECK(strcmp(default_pattern(), "gpumemtrace.r%r.%p.gmt") == 0);
+    CHECK(strcmp(default_pattern(), "gpumemtrace.%R%p.gmt") == 0);
     CHECK(strcmp(gmt_rank(buf, sizeof buf), "PMIX_RANK") == 0 && strcmp(buf, "12") == 0);
     setenv("RANK", "+3", 1); /* not a plain number: skipped */
     CHECK(strcmp(gmt_rank(buf, sizeof buf), "PMIX_RANK") == 0);
@@ -84,6 +84,7 @@ static void patterns(void)
     CHECK(pattern_dir("/t.%p.gmt", out, sizeof out) && strcmp(out, "/") == 0);
     CHECK(pattern_dir("t.gmt", out, sizeof out) && strcmp(out, ".") == 0);
     CHECK(!pattern_dir("/a/%p/t.gmt", out, sizeof out));
+    CHECK(!pattern_dir("/a/%R/t.gmt", out, sizeof out));
 }
 
 static void names(void)
@@ -96,6 +97,12 @@ static void names(void)
     CHECK(!name_matches("gpumemtrace.%p.gmt", "gpumemtrace.123.gmt~"));
     CHECK(name_matches("gpumemtrace.r%r.%p.gmt", "gpumemtrace.r0.55.gmt"));
     CHECK(name_matches("t%p%r.gmt", "t1234.gmt")); /* ambiguous split */
+    CHECK(name_matches("gpumemtrace.%R%p.gmt", "gpumemtrace.55.gmt"));
+    CHECK(name_matches("gpumemtrace.%R%p.gmt", "gpumemtrace.r3.55.gmt"));
+    CHECK(name_matches("gpumemtrace.%R%p.gmt", "gpumemtrace.r12.55.gmt.1"));
+    CHECK(!name_matches("gpumemtrace.%R%p.gmt", "gpumemtrace.r.55.gmt"));
+    CHECK(!name_matches("gpumemtrace.%R%p.gmt", "gpumemtrace.rx3.55.gmt"));
+
     CHECK(name_matches("%h-%p.gmt", "node-1-42.gmt"));
     CHECK(name_matches("100%%-%p", "100%-9"));
     CHECK(!name_matches("100%%-%p", "100%%-9"));
