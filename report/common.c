@@ -1,12 +1,14 @@
 /* common.c - what every report command does the same way.
  *
  * Options shared by the table commands (parsed by gmt_common_opt), trace
- * arguments (files, or directories of *.gmt files, in a stable order),
- * loading a trace (replay + symbolizer) with one error line on failure,
- * and the table printer (aligned text or Markdown). Output order is always
+ * arguments (files, directories of *.gmt files, or quoted wildcard
+ * patterns, in a stable order), loading a trace (replay + symbolizer)
+ * with one error line on failure, and the table printer (aligned text or
+ * Markdown). Output order is always
  * deterministic: ties are broken by name, so CI can diff reports.
  */
 #include <dirent.h>
+#include <glob.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +81,92 @@ static bool looks_like_trace(const char *name)
     return p && (p[4] == '\0' || p[4] == '.');
 }
 
+/* A growable list of paths; false when memory ran out. */
+static bool list_add(char ***list, size_t *n, size_t *cap, char *path)
+{
+    if (path == NULL)
+        return false;
+    if (*n == *cap) {
+        char **nl = realloc(*list, (*cap *= 2) * sizeof **list);
+        if (nl == NULL) {
+            free(path);
+            return false;
+        }
+        *list = nl;
+    }
+    (*list)[(*n)++] = path;
+    return true;
+}
+
+/* The *.gmt files of directory `dir`, sorted. -1 after one error line. */
+static int list_dir(const char *dir, char ***list, size_t *n, size_t *cap)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        gmt_errorf("%s: cannot read the directory", dir);
+        return -1;
+    }
+    size_t first = *n;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!looks_like_trace(e->d_name))
+            continue;
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = malloc(len);
+        if (p)
+            snprintf(p, len, "%s/%s", dir, e->d_name);
+        if (!list_add(list, n, cap, p)) {
+            closedir(d);
+            gmt_errorf("out of memory");
+            return -1;
+        }
+    }
+    closedir(d);
+    if (*n == first) {
+        gmt_errorf("%s: no traces (*.gmt) in this directory", dir);
+        return -1;
+    }
+    qsort(*list + first, *n - first, sizeof **list, cmp_str);
+    return 0;
+}
+
+/* One argument: a directory, a file, or - when it names nothing and holds
+ * a wildcard - a pattern the shell did not expand (quoted, or from a
+ * script), whose matches are taken in glob(3)'s sorted order. */
+static int list_arg(const char *arg, char ***list, size_t *n, size_t *cap, bool pattern)
+{
+    struct stat st;
+    bool exists = stat(arg, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode))
+        return list_dir(arg, list, n, cap);
+    if (pattern && !exists && strpbrk(arg, "*?[")) {
+        glob_t g;
+        int rc = glob(arg, 0, NULL, &g);
+        if (rc == GLOB_NOMATCH) {
+            gmt_errorf("%s: no file matches this pattern", arg);
+            return -1;
+        }
+        if (rc != 0) {
+            gmt_errorf("%s: cannot expand this pattern", arg);
+            return -1;
+        }
+        /* a match is taken as it is: not expanded again */
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            if (list_arg(g.gl_pathv[i], list, n, cap, false) != 0) {
+                globfree(&g);
+                return -1;
+            }
+        }
+        globfree(&g);
+        return 0;
+    }
+    if (!list_add(list, n, cap, strdup(arg))) {
+        gmt_errorf("out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 int gmt_trace_list(int argc, char **argv, char ***out, size_t *n)
 {
     size_t cap = 16;
@@ -87,56 +175,13 @@ int gmt_trace_list(int argc, char **argv, char ***out, size_t *n)
     if (list == NULL)
         return -1;
     for (int i = 0; i < argc; i++) {
-        struct stat st;
-        if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            DIR *d = opendir(argv[i]);
-            if (d == NULL) {
-                gmt_errorf("%s: cannot read the directory", argv[i]);
-                goto fail;
-            }
-            size_t first = *n;
-            struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (!looks_like_trace(e->d_name))
-                    continue;
-                if (*n == cap) {
-                    char **nl = realloc(list, (cap *= 2) * sizeof *list);
-                    if (nl == NULL) {
-                        closedir(d);
-                        goto fail;
-                    }
-                    list = nl;
-                }
-                size_t len = strlen(argv[i]) + strlen(e->d_name) + 2;
-                list[*n] = malloc(len);
-                if (list[*n] == NULL) {
-                    closedir(d);
-                    goto fail;
-                }
-                snprintf(list[*n], len, "%s/%s", argv[i], e->d_name);
-                (*n)++;
-            }
-            closedir(d);
-            if (*n == first) {
-                gmt_errorf("%s: no traces (*.gmt) in this directory", argv[i]);
-                goto fail;
-            }
-            qsort(list + first, *n - first, sizeof *list, cmp_str);
-        } else {
-            if (*n == cap) {
-                char **nl = realloc(list, (cap *= 2) * sizeof *list);
-                if (nl == NULL)
-                    goto fail;
-                list = nl;
-            }
-            list[(*n)++] = strdup(argv[i]);
+        if (list_arg(argv[i], &list, n, &cap, true) != 0) {
+            gmt_trace_list_free(list, *n);
+            return -1;
         }
     }
     *out = list;
     return 0;
-fail:
-    gmt_trace_list_free(list, *n);
-    return -1;
 }
 
 void gmt_trace_list_free(char **list, size_t n)
@@ -399,7 +444,8 @@ int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx)
     if (gmt_trace_list(argc - optind, argv + optind, &paths, &np) != 0)
         return EXIT_ERROR;
     int rc = EXIT_OK;
-    if (c.json)
+    bool wrap = c.json && !cmd->whole; /* the traces list is gmt_run's */
+    if (wrap)
         printf("{\"schema\":\"%s\",\"traces\":[", cmd->schema);
     size_t shown = 0;
     for (size_t i = 0; i < np; i++) {
@@ -408,9 +454,9 @@ int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx)
             rc = EXIT_ERROR;
             continue;
         }
-        if (shown && c.json)
+        if (shown && wrap)
             printf(",");
-        else if (shown)
+        else if (shown && !cmd->whole)
             printf("\n");
         cmd->each(l, &c, ctx);
         shown++;
@@ -418,7 +464,7 @@ int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx)
     }
     if (cmd->done)
         cmd->done(&c, ctx, shown);
-    if (c.json)
+    if (wrap)
         printf("]}\n");
     gmt_trace_list_free(paths, np);
     return gmt_finish_output(rc);

@@ -52,7 +52,10 @@ void gmt_common_init(struct gmt_common *c);
 /* 1: handled, 0: not a common option, -1: bad value (message printed). */
 int gmt_common_opt(struct gmt_common *c, int opt, const char *arg);
 
-/* Expand trace arguments (directories give their *.gmt files, sorted). */
+/* Expand trace arguments: directories give their *.gmt files, sorted; an
+ * argument that names nothing and holds * ? or [ is a pattern, expanded
+ * with glob(3) (sorted; no match is an error). 0, or -1 after one error
+ * line. */
 int gmt_trace_list(int argc, char **argv, char ***out, size_t *n);
 void gmt_trace_list_free(char **list, size_t n);
 
@@ -110,7 +113,9 @@ struct table *gmt_sites_table(bool allocated);
  * {"schema": SCHEMA, "traces": [each's object, ...] ...}, and `done` may
  * append fields after the list (it is called before the closing "]}" with
  * the list still open: print "]," and your fields, and gmt_run closes with
- * "}" - or print nothing). */
+ * "}" - or print nothing). A `whole` command reports on all its traces
+ * together: `each` gathers, `done` prints everything, JSON included, and
+ * gmt_run prints nothing around them. */
 struct gmt_command {
     const char *schema;
     const struct option *options; /* NULL-terminated, may be NULL */
@@ -120,6 +125,7 @@ struct gmt_command {
     void (*done)(const struct gmt_common *c, void *ctx, size_t traces);
     struct replay_opts replay;
     int default_top;
+    bool whole;
 };
 int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx);
 
