@@ -2,9 +2,11 @@
  *
  * cmd_check.c is the command: its options, the checks and their verdicts,
  * the output. check_baseline.c gives it the figures it checks: a trace's
- * (one process's), and a baseline's - read from traces, from a file the
- * command saved, or from `summary --json` output - and writes --save
- * files. Nothing else includes this header.
+ * (one process's, with its rank when the trace records one), and a
+ * baseline's - its largest process's, and rank by rank when every process
+ * of it has a rank - read from traces, from a file the command saved, or
+ * from `summary --json` output - and writes --save files. Nothing else
+ * includes this header.
  */
 #ifndef GMT_CHECK_H
 #define GMT_CHECK_H
@@ -20,20 +22,36 @@ struct metric_info {
     const char *opt;  /* the limit's option */
 };
 
+/* Ranks are what the trace header records: 0 to 2^32-1; -1: none. */
+#define NO_RANK (-1)
+
 /* One process's figures. Growth is in bytes per second, rounded. */
 struct figures {
     char *trace, *command; /* owned */
     uint32_t pid;
+    int64_t rank;          /* the process's rank in its job, or NO_RANK */
     bool closed;
     int64_t v[NMETRICS];
 };
 
-/* Baseline figures: the largest process's value for each figure. */
+/* One rank's figures in a baseline: the largest of its processes (a rank
+ * is normally one process). Growth is never part of a baseline. */
+struct base_rank {
+    int64_t rank;
+    int64_t v[NMETRICS];
+};
+
+/* Baseline figures: the largest process's value for each figure, and,
+ * when every process of the baseline has a rank (`ranked`), each rank's,
+ * sorted by rank, one entry per rank. */
 struct baseline {
     bool have[NMETRICS];
     int64_t v[NMETRICS];
     size_t processes;
     const char *kind; /* "traces", "check baseline", "summary" */
+    bool ranked;
+    struct base_rank *ranks; /* owned; nranks entries when ranked */
+    size_t nranks;
 };
 
 /* ---- check_baseline.c ----------------------------------------------------- */
@@ -49,6 +67,9 @@ void figures_free(struct figures *f, size_t n);
 /* BASE: a directory (traces), a JSON file (--save or `summary --json`
  * output), or a trace. 0, or -1 after an error line. */
 int load_baseline(const char *path, const struct gmt_common *c, struct baseline *b);
+void baseline_free(struct baseline *b);
+/* Rank r's figures in a ranked baseline, or NULL if it has none. */
+const struct base_rank *baseline_rank(const struct baseline *b, int64_t r);
 /* --save FILE: this run's figures as a baseline. 0, or -1 after an error line. */
 int save_baseline(const char *path, const struct figures *f, size_t n);
 

@@ -1,16 +1,27 @@
 /* check_baseline.c - the figures `gpumemreport check` compares, and baselines.
  *
- * A trace gives one process's figures (figures_of, load_figures). A
- * baseline gives, per figure, its largest process's value: from traces,
- * from a file written with --save (schema gpumemtrace.check-baseline/1)
- * or from `gpumemreport summary --json` output (gpumemtrace.summary/1);
+ * A trace gives one process's figures (figures_of, load_figures), with its
+ * rank when the trace header records one (format 1.2, GMT_DIST_RANK). A
+ * baseline gives, per figure, its largest process's value, and - when
+ * every one of its processes has a rank - each rank's figures (a rank of
+ * several processes: the largest of them), so that check can compare a
+ * multi-rank job rank by rank. Baselines come from traces, from a file
+ * written with --save (schema gpumemtrace.check-baseline/1) or from
+ * `gpumemreport summary --json` output (gpumemtrace.summary/1);
  * save_baseline writes the first of these schemas. The command itself -
  * options, checks, verdicts, output - is cmd_check.c.
  *
+ * Ranks in baseline files: each entry of "traces" may carry "rank", a
+ * whole number from 0 to 2^32-1 or null (no rank). Files written before
+ * ranks existed have none and read as before (the largest process); the
+ * schema stays /1, since a reader that knows nothing of "rank" ignores it.
+ * The entries' figures are read (and must be valid) only when every entry
+ * has a rank: they are then what the ranks are compared with.
+ *
  * Hostile input: the baseline JSON is read by a small strict parser
  * (RFC 8259 grammar, depth, size and value-count limits, valid UTF-8, no
- * duplicate fields we read, whole non-negative numbers for the figures):
- * anything else is one error line, never a crash.
+ * duplicate fields we read, whole non-negative numbers for the figures and
+ * ranks): anything else is one error line, never a crash.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -44,6 +55,7 @@ static int figures_of(struct loaded *l, const struct gmt_common *c, bool growth,
     f->trace = strdup(l->path);
     f->command = strdup(r->defs.process.present ? r->defs.process.cmdline : "");
     f->pid = r->hdr.pid;
+    f->rank = r->hdr.dist_flags & GMT_DIST_RANK ? (int64_t)r->hdr.rank : NO_RANK;
     f->closed = !r->cut;
     f->v[M_PEAK] = (int64_t)r->peak_requested;
     f->v[M_RESERVED] = (int64_t)r->peak_reserved;
@@ -510,26 +522,157 @@ static void base_take(struct baseline *b, enum metric m, int64_t v)
     b->have[m] = true;
 }
 
-/* Read this object's figures into b. 0, or -1 with a reason. */
-static int base_object(const struct jval *o, struct baseline *b, char *why, size_t len)
+/* The figures a baseline keeps (growth depends on timing: never). */
+static const enum metric kept[] = {M_PEAK, M_RESERVED, M_LEAKED, M_OOMS};
+#define NKEPT (sizeof kept / sizeof *kept)
+
+/* Processes with ranks, gathered while a baseline is read; rank_finish
+ * turns them into b->ranks. `all` stays true while every process seen had
+ * a rank. */
+struct rank_set {
+    struct base_rank *e;
+    size_t n, cap;
+    bool all;
+};
+
+static int rank_add(struct rank_set *rs, int64_t rank, const int64_t v[NMETRICS])
 {
-    static const enum metric need[] = {M_PEAK, M_RESERVED, M_LEAKED, M_OOMS};
+    if (rank == NO_RANK) {
+        rs->all = false;
+        return 0;
+    }
+    if (rs->n == rs->cap) {
+        size_t nc = rs->cap ? 2 * rs->cap : 16;
+        struct base_rank *ne = realloc(rs->e, nc * sizeof *ne);
+        if (ne == NULL)
+            return -1;
+        rs->e = ne;
+        rs->cap = nc;
+    }
+    rs->e[rs->n].rank = rank;
+    memcpy(rs->e[rs->n].v, v, sizeof rs->e[rs->n].v);
+    rs->n++;
+    return 0;
+}
+
+static int cmp_base_rank(const void *a, const void *b)
+{
+    int64_t x = ((const struct base_rank *)a)->rank, y = ((const struct base_rank *)b)->rank;
+    return (x > y) - (x < y);
+}
+
+/* Sort by rank and merge a rank's processes (the largest of each figure).
+ * The baseline is ranked only when every process had a rank. */
+static void rank_finish(struct rank_set *rs, struct baseline *b)
+{
+    if (!rs->all || rs->n == 0) {
+        free(rs->e);
+        return;
+    }
+    qsort(rs->e, rs->n, sizeof *rs->e, cmp_base_rank);
+    size_t w = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        if (w > 0 && rs->e[w - 1].rank == rs->e[i].rank) {
+            for (int m = 0; m < NMETRICS; m++)
+                if (rs->e[i].v[m] > rs->e[w - 1].v[m])
+                    rs->e[w - 1].v[m] = rs->e[i].v[m];
+        } else {
+            rs->e[w++] = rs->e[i];
+        }
+    }
+    b->ranks = rs->e;
+    b->nranks = w;
+    b->ranked = true;
+}
+
+void baseline_free(struct baseline *b)
+{
+    free(b->ranks);
+    b->ranks = NULL;
+    b->nranks = 0;
+    b->ranked = false;
+}
+
+const struct base_rank *baseline_rank(const struct baseline *b, int64_t r)
+{
+    if (!b->ranked || r == NO_RANK)
+        return NULL;
+    struct base_rank key = {.rank = r};
+    return bsearch(&key, b->ranks, b->nranks, sizeof *b->ranks, cmp_base_rank);
+}
+
+/* Read this object's figures into v (the kept ones; the others 0). 0, or
+ * -1 with a reason. */
+static int base_object(const struct jval *o, int64_t v[NMETRICS], char *why, size_t len)
+{
+    memset(v, 0, NMETRICS * sizeof *v);
     if (o->type != J_OBJ) {
         snprintf(why, len, "a process entry is not an object");
         return -1;
     }
-    for (size_t i = 0; i < sizeof need / sizeof *need; i++) {
+    for (size_t i = 0; i < NKEPT; i++) {
         bool dup = false;
-        const char *key = metric_info[need[i]].key;
-        const struct jval *v = jget(o, key, &dup);
-        int64_t x;
-        if (v == NULL || dup || jint(v, &x) != 0) {
+        const char *key = metric_info[kept[i]].key;
+        const struct jval *x = jget(o, key, &dup);
+        if (x == NULL || dup || jint(x, &v[kept[i]]) != 0) {
             snprintf(why, len, "\"%s\" is %s", key,
-                     v == NULL ? "missing" : dup ? "given twice"
+                     x == NULL ? "missing" : dup ? "given twice"
                                  : "not a whole number of bytes from 0 to 2^63-1");
             return -1;
         }
-        base_take(b, need[i], x);
+    }
+    return 0;
+}
+
+/* The "rank" of process entry i (an object): NO_RANK when absent or null.
+ * 0, or -1 with a reason. */
+static int base_rank_of(const struct jval *o, size_t i, int64_t *rank, char *why,
+                        size_t len)
+{
+    bool dup = false;
+    const struct jval *x = jget(o, "rank", &dup);
+    int64_t r;
+    *rank = NO_RANK;
+    if (x == NULL || (x->type == J_NULL && !dup))
+        return 0;
+    if (dup || jint(x, &r) != 0 || r > (int64_t)UINT32_MAX) {
+        snprintf(why, len, "process %zu: \"rank\" is %s", i + 1,
+                 dup ? "given twice" : "not a whole number from 0 to 4294967295 (or null)");
+        return -1;
+    }
+    *rank = r;
+    return 0;
+}
+
+/* A check baseline's "traces" (optional): each entry's rank, and, when
+ * every entry has one, each entry's figures for rank-by-rank comparison.
+ * 0, or -1 with a reason. */
+static int base_entries(const struct jval *tr, struct rank_set *rs, char *why, size_t len)
+{
+    if (tr->type != J_ARR) {
+        snprintf(why, len, "\"traces\" is not a list");
+        return -1;
+    }
+    for (size_t i = 0; i < tr->n; i++) {
+        int64_t rank;
+        if (tr->items[i]->type != J_OBJ) {
+            snprintf(why, len, "a process entry is not an object");
+            return -1;
+        }
+        if (base_rank_of(tr->items[i], i, &rank, why, len) != 0)
+            return -1;
+        if (rank == NO_RANK)
+            rs->all = false;
+    }
+    for (size_t i = 0; rs->all && i < tr->n; i++) {
+        int64_t rank, v[NMETRICS];
+        base_rank_of(tr->items[i], i, &rank, why, len);
+        if (base_object(tr->items[i], v, why, len) != 0)
+            return -1;
+        if (rank_add(rs, rank, v) != 0) {
+            snprintf(why, len, "out of memory");
+            return -1;
+        }
     }
     return 0;
 }
@@ -546,6 +689,8 @@ static int base_json(const char *path, const unsigned char *buf, size_t len,
     }
     int rc = -1;
     bool dup = false;
+    struct rank_set rs = {.all = true};
+    int64_t v[NMETRICS];
     const struct jval *schema = doc->type == J_OBJ ? jget(doc, "schema", &dup) : NULL;
     if (schema == NULL || schema->type != J_STR || dup) {
         snprintf(why, sizeof why, "no \"schema\" (want %s or %s)", BASELINE_SCHEMA,
@@ -559,8 +704,19 @@ static int base_json(const char *path, const unsigned char *buf, size_t len,
             b->processes = (size_t)np;
         else
             snprintf(why, sizeof why, "\"processes\" is missing or not a positive count");
-        if (why[0] == '\0' && base_object(doc, b, why, sizeof why) == 0)
+        if (why[0] == '\0' && base_object(doc, v, why, sizeof why) == 0) {
+            for (size_t k = 0; k < NKEPT; k++)
+                base_take(b, kept[k], v[kept[k]]);
             rc = 0;
+        }
+        bool tdup = false;
+        const struct jval *tr = rc == 0 ? jget(doc, "traces", &tdup) : NULL;
+        if (tdup) {
+            snprintf(why, sizeof why, "\"traces\" is given twice");
+            rc = -1;
+        } else if (tr && base_entries(tr, &rs, why, sizeof why) != 0) {
+            rc = -1;
+        }
     } else if (!strcmp(schema->s, SUMMARY_SCHEMA)) {
         b->kind = "summary";
         const struct jval *tr = jget(doc, "traces", &dup);
@@ -568,8 +724,18 @@ static int base_json(const char *path, const unsigned char *buf, size_t len,
             snprintf(why, sizeof why, "\"traces\" is missing or empty");
         } else {
             rc = 0;
-            for (size_t i = 0; i < tr->n && rc == 0; i++)
-                rc = base_object(tr->items[i], b, why, sizeof why);
+            for (size_t i = 0; i < tr->n && rc == 0; i++) {
+                int64_t rank;
+                rc = base_object(tr->items[i], v, why, sizeof why);
+                if (rc == 0)
+                    rc = base_rank_of(tr->items[i], i, &rank, why, sizeof why);
+                if (rc == 0 && rank_add(&rs, rank, v) != 0) {
+                    snprintf(why, sizeof why, "out of memory");
+                    rc = -1;
+                }
+                for (size_t k = 0; rc == 0 && k < NKEPT; k++)
+                    base_take(b, kept[k], v[kept[k]]);
+            }
             b->processes = tr->n;
         }
     } else {
@@ -581,6 +747,10 @@ static int base_json(const char *path, const unsigned char *buf, size_t len,
         snprintf(why, sizeof why, "schema \"%s\" is not a baseline (want %s or %s)",
                  shown, BASELINE_SCHEMA, SUMMARY_SCHEMA);
     }
+    if (rc == 0)
+        rank_finish(&rs, b);
+    else
+        free(rs.e);
     if (rc != 0)
         gmt_errorf("%s: not a usable baseline: %s", path, why);
     jfree(doc);
@@ -644,25 +814,37 @@ int load_baseline(const char *path, const struct gmt_common *c, struct baseline 
         }
         fclose(f);
     }
-    /* traces: the largest process's figures */
+    /* traces: the largest process's figures, and each rank's */
     struct figures *f;
     size_t n;
     char *arg = (char *)path;
     if (load_figures(1, &arg, c, false, &f, &n) != 0)
         return -1;
-    for (size_t i = 0; i < n; i++)
-        for (int m = 0; m < NMETRICS; m++)
-            if (m != M_GROWTH)
-                base_take(b, (enum metric)m, f[i].v[m]);
+    struct rank_set rs = {.all = true};
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < NKEPT; k++)
+            base_take(b, kept[k], f[i].v[kept[k]]);
+        if (rank_add(&rs, f[i].rank, f[i].v) != 0)
+            rc = -1;
+    }
     b->processes = n;
     b->kind = "traces";
     figures_free(f, n);
+    if (rc != 0) {
+        free(rs.e);
+        gmt_errorf("%s: out of memory", path);
+        return -1;
+    }
+    rank_finish(&rs, b);
     return 0;
 }
 
 /* --save FILE: this run's figures, in the schema load_baseline reads.
  * The top-level figures are the largest process's, as a baseline made
- * from the traces themselves would give. 0, or -1 after an error line. */
+ * from the traces themselves would give; each process's entry has its
+ * rank (null: none), which makes the file a rank-by-rank baseline when
+ * every process has one. 0, or -1 after an error line. */
 int save_baseline(const char *path, const struct figures *f, size_t n)
 {
     FILE *o = fopen(path, "w");
@@ -676,18 +858,22 @@ int save_baseline(const char *path, const struct figures *f, size_t n)
             if (f[i].v[m] > top[m])
                 top[m] = f[i].v[m];
     fprintf(o, "{\"schema\":\"%s\",\"processes\":%zu", BASELINE_SCHEMA, n);
-    static const enum metric keep[] = {M_PEAK, M_RESERVED, M_LEAKED, M_OOMS};
-    for (size_t k = 0; k < sizeof keep / sizeof *keep; k++)
-        fprintf(o, ",\"%s\":%" PRId64, metric_info[keep[k]].key, top[keep[k]]);
+    for (size_t k = 0; k < NKEPT; k++)
+        fprintf(o, ",\"%s\":%" PRId64, metric_info[kept[k]].key, top[kept[k]]);
     fprintf(o, ",\"traces\":[");
     for (size_t i = 0; i < n; i++) {
         fprintf(o, "%s{\"trace\":", i ? "," : "");
         gmt_json_str(o, f[i].trace);
-        fprintf(o, ",\"pid\":%u,\"command\":", f[i].pid);
+        fprintf(o, ",\"pid\":%u", f[i].pid);
+        if (f[i].rank == NO_RANK)
+            fprintf(o, ",\"rank\":null");
+        else
+            fprintf(o, ",\"rank\":%" PRId64, f[i].rank);
+        fprintf(o, ",\"command\":");
         gmt_json_str(o, f[i].command);
         fprintf(o, ",\"closed\":%s", f[i].closed ? "true" : "false");
-        for (size_t k = 0; k < sizeof keep / sizeof *keep; k++)
-            fprintf(o, ",\"%s\":%" PRId64, metric_info[keep[k]].key, f[i].v[keep[k]]);
+        for (size_t k = 0; k < NKEPT; k++)
+            fprintf(o, ",\"%s\":%" PRId64, metric_info[kept[k]].key, f[i].v[kept[k]]);
         fprintf(o, "}");
     }
     fprintf(o, "]}\n");

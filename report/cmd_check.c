@@ -194,9 +194,18 @@ static int parse_pct(const char *arg, double *out)
 
 /* ---- checks ----------------------------------------------------------------- */
 
+/* A limit given as RANK=SIZE: it replaces the option's plain limit for
+ * that rank's processes. */
+struct rank_limit {
+    enum metric m;
+    int64_t rank, v;
+};
+
 struct options {
     bool has_limit[NMETRICS];
     int64_t limit[NMETRICS];
+    struct rank_limit *rl; /* the RANK=SIZE limits, in the order given */
+    size_t nrl;
     const char *baseline, *save;
     bool tolerance_given, metric_given;
     double tolerance;
@@ -207,9 +216,23 @@ struct row {
     enum metric m;
     size_t trace;
     bool from_baseline, implicit;
+    bool rank_limit;    /* the limit is the process's rank's (RANK=SIZE) */
+    int64_t base_rank;  /* the baseline rank compared with; NO_RANK: the largest */
+    bool base_fallback; /* rank by rank, but the baseline lacks this rank */
     int64_t limit, value, base;
     bool passed;
 };
+
+/* The limit of figure m for a process of rank `rank`: its RANK=SIZE if
+ * given (the last one given wins, as with the plain options). */
+static const struct rank_limit *rank_limit_of(const struct options *op, enum metric m,
+                                              int64_t rank)
+{
+    for (size_t i = op->nrl; rank != NO_RANK && i-- > 0;)
+        if (op->rl[i].m == m && op->rl[i].rank == rank)
+            return &op->rl[i];
+    return NULL;
+}
 
 /* The baseline's value plus the tolerance, rounded down: value passes
  * when value <= this (for whole numbers the same as value <= base*(1+t)). */
@@ -234,38 +257,62 @@ static const char *value_fmt(const struct gmt_common *c, char *buf, enum metric 
 }
 
 static void limit_fmt(const struct gmt_common *c, const struct options *op,
-                      const struct row *r, char *buf, size_t len)
+                      const struct figures *f, const struct row *r, char *buf,
+                      size_t len)
 {
-    char a[48], b[48];
-    if (r->from_baseline)
-        snprintf(buf, len, "baseline %s +%g%% = %s", value_fmt(c, a, r->m, r->base),
-                 op->tolerance, value_fmt(c, b, r->m, r->limit));
+    char a[48], b[48], who[48] = "";
+    if (r->from_baseline) {
+        if (r->base_rank != NO_RANK)
+            snprintf(who, sizeof who, "rank %" PRId64 "'s ", r->base_rank);
+        snprintf(buf, len, "%sbaseline %s +%g%% = %s%s", who,
+                 value_fmt(c, a, r->m, r->base), op->tolerance,
+                 value_fmt(c, b, r->m, r->limit),
+                 r->base_fallback ? " (largest process: no such rank in the baseline)"
+                                  : "");
+    } else {
+        if (r->rank_limit)
+            snprintf(who, sizeof who, " (rank %" PRId64 ")", f->rank);
+        snprintf(buf, len, "max %s%s%s", value_fmt(c, a, r->m, r->limit),
+                 r->implicit ? " (default)" : "", who);
+    }
+}
+
+/* "rank 2 (pid 123)", or "123" / "pid 123" for a process without a rank. */
+static const char *process_fmt(const struct figures *f, bool ranks, char *buf, size_t len)
+{
+    if (f->rank != NO_RANK)
+        snprintf(buf, len, "rank %" PRId64 " (pid %u)", f->rank, f->pid);
     else
-        snprintf(buf, len, "max %s%s", value_fmt(c, a, r->m, r->limit),
-                 r->implicit ? " (default)" : "");
+        snprintf(buf, len, ranks ? "pid %u" : "%u", f->pid);
+    return buf;
 }
 
 static void explain(const struct gmt_common *c, const struct options *op,
                     const struct figures *f, const struct row *r, bool md)
 {
-    char v[48], over[48], lim[160], share[32] = "";
-    limit_fmt(c, op, r, lim, sizeof lim);
+    char v[48], over[48], lim[200], share[32] = "", who[48];
+    limit_fmt(c, op, f, r, lim, sizeof lim);
+    if (f->rank != NO_RANK)
+        snprintf(who, sizeof who, "rank %" PRId64 ", pid %u", f->rank, f->pid);
+    else
+        snprintf(who, sizeof who, "pid %u", f->pid);
     value_fmt(c, over, r->m, r->value - r->limit);
     if (r->limit > 0) {
         double pc = 100.0 * (double)(r->value - r->limit) / (double)r->limit;
         snprintf(share, sizeof share, pc < 1 ? " (%.3f%%)" : " (%.1f%%)", pc);
     }
     if (md)
-        printf("- **%s** in `%s` (pid %u): %s is %s%s above %s\n", metric_info[r->m].name,
-               f->trace, f->pid, value_fmt(c, v, r->m, r->value), over, share, lim);
+        printf("- **%s** in `%s` (%s): %s is %s%s above %s\n", metric_info[r->m].name,
+               f->trace, who, value_fmt(c, v, r->m, r->value), over, share, lim);
     else
-        printf("FAIL %s in %s (pid %u): %s is %s%s above %s\n", metric_info[r->m].name,
-               f->trace, f->pid, value_fmt(c, v, r->m, r->value), over, share, lim);
+        printf("FAIL %s in %s (%s): %s is %s%s above %s\n", metric_info[r->m].name,
+               f->trace, who, value_fmt(c, v, r->m, r->value), over, share, lim);
 }
 
 static void print_text(const struct gmt_common *c, const struct options *op,
                        const struct figures *f, size_t nf, const struct row *rows,
-                       size_t nrows, size_t failed, const struct baseline *b)
+                       size_t nrows, size_t failed, const struct baseline *b,
+                       bool by_rank)
 {
     bool md = c->markdown;
     if (md)
@@ -278,19 +325,23 @@ static void print_text(const struct gmt_common *c, const struct options *op,
         printf("all %zu checks passed", nrows);
     printf(", %zu trace%s", nf, nf == 1 ? "" : "s");
     if (op->baseline)
-        printf(", baseline %s%s%s (%s, %zu process%s)", md ? "`" : "", op->baseline,
-               md ? "`" : "", b->kind, b->processes, b->processes == 1 ? "" : "es");
+        printf(", baseline %s%s%s (%s, %zu process%s%s)", md ? "`" : "", op->baseline,
+               md ? "`" : "", b->kind, b->processes, b->processes == 1 ? "" : "es",
+               by_rank ? ", rank by rank" : "");
     printf(".\n\n");
-    static const char *const h[] = {"check", "trace", "pid", "limit or baseline", "value",
-                                    "verdict"};
+    bool ranks = false; /* a process has a rank: the column names processes */
+    for (size_t i = 0; i < nf; i++)
+        ranks |= f[i].rank != NO_RANK;
+    const char *h[] = {"check", "trace", ranks ? "process" : "pid", "limit or baseline",
+                       "value", "verdict"};
     static const bool right[] = {false, false, true, false, true, false};
     struct table *t = table_new(6, h, right);
     for (size_t i = 0; i < nrows; i++) {
         const struct row *r = &rows[i];
-        char pid[16], lim[160], v[48];
-        snprintf(pid, sizeof pid, "%u", f[r->trace].pid);
-        limit_fmt(c, op, r, lim, sizeof lim);
-        table_row(t, metric_info[r->m].name, f[r->trace].trace, pid, lim,
+        char who[48], lim[200], v[48];
+        process_fmt(&f[r->trace], ranks, who, sizeof who);
+        limit_fmt(c, op, &f[r->trace], r, lim, sizeof lim);
+        table_row(t, metric_info[r->m].name, f[r->trace].trace, who, lim,
                   value_fmt(c, v, r->m, r->value),
                   r->passed ? "PASS" : md ? "**FAIL**" : "FAIL");
     }
@@ -311,9 +362,17 @@ static void print_text(const struct gmt_common *c, const struct options *op,
                "allocations.\n");
 }
 
+static void json_rank(int64_t rank)
+{
+    if (rank == NO_RANK)
+        printf("null");
+    else
+        printf("%" PRId64, rank);
+}
+
 static void print_json(const struct options *op, const struct figures *f, size_t nf,
                        const struct row *rows, size_t nrows, size_t failed,
-                       const struct baseline *b)
+                       const struct baseline *b, bool by_rank)
 {
     printf("{\"schema\":\"gpumemtrace.check/1\",\"passed\":%s,\"checks_run\":%zu"
            ",\"checks_failed\":%zu,\"baseline\":",
@@ -321,8 +380,9 @@ static void print_json(const struct options *op, const struct figures *f, size_t
     if (op->baseline) {
         printf("{\"source\":");
         gmt_json_str(stdout, op->baseline);
-        printf(",\"kind\":\"%s\",\"processes\":%zu,\"tolerance_pct\":%.10g",
-               b->kind, b->processes, op->tolerance);
+        printf(",\"kind\":\"%s\",\"processes\":%zu,\"tolerance_pct\":%.10g"
+               ",\"by_rank\":%s",
+               b->kind, b->processes, op->tolerance, by_rank ? "true" : "false");
         for (int m = 0; m < NMETRICS; m++)
             if (b->have[m])
                 printf(",\"%s\":%" PRId64, metric_info[m].key, b->v[m]);
@@ -339,7 +399,9 @@ static void print_json(const struct options *op, const struct figures *f, size_t
     for (size_t i = 0; i < nf; i++) {
         printf("%s{\"trace\":", i ? "," : "");
         gmt_json_str(stdout, f[i].trace);
-        printf(",\"pid\":%u,\"command\":", f[i].pid);
+        printf(",\"pid\":%u,\"rank\":", f[i].pid);
+        json_rank(f[i].rank);
+        printf(",\"command\":");
         gmt_json_str(stdout, f[i].command);
         printf(",\"closed\":%s", f[i].closed ? "true" : "false");
         for (int m = 0; m < NMETRICS; m++)
@@ -353,13 +415,18 @@ static void print_json(const struct options *op, const struct figures *f, size_t
         const struct row *r = &rows[i];
         printf("%s{\"check\":\"%s\",\"trace\":", i ? "," : "", metric_info[r->m].key);
         gmt_json_str(stdout, f[r->trace].trace);
-        printf(",\"pid\":%u,\"source\":\"%s\",\"limit\":%" PRId64 ",\"value\":%" PRId64,
-               f[r->trace].pid,
+        printf(",\"pid\":%u,\"rank\":", f[r->trace].pid);
+        json_rank(f[r->trace].rank);
+        printf(",\"source\":\"%s\",\"limit\":%" PRId64 ",\"value\":%" PRId64,
                r->from_baseline ? "baseline" : r->implicit ? "default" : "limit",
                r->limit, r->value);
-        if (r->from_baseline)
-            printf(",\"baseline\":%" PRId64 ",\"tolerance_pct\":%.10g", r->base,
-                   op->tolerance);
+        if (r->from_baseline) {
+            printf(",\"baseline\":%" PRId64 ",\"tolerance_pct\":%.10g,\"baseline_rank\":",
+                   r->base, op->tolerance);
+            json_rank(r->base_rank);
+        } else {
+            printf(",\"rank_limit\":%s", r->rank_limit ? "true" : "false");
+        }
         printf(",\"passed\":%s}", r->passed ? "true" : "false");
     }
     printf("]}\n");
@@ -378,10 +445,13 @@ static void usage(FILE *f)
             "  --max-leaked SIZE    device memory still allocated at exit\n"
             "  --max-growth RATE    steady growth, bytes per second (e.g. 10MiB/s)\n"
             "  --max-ooms N         out-of-memory failures (default 0: any OOM fails)\n"
+            "  each also as RANK=SIZE (RANK=N): the limit of that rank's processes,\n"
+            "  e.g. --max-peak 10GiB --max-peak 0=20GiB (repeat for other ranks)\n"
             "baseline:\n"
             "  --baseline BASE      a trace, a directory of traces, a --save file or\n"
             "                       'summary --json' output; a figure fails when above\n"
-            "                       the baseline's (largest process's) by more than PCT\n"
+            "                       the baseline's (largest process's) by more than PCT;\n"
+            "                       when both sides have ranks, rank by rank\n"
             "  --tolerance PCT      allowed rise in percent (default 5)\n"
             "  --metric M           peak, reserved, leaked or all (default), or a\n"
             "                       comma-separated list\n"
@@ -432,36 +502,58 @@ static int parse_metrics(const char *arg, bool metric[NMETRICS])
     return 0;
 }
 
-static int option(struct options *op, int o, const char *arg)
+/* A limit, "VALUE" or "RANK=VALUE": the plain limit, or rank RANK's
+ * (op->rl has room for one per option: cmd_check sizes it by argc). */
+static int limit_option(struct options *op, enum metric m, const char *arg)
 {
-    const char *why;
-    int64_t v;
-    switch (o) {
-    case OPT_MAX_PEAK:
-    case OPT_MAX_RESERVED:
-    case OPT_MAX_LEAKED:
-    case OPT_MAX_GROWTH: {
-        enum metric m = o == OPT_MAX_PEAK       ? M_PEAK
-                        : o == OPT_MAX_RESERVED ? M_RESERVED
-                        : o == OPT_MAX_LEAKED   ? M_LEAKED
-                                                : M_GROWTH;
-        if (parse_size(arg, m == M_GROWTH, &v, &why) != 0) {
-            gmt_errorf("%s: '%s' is not a %s: %s", metric_info[m].opt, arg,
-                       m == M_GROWTH ? "rate" : "size", why);
+    const char *why, *eq = strchr(arg, '='), *val = eq ? eq + 1 : arg;
+    int64_t v, rank = NO_RANK;
+    if (eq) {
+        char digits[24];
+        size_t len = (size_t)(eq - arg);
+        if (len >= sizeof digits)
+            len = sizeof digits - 1; /* too long for a rank: refused below */
+        memcpy(digits, arg, len);
+        digits[len] = '\0';
+        if ((size_t)(eq - arg) >= sizeof digits || parse_count(digits, &rank) != 0 ||
+            rank > (int64_t)UINT32_MAX) {
+            gmt_errorf("%s: in '%s', the rank before '=' is not a whole number from 0 "
+                       "to 4294967295", metric_info[m].opt, arg);
             return -1;
         }
+    }
+    if (m == M_OOMS) {
+        if (parse_count(val, &v) != 0) {
+            gmt_errorf("--max-ooms needs a count (0, 1, ...) or RANK=COUNT, not '%s'", arg);
+            return -1;
+        }
+    } else if (parse_size(val, m == M_GROWTH, &v, &why) != 0) {
+        gmt_errorf("%s: '%s' is not a %s: %s", metric_info[m].opt, val,
+                   m == M_GROWTH ? "rate" : "size", why);
+        return -1;
+    }
+    if (rank == NO_RANK) {
         op->has_limit[m] = true;
         op->limit[m] = v;
-        return 1;
+    } else {
+        op->rl[op->nrl++] = (struct rank_limit){m, rank, v};
     }
+    return 1;
+}
+
+static int option(struct options *op, int o, const char *arg)
+{
+    switch (o) {
+    case OPT_MAX_PEAK:
+        return limit_option(op, M_PEAK, arg);
+    case OPT_MAX_RESERVED:
+        return limit_option(op, M_RESERVED, arg);
+    case OPT_MAX_LEAKED:
+        return limit_option(op, M_LEAKED, arg);
+    case OPT_MAX_GROWTH:
+        return limit_option(op, M_GROWTH, arg);
     case OPT_MAX_OOMS:
-        if (parse_count(arg, &v) != 0) {
-            gmt_errorf("--max-ooms needs a count (0, 1, ...), not '%s'", arg);
-            return -1;
-        }
-        op->has_limit[M_OOMS] = true;
-        op->limit[M_OOMS] = v;
-        return 1;
+        return limit_option(op, M_OOMS, arg);
     case OPT_BASELINE:
         op->baseline = arg;
         return 1;
@@ -484,6 +576,74 @@ static int option(struct options *op, int o, const char *arg)
     }
 }
 
+/* Figures in rank order, when every process has a rank (ties: in the
+ * order of the trace arguments). */
+struct by_rank_key {
+    int64_t rank;
+    size_t i;
+};
+
+static int cmp_by_rank(const void *a, const void *b)
+{
+    const struct by_rank_key *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static int sort_by_rank(struct figures *f, size_t nf)
+{
+    for (size_t i = 0; i < nf; i++)
+        if (f[i].rank == NO_RANK)
+            return 0;
+    struct by_rank_key *k = malloc((nf ? nf : 1) * sizeof *k);
+    struct figures *tmp = malloc((nf ? nf : 1) * sizeof *tmp);
+    if (k == NULL || tmp == NULL) {
+        free(k);
+        free(tmp);
+        return -1;
+    }
+    for (size_t i = 0; i < nf; i++)
+        k[i] = (struct by_rank_key){f[i].rank, i};
+    qsort(k, nf, sizeof *k, cmp_by_rank);
+    for (size_t i = 0; i < nf; i++)
+        tmp[i] = f[k[i].i];
+    memcpy(f, tmp, nf * sizeof *f);
+    free(k);
+    free(tmp);
+    return 0;
+}
+
+/* One warning line naming the RANK=SIZE limits no process has the rank
+ * of: they apply to nothing (a typo, or a job smaller than planned). */
+static void warn_unused_rank_limits(const struct options *op, const struct figures *f,
+                                    size_t nf)
+{
+    char line[512];
+    size_t len = 0, unused = 0;
+    line[0] = '\0';
+    for (size_t i = 0; i < op->nrl; i++) {
+        bool found = false;
+        for (size_t j = 0; j < nf && !found; j++)
+            found = f[j].rank == op->rl[i].rank;
+        if (found)
+            continue;
+        if (len < sizeof line) {
+            int w = snprintf(line + len, sizeof line - len, "%srank %" PRId64 " (%s)",
+                             unused ? ", " : "", op->rl[i].rank,
+                             metric_info[op->rl[i].m].opt);
+            len += w > 0 ? (size_t)w : 0;
+        }
+        unused++;
+    }
+    if (unused == 0)
+        return;
+    if (len >= sizeof line) /* cut: end on a whole mark */
+        memcpy(line + sizeof line - 5, " ...", 5);
+    gmt_warnf("no trace has %s: %s to nothing", line,
+              unused == 1 ? "that limit applies" : "those limits apply");
+}
+
 int cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -501,7 +661,17 @@ int cmd_check(int argc, char **argv)
     };
     struct gmt_common c;
     struct options op = {.tolerance = DEFAULT_TOLERANCE};
+    struct baseline b = {0};
+    struct figures *f = NULL;
+    struct row *rows = NULL;
+    size_t nf = 0;
+    int rc = EXIT_ERROR;
     op.metric[M_PEAK] = op.metric[M_RESERVED] = op.metric[M_LEAKED] = true;
+    /* every limit option takes one argument at least: argc bounds them */
+    if ((op.rl = calloc((size_t)(argc > 0 ? argc : 1), sizeof *op.rl)) == NULL) {
+        gmt_errorf("out of memory");
+        return EXIT_ERROR;
+    }
     gmt_common_init(&c);
     int o;
     optind = 1;
@@ -510,74 +680,92 @@ int cmd_check(int argc, char **argv)
         if (k == 0)
             k = option(&op, o, optarg);
         if (k < 0)
-            return EXIT_ERROR;
+            goto out;
         if (k == 0) {
             bool help = o == 'h' || o == OPT_HELP;
             usage(help ? stdout : stderr);
-            return help ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+            rc = help ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+            goto out;
         }
     }
     if (optind >= argc) {
         gmt_errorf("check needs a trace or a directory of traces");
         usage(stderr);
-        return EXIT_ERROR;
+        goto out;
     }
     if ((op.tolerance_given || op.metric_given) && op.baseline == NULL) {
         gmt_errorf("--tolerance and --metric apply to a baseline: give --baseline BASE");
-        return EXIT_ERROR;
+        goto out;
     }
-    bool any = op.baseline != NULL || op.save != NULL;
+    bool any = op.baseline != NULL || op.save != NULL || op.nrl > 0;
     for (int m = 0; m < NMETRICS; m++)
         any |= op.has_limit[m];
     if (!any) {
         gmt_errorf("nothing to check: give a limit (--max-peak, --max-reserved, "
                    "--max-leaked, --max-growth, --max-ooms) or --baseline BASE");
-        return EXIT_ERROR;
+        goto out;
     }
-    struct baseline b = {0};
     if (op.baseline && load_baseline(op.baseline, &c, &b) != 0)
-        return EXIT_ERROR;
-    struct figures *f;
-    size_t nf;
-    if (load_figures(argc - optind, argv + optind, &c, op.has_limit[M_GROWTH], &f, &nf) != 0)
-        return EXIT_ERROR;
+        goto out;
+    bool growth = op.has_limit[M_GROWTH];
+    for (size_t i = 0; i < op.nrl; i++)
+        growth |= op.rl[i].m == M_GROWTH;
+    if (load_figures(argc - optind, argv + optind, &c, growth, &f, &nf) != 0)
+        goto out;
+    if (sort_by_rank(f, nf) != 0) {
+        gmt_errorf("out of memory");
+        goto out;
+    }
+    /* rank by rank when both the run and the baseline have ranks */
+    bool by_rank = op.baseline && b.ranked && nf > 0;
+    for (size_t i = 0; i < nf; i++)
+        by_rank &= f[i].rank != NO_RANK;
     /* rows: per trace, per figure, the limit then the baseline */
     size_t cap = nf * 2 * NMETRICS, nrows = 0, failed = 0;
-    struct row *rows = calloc(cap ? cap : 1, sizeof *rows);
-    if (rows == NULL) {
+    if ((rows = calloc(cap ? cap : 1, sizeof *rows)) == NULL) {
         gmt_errorf("out of memory");
-        figures_free(f, nf);
-        return EXIT_ERROR;
+        goto out;
     }
     for (size_t i = 0; i < nf; i++) {
         for (int m = 0; m < NMETRICS; m++) {
-            bool implicit = m == M_OOMS && !op.has_limit[M_OOMS];
-            if (op.has_limit[m] || implicit)
-                rows[nrows++] = (struct row){(enum metric)m, i, false, implicit,
-                                             op.limit[m], f[i].v[m], 0, false};
-            if (op.baseline && op.metric[m] && b.have[m])
-                rows[nrows++] = (struct row){(enum metric)m, i, true, false,
-                                             allowed(b.v[m], op.tolerance), f[i].v[m],
-                                             b.v[m], false};
+            const struct rank_limit *rl = rank_limit_of(&op, (enum metric)m, f[i].rank);
+            bool implicit = m == M_OOMS && !op.has_limit[M_OOMS] && rl == NULL;
+            if (rl || op.has_limit[m] || implicit)
+                rows[nrows++] = (struct row){.m = (enum metric)m, .trace = i,
+                                             .implicit = implicit, .rank_limit = rl != NULL,
+                                             .base_rank = NO_RANK,
+                                             .limit = rl ? rl->v : op.limit[m],
+                                             .value = f[i].v[m]};
+            if (op.baseline && op.metric[m] && b.have[m]) {
+                const struct base_rank *br = by_rank ? baseline_rank(&b, f[i].rank) : NULL;
+                int64_t base = br ? br->v[m] : b.v[m];
+                rows[nrows++] = (struct row){.m = (enum metric)m, .trace = i,
+                                             .from_baseline = true,
+                                             .base_rank = br ? br->rank : NO_RANK,
+                                             .base_fallback = by_rank && br == NULL,
+                                             .limit = allowed(base, op.tolerance),
+                                             .value = f[i].v[m], .base = base};
+            }
         }
     }
     for (size_t i = 0; i < nrows; i++) {
         rows[i].passed = rows[i].value <= rows[i].limit;
         failed += !rows[i].passed;
     }
-    int rc = EXIT_OK;
     if (op.save && save_baseline(op.save, f, nf) != 0)
-        rc = EXIT_ERROR;
-    if (rc == EXIT_OK) {
-        if (c.json)
-            print_json(&op, f, nf, rows, nrows, failed, &b);
-        else
-            print_text(&c, &op, f, nf, rows, nrows, failed, &b);
-        if (op.save && !c.json)
-            printf("\nsaved this run's figures as a baseline: %s\n", op.save);
-        rc = gmt_finish_output(failed ? EXIT_CHECK_FAILED : EXIT_OK);
-    }
+        goto out;
+    warn_unused_rank_limits(&op, f, nf);
+    if (c.json)
+        print_json(&op, f, nf, rows, nrows, failed, &b, by_rank);
+    else
+        print_text(&c, &op, f, nf, rows, nrows, failed, &b, by_rank);
+    if (op.save && !c.json)
+        printf("\nsaved this run's figures as a baseline: %s\n", op.save);
+    rc = gmt_finish_output(failed ? EXIT_CHECK_FAILED : EXIT_OK);
+out:
     free(rows);
     figures_free(f, nf);
+    baseline_free(&b);
+    free(op.rl);
     return rc;
 }
