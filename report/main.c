@@ -29,6 +29,7 @@ static const struct command commands[] = {
     {"dump", cmd_dump, "every record in order, readable (stacks as module+offset)"},
     {"diff", cmd_diff, "per-site change between two runs (A before, B after)"},
     {"check", cmd_check, "CI gate: limits or a baseline; exit 1 on a regression"},
+    {"ranks", cmd_ranks, "a multi-rank job: per-rank peaks, imbalance, first OOM, NCCL"},
 };
 #define NCOMMANDS (sizeof commands / sizeof *commands)
 #define DEFAULT_COMMAND "summary"

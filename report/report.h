@@ -31,6 +31,7 @@ int cmd_info(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_ranks(int argc, char **argv);
 
 /* ---- output.c: messages ---------------------------------------------------------- */
 extern const char *gmt_prog;
