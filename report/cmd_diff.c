@@ -22,6 +22,16 @@
  * traces one by one. Matching processes of two runs to each other by pid
  * or order would be guesswork, which is why sides are not paired up.
  *
+ * Ranks. When every trace on both sides records its rank in a distributed
+ * job (format 1.2) and a side has several, processes can be paired
+ * without guessing: a per-rank
+ * table comes before the sites - each rank's peak requested (A, B, change,
+ * change in %), peak reserved (A, B, change) and out-of-memory failures
+ * (A, B), in rank order; a rank on one side only is shown as such, its
+ * other side empty. A rank written by several processes (an exec, or two
+ * runs in one directory) is their sum, as a side is. In JSON: "ranks", a
+ * list of {rank, before, after} (null without the table).
+ *
  * Sites count device and managed memory; pinned host allocations are not
  * site figures here (they are in `summary` and `leaks`). "allocations" in
  * the totals counts every successful allocation, pinned host included, as
@@ -51,7 +61,10 @@ static void usage(FILE *f)
                "the totals: peaks, leaked at exit, allocations, out-of-memory.\n"
                "A and B are traces or directories; a side of several traces is\n"
                "summed over its processes (peaks: sums of each process's peak, an\n"
-               "upper bound). Exit status 0 (2 on an error).\n\n"
+               "upper bound). When every trace of both sides has a rank (a\n"
+               "distributed job) and a side has several, a per-rank table comes\n"
+               "first.\n"
+               "Exit status 0 (2 on an error).\n\n"
                GMT_COMMON_HELP, gmt_prog);
 }
 
@@ -74,6 +87,13 @@ static const char *const total_name[NT] = {"peak requested", "peak allocated",
                                            "allocations", "out of memory"};
 static const bool total_bytes[NT] = {true, true, true, true, false, false};
 
+/* One rank's figures on one side (summed over its processes). */
+struct rank_fig {
+    int64_t rank;
+    size_t processes;
+    int64_t peak_req, peak_res, ooms;
+};
+
 struct side {
     const char *arg;            /* as given on the command line */
     char **paths;
@@ -81,6 +101,9 @@ struct side {
     uint32_t pid;               /* of the one process, when there is one */
     char *command;              /* likewise (owned) */
     int64_t t[NT];
+    bool ranked;                /* every trace has a rank */
+    struct rank_fig *ranks;     /* owned: sorted by rank, one entry per rank */
+    size_t nranks;
 };
 
 static bool pick(const struct site *s, int64_t v[GROUP_VALUES])
@@ -107,19 +130,60 @@ static void totals(const struct replay *r, int64_t t[NT])
     t[T_OOMS] += (int64_t)r->ooms_total;
 }
 
+static int cmp_rank_fig(const void *a, const void *b)
+{
+    int64_t x = ((const struct rank_fig *)a)->rank, y = ((const struct rank_fig *)b)->rank;
+    return (x > y) - (x < y);
+}
+
+/* Sort a side's ranks and sum the processes of each rank into one entry. */
+static void ranks_merge(struct side *sd)
+{
+    if (sd->nranks == 0)
+        return;
+    qsort(sd->ranks, sd->nranks, sizeof *sd->ranks, cmp_rank_fig);
+    size_t w = 0;
+    for (size_t i = 0; i < sd->nranks; i++) {
+        struct rank_fig *e = &sd->ranks[i];
+        if (w > 0 && sd->ranks[w - 1].rank == e->rank) {
+            struct rank_fig *to = &sd->ranks[w - 1];
+            to->processes += e->processes;
+            to->peak_req += e->peak_req;
+            to->peak_res += e->peak_res;
+            to->ooms += e->ooms;
+        } else {
+            sd->ranks[w++] = *e;
+        }
+    }
+    sd->nranks = w;
+}
+
 /* Load every trace of one side, one at a time (no trace's memory outlives
- * its turn), adding its sites into `map`. 0, or -1 after an error line. */
+ * its turn), adding its sites into `map` and its rank's figures into
+ * sd->ranks. 0, or -1 after an error line. */
 static int load_side(struct side *sd, int k, const struct gmt_common *c,
                      struct dsite **map)
 {
     char *arg = (char *)sd->arg;
     if (gmt_trace_list(1, &arg, &sd->paths, &sd->npaths) != 0)
         return -1;
+    sd->ranked = sd->npaths > 0;
+    if ((sd->ranks = calloc(sd->npaths ? sd->npaths : 1, sizeof *sd->ranks)) == NULL) {
+        gmt_errorf("out of memory");
+        return -1;
+    }
     for (size_t i = 0; i < sd->npaths; i++) {
         struct loaded *l = gmt_load(sd->paths[i], c, NULL);
         if (l == NULL)
             return -1;
         totals(&l->r, sd->t);
+        const struct gmt_file_header *h = &l->r.hdr;
+        if (h->dist_flags & GMT_DIST_RANK)
+            sd->ranks[sd->nranks++] = (struct rank_fig){
+                h->rank, 1, (int64_t)l->r.peak_requested, (int64_t)l->r.peak_reserved,
+                (int64_t)l->r.ooms_total};
+        else
+            sd->ranked = false;
         if (sd->npaths == 1) {
             sd->pid = l->r.hdr.pid;
             const struct gmt_defs *d = &l->r.defs;
@@ -151,7 +215,42 @@ static int load_side(struct side *sd, int k, const struct gmt_common *c,
             return -1;
         }
     }
+    ranks_merge(sd);
     return 0;
+}
+
+/* The per-rank table: every trace of both sides has a rank, and a side
+ * has several (two single traces are compared as they are, whatever
+ * their ranks). */
+static bool per_rank(const struct side sd[2])
+{
+    return sd[0].ranked && sd[1].ranked && (sd[0].npaths > 1 || sd[1].npaths > 1);
+}
+
+/* Walk the ranks of both sides in order: each call gives the next rank's
+ * entries (NULL on a side without it); false at the end. */
+struct rank_walk {
+    size_t i[2];
+};
+
+static bool rank_next(const struct side sd[2], struct rank_walk *w,
+                      const struct rank_fig *e[2])
+{
+    const struct rank_fig *a = w->i[0] < sd[0].nranks ? &sd[0].ranks[w->i[0]] : NULL;
+    const struct rank_fig *b = w->i[1] < sd[1].nranks ? &sd[1].ranks[w->i[1]] : NULL;
+    if (a == NULL && b == NULL)
+        return false;
+    if (a && b && a->rank != b->rank) {
+        if (a->rank < b->rank)
+            b = NULL;
+        else
+            a = NULL;
+    }
+    e[0] = a;
+    e[1] = b;
+    w->i[0] += a != NULL;
+    w->i[1] += b != NULL;
+    return true;
 }
 
 static int64_t abs64(int64_t v)
@@ -235,6 +334,51 @@ static void describe_side(const char *name, const struct side *sd)
         printf("%s: %s (%zu processes, summed)\n", name, sd->arg, sd->npaths);
 }
 
+/* The per-rank table (both sides ranked). */
+static void text_ranks(const struct gmt_common *c, const struct side sd[2])
+{
+    static const char *const h[] = {"rank", "peak A", "peak B", "peak +/-", "peak %",
+                                    "reserved A", "reserved B", "reserved +/-",
+                                    "OOMs A", "OOMs B"};
+    static const bool right[] = {true, true, true, true, true, true, true, true, true, true};
+    struct table *t = table_new(10, h, right);
+    struct rank_walk w = {{0, 0}};
+    const struct rank_fig *e[2];
+    bool several = false;
+    printf("\nper rank (peak requested, peak reserved, out of memory):\n");
+    while (rank_next(sd, &w, e)) {
+        char s[10][32];
+        const char *only = e[0] == NULL ? " (B only)" : e[1] == NULL ? " (A only)" : "";
+        snprintf(s[0], sizeof s[0], "%" PRId64 "%s", (e[0] ? e[0] : e[1])->rank, only);
+        for (int k = 0; k < 2; k++) {
+            if (e[k] == NULL) {
+                strcpy(s[1 + k], "-");
+                strcpy(s[5 + k], "-");
+                strcpy(s[8 + k], "-");
+                continue;
+            }
+            several |= e[k]->processes > 1;
+            gmt_size(c, s[1 + k], e[k]->peak_req);
+            gmt_size(c, s[5 + k], e[k]->peak_res);
+            plain_fmt(c, s[8 + k], e[k]->ooms, false);
+        }
+        if (e[0] && e[1]) {
+            signed_fmt(c, s[3], e[1]->peak_req - e[0]->peak_req, true);
+            pct_fmt(s[4], e[0]->peak_req, e[1]->peak_req);
+            signed_fmt(c, s[7], e[1]->peak_res - e[0]->peak_res, true);
+        } else {
+            strcpy(s[3], "-");
+            strcpy(s[4], "-");
+            strcpy(s[7], "-");
+        }
+        table_row(t, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9]);
+    }
+    table_print(t, c->markdown);
+    table_free(t);
+    if (several)
+        printf("\n(a rank of several processes: their sum)\n");
+}
+
 static void text(const struct gmt_common *c, const struct side sd[2],
                  struct dsite **rows, size_t n)
 {
@@ -257,6 +401,8 @@ static void text(const struct gmt_common *c, const struct side sd[2],
     if (sd[0].npaths > 1 || sd[1].npaths > 1)
         printf("\n(a side of several processes: sums of each process's peak, an upper "
                "bound of what the run held at once)\n");
+    if (per_rank(sd))
+        text_ranks(c, sd);
     printf("\nsites (by %s), by change of the bytes at the peak:\n", grain_name(c));
     if (n == 0) {
         printf("(no allocations on either side)\n");
@@ -337,8 +483,30 @@ static void json(const struct gmt_common *c, const struct side sd[2], struct dsi
         json_pct(sd[0].t[i], sd[1].t[i]);
         printf("}");
     }
+    printf("},\"ranks\":");
+    if (per_rank(sd)) {
+        struct rank_walk w = {{0, 0}};
+        const struct rank_fig *e[2];
+        printf("[");
+        for (bool first = true; rank_next(sd, &w, e); first = false) {
+            printf("%s{\"rank\":%" PRId64, first ? "" : ",", (e[0] ? e[0] : e[1])->rank);
+            for (int k = 0; k < 2; k++) {
+                printf(",\"%s\":", k ? "after" : "before");
+                if (e[k] == NULL)
+                    printf("null");
+                else
+                    printf("{\"processes\":%zu,\"peak_requested\":%" PRId64
+                           ",\"peak_reserved\":%" PRId64 ",\"ooms\":%" PRId64 "}",
+                           e[k]->processes, e[k]->peak_req, e[k]->peak_res, e[k]->ooms);
+            }
+            printf("}");
+        }
+        printf("]");
+    } else {
+        printf("null");
+    }
     size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
-    printf("},\"site_count\":%zu,\"sites\":[", n);
+    printf(",\"site_count\":%zu,\"sites\":[", n);
     for (size_t i = 0; i < shown; i++) {
         const struct dsite *e = rows[i];
         printf("%s{\"site\":", i ? "," : "");
@@ -420,6 +588,7 @@ out:
         if (sd[k].paths)
             gmt_trace_list_free(sd[k].paths, sd[k].npaths);
         free(sd[k].command);
+        free(sd[k].ranks);
     }
     return rc;
 }
