@@ -42,7 +42,8 @@ PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o
 LAUNCHER_SRC := report/launcher.c report/launch_traces.c
 REPORT_SRC  := $(filter-out $(LAUNCHER_SRC),$(wildcard report/*.c))
 REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o)
-SIM_SRC     := $(filter-out tests/sim/selftest.c tests/sim/sim_driver.c tests/sim/sim_drv_%.c,$(wildcard tests/sim/*.c))
+SIM_SRC     := $(filter-out tests/sim/selftest.c tests/sim/sim_driver.c tests/sim/sim_drv_%.c tests/sim/sim_nvml.c,$(wildcard tests/sim/*.c))
+SIMNVML     := $(O)/sim/libnvidia-ml.so.1
 SIMDRV      := $(O)/sim/libcuda.so.1
 SIM_OBJ     := $(SIM_SRC:%.c=$(O)/%.o)
 PROG_SRC    := $(wildcard tests/progs/*.c)
@@ -134,6 +135,12 @@ $(SIMDRV): tests/sim/sim_driver.c $(wildcard tests/sim/sim_drv_*.c) tests/sim/si
 	    -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/sim/libcuda.map
 	$(Q)ln -sf libcuda.so.1 $(O)/sim/libcuda.so
 
+# The simulated NVML: this process's own device memory (preload/nvml.c).
+$(SIMNVML): tests/sim/sim_nvml.c tests/sim/sim_env.h tests/sim/simcudart.h
+	$(call say,LD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -fPIC -shared -o $@ $< -ldl
+
 # Driver API programs: no runtime at all. drv_calls finds the driver as a
 # static cudart does (dlopen + cuGetProcAddress); drv_linked links -lcuda;
 # nexter checks that dlsym(RTLD_NEXT) still starts after its caller.
@@ -159,7 +166,7 @@ $(O)/tests/rt_dlclose: tests/progs/driver/rt_dlclose.c
 $(O)/tests/libnext_%.so: tests/progs/driver/next_%.c
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -fPIC -shared -o $@ $< -ldl
 
 $(O)/tests/nexter: tests/progs/driver/nexter.c $(O)/tests/libnext_a.so $(O)/tests/libnext_b.so
 	$(call say,CC,$@)
@@ -236,7 +243,7 @@ $(SAN_REPORT): $(REPORT_SRC) $(wildcard report/*.h) preload/gmt_format.h
 # The PyTorch stand-in that the framework bridge's tests attach to.
 include tests/sim/torch/rules.mk
 
-tests: all $(SIMLIB) $(SIMDRV) $(PROGS) $(DRV_PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) \
+tests: all $(SIMLIB) $(SIMDRV) $(SIMNVML) $(PROGS) $(DRV_PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) \
        $(TORCH_TEST_DEPS) $(SAN_REPORT) \
        $(O)/tests/sim-selftest \
        $(O)/tests/fuzz_smoke

@@ -184,6 +184,9 @@ enum gmt_ext_kind {
     GMT_X_FW = 12,      /* action (GMT_FWX_*), device, addr, size, stream,
                            pool, stack: a framework allocator's segment
                            event, or the real size of one of its blocks */
+    GMT_X_PROC_MEM = 13, /* device, used: the device memory this process
+                            holds as NVML reports it (context and
+                            libraries included), beside a SAMPLE (1.2) */
 };
 
 /* GMT_X_FW actions. A framework allocator (PyTorch's caching allocator)

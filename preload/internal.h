@@ -180,6 +180,12 @@ struct gmt_devinfo {
 bool gmt_drv_device_info(int dev, struct gmt_devinfo *out);
 /* The current device's free and total memory, from the driver. */
 bool gmt_drv_mem_info(size_t *free_b, size_t *total_b);
+/* ---- nvml.c: this process's own device memory ------------------------- */
+/* The device's UUID (from its device record), to find it in NVML. */
+void gmt_nvml_device(int dev, const uint8_t uuid[16]);
+/* The bytes of dev this process holds, per NVML; false if not known. */
+bool gmt_nvml_used(int dev, uint64_t *used);
+void gmt_nvml_reset_after_fork(void);
 /* ---- vmm.c: the driver's virtual memory, for the pool ----------------- */
 /* Called straight (the driver-level observer does not see them); 0 or a
  * CUDA error code. Pages are gmt_vmm_page() bytes

@@ -447,6 +447,12 @@ void gmt_mem_maybe_sample(struct gmt_thread *t, int dev)
     uint64_t v[6] = {st.reserved, st.allocated, st.largest_free,
                      st.free_blocks, drv ? total_b - free_b : 0, host_rss()};
     gmt_ev_sample(t, dev, v);
+    uint64_t own;
+    if (gmt_nvml_used(dev, &own)) {
+        uint8_t buf[2 * GMT_VARINT_MAX], *b = gmt_put_varint(buf, (uint64_t)dev);
+        b = gmt_put_varint(b, own);
+        gmt_trace_emit_ext(t, GMT_X_PROC_MEM, buf, (size_t)(b - buf));
+    }
 }
 
 /* ---- the hooks the pool changes ------------------------------------------ */

@@ -158,6 +158,7 @@ static void after_fork_child(void)
     gmt_mem_reset_after_fork();
     gmt_drv_reset_after_fork();
     gmt_fw_reset_after_fork();
+    gmt_nvml_reset_after_fork();
     memset(g_device_written, 0, sizeof g_device_written);
     if (g_state == ST_ACTIVE) {
         export_session();
@@ -335,6 +336,7 @@ void gmt_device_seen(struct gmt_thread *t, int dev)
         __atomic_store_n(&g_device_written[dev], 0, __ATOMIC_RELAXED);
         return;
     }
+    gmt_nvml_device(dev, info.uuid);
     uint8_t buf[512];
     uint8_t *p = gmt_put_varint(buf, (uint64_t)dev);
     p = put_str(p, info.name, strlen(info.name));

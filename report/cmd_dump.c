@@ -141,6 +141,12 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
                    m.pool, m.device, m.reserved, m.reserved_high, m.used, m.used_high);
         break;
     }
+    case GMT_X_PROC_MEM: {
+        struct gmt_proc_mem m;
+        if (gmt_proc_mem_decode(rec, &m) == 0)
+            printf("proc_mem       device=%u used=%" PRIu64, m.device, m.used);
+        break;
+    }
     case GMT_X_FW: {
         static const char *const actions[] = {
             [GMT_FWX_SEGMENT_ALLOC] = "alloc",

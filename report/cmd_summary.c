@@ -41,14 +41,9 @@ static double at_s(const struct replay *r, uint64_t t)
                                          : 0.0;
 }
 
-static uint64_t untracked(const struct replay *r)
-{
-    int64_t m = 0;
-    for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
-        if (r->dev[d].max_untracked > m)
-            m = r->dev[d].max_untracked;
-    return (uint64_t)m;
-}
+static const char *const source_json[] = {
+    [BEYOND_NONE] = "null", [BEYOND_DEVICE] = "\"device\"",
+    [BEYOND_PROCESS] = "\"process\""};
 
 static uint64_t total_allocs(const struct replay *r)
 {
@@ -206,13 +201,17 @@ static void text(struct loaded *l, const struct gmt_common *c)
                               : "the pool's segments");
     if (r->fw)
         fw_text(r, c);
-    uint64_t beyond = untracked(r), samples = 0;
-    for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++)
-        samples += r->dev[dv].samples;
-    if (samples)
+    enum beyond_source src;
+    int64_t beyond = replay_beyond(r, -1, &src);
+    if (src == BEYOND_PROCESS)
+        printf("beyond trace:    %-12s device memory this process held beyond "
+               "what is reserved here (CUDA context, libraries; NVML's "
+               "per-process figure)\n", gmt_size(c, a, beyond));
+    else if (src == BEYOND_DEVICE)
         printf("beyond trace:    %-12s device memory the driver reported in use "
-               "beyond what is reserved here (CUDA context, libraries)\n",
-               gmt_size(c, a, (int64_t)beyond));
+               "beyond what is reserved here (CUDA context, libraries; "
+               "device-wide: other processes on the card count too)\n",
+               gmt_size(c, a, beyond));
     else
         printf("beyond trace:    unknown (no driver samples in this trace)\n");
     uint64_t host = 0;
@@ -278,6 +277,8 @@ static void json(struct loaded *l, const struct gmt_common *c)
     const struct replay *r = &l->r;
     const struct gmt_defs *d = &r->defs;
     uint64_t nleak, hleak, leak = replay_leaked(r, &nleak, &hleak);
+    enum beyond_source src;
+    int64_t beyond = replay_beyond(r, -1, &src);
     printf("{\"trace\":");
     gmt_json_str(stdout, l->path);
     printf(",\"pid\":%u,\"command\":", r->hdr.pid);
@@ -288,8 +289,8 @@ static void json(struct loaded *l, const struct gmt_common *c)
            replay_duration(r), r->events, total_allocs(r));
     printf(",\"peak_requested\":%" PRIu64 ",\"peak_requested_at_ns\":%" PRIu64
            ",\"peak_allocated\":%" PRIu64 ",\"peak_reserved\":%" PRIu64
-           ",\"peak_reserved_at_ns\":%" PRIu64 ",\"beyond_trace\":%" PRIu64
-           ",\"leaked\":%" PRIu64 ",\"leaked_allocations\":%" PRIu64
+           ",\"peak_reserved_at_ns\":%" PRIu64 ",\"beyond_trace\":%" PRId64
+           ",\"beyond_trace_source\":%s,\"leaked\":%" PRIu64 ",\"leaked_allocations\":%" PRIu64
            ",\"leaked_host\":%" PRIu64 ",\"ooms\":%" PRIu64,
            r->peak_requested,
            r->peak_requested_time > r->hdr.start_monotonic_ns
@@ -297,7 +298,8 @@ static void json(struct loaded *l, const struct gmt_common *c)
            peak_allocated(r), r->peak_reserved,
            r->peak_reserved_time > r->hdr.start_monotonic_ns
                ? r->peak_reserved_time - r->hdr.start_monotonic_ns : 0,
-           untracked(r), leak, nleak, hleak, r->ooms_total);
+           beyond, source_json[src], leak, nleak, hleak,
+           r->ooms_total);
     printf(",\"driver_allocations\":%" PRIu64 ",\"peak_mapped\":%" PRIu64
            ",\"peak_address_reserved\":%" PRIu64,
            r->driver_allocs, r->peak_mapped, r->peak_va_reserved);
@@ -322,7 +324,7 @@ static void json(struct loaded *l, const struct gmt_common *c)
                ",\"peak_allocated\":%" PRIu64 ",\"peak_reserved\":%" PRIu64
                ",\"beyond_trace\":%" PRId64 ",\"ooms\":%" PRIu64 "}",
                def ? def->total_mem : 0, s->peak_requested, s->peak_allocated,
-               s->peak_reserved, s->max_untracked, s->ooms);
+               s->peak_reserved, replay_beyond(r, dv, NULL), s->ooms);
         first = false;
     }
     printf("],\"top_sites\":[");

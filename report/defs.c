@@ -580,6 +580,12 @@ int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
         rc = gmt_mempool_decode(rec, &m);
         break;
     }
+    case GMT_X_PROC_MEM: { /* likewise */
+        struct gmt_proc_mem m;
+        what = "process memory";
+        rc = gmt_proc_mem_decode(rec, &m);
+        break;
+    }
     case GMT_X_FW: { /* likewise */
         struct gmt_fw f;
         what = "framework allocator";
@@ -696,6 +702,19 @@ int gmt_mempool_decode(const struct gmt_rec *rec, struct gmt_mempool *out)
         v[4] > GMT_SIZE_MAX || v[5] > GMT_SIZE_MAX)
         return -1;
     *out = (struct gmt_mempool){(uint32_t)v[0], v[1], v[2], v[3], v[4], v[5]};
+    return 0;
+}
+
+int gmt_proc_mem_decode(const struct gmt_rec *rec, struct gmt_proc_mem *out)
+{
+    const uint8_t *p = rec->payload, *end = rec->payload + rec->len;
+    uint64_t v[2];
+    for (int i = 0; i < 2; i++)
+        if ((p = gmt_get_varint(p, end, &v[i])) == NULL)
+            return -1;
+    if (v[0] > UINT32_MAX || v[1] > GMT_SIZE_MAX)
+        return -1;
+    *out = (struct gmt_proc_mem){(uint32_t)v[0], v[1]};
     return 0;
 }
 

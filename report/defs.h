@@ -139,6 +139,13 @@ struct gmt_vmm {
 /* 0 and *out filled, or -1: malformed. */
 int gmt_vmm_decode(const struct gmt_rec *rec, struct gmt_vmm *out);
 /* A GMT_X_MEMPOOL record: a stream-ordered pool as the driver saw it. */
+/* GMT_X_PROC_MEM: this process's own device memory (NVML). */
+struct gmt_proc_mem {
+    uint32_t device;
+    uint64_t used;
+};
+int gmt_proc_mem_decode(const struct gmt_rec *rec, struct gmt_proc_mem *out);
+
 struct gmt_mempool {
     uint32_t device;
     uint64_t pool, reserved, reserved_high, used, used_high;

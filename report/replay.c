@@ -820,6 +820,19 @@ static void on_sample(struct replay *r, const struct gmt_rec *rec)
     }
 }
 
+static void on_proc_mem(struct replay *r, const struct gmt_rec *rec)
+{
+    struct gmt_proc_mem m;
+    if (gmt_proc_mem_decode(rec, &m) != 0)
+        return;
+    struct device_state *d = &r->dev[m.device % REPLAY_MAX_DEVICES];
+    int64_t beyond = (int64_t)m.used - d->reserved;
+    if (d->proc_samples++ == 0 || beyond > d->max_proc_untracked)
+        d->max_proc_untracked = beyond;
+    if (m.used > d->max_proc_used)
+        d->max_proc_used = m.used;
+}
+
 int replay_trace(const char *path, struct replay *r,
                  const struct replay_opts *opts, char *err, size_t errlen)
 {
@@ -855,6 +868,8 @@ int replay_trace(const char *path, struct replay *r,
                 on_vmm(r, &rec);
             } else if (rec.ext == GMT_X_MEMPOOL) {
                 on_mempool(r, &rec);
+            } else if (rec.ext == GMT_X_PROC_MEM) {
+                on_proc_mem(r, &rec);
             } else if (rec.ext == GMT_X_FW) {
                 on_fw(r, &rec);
                 note_series(r, rec.time);
@@ -921,6 +936,24 @@ int replay_trace(const char *path, struct replay *r,
         growth_advance(r, r->last_time);
     gmt_reader_close(rd);
     return 0;
+}
+
+int64_t replay_beyond(const struct replay *r, int dev, enum beyond_source *source)
+{
+    bool own = true, any = false;
+    int64_t dw = 0, pp = 0;
+    for (int i = 0; i < REPLAY_MAX_DEVICES; i++) {
+        const struct device_state *d = &r->dev[i];
+        if ((dev >= 0 && i != dev) || d->samples == 0)
+            continue;
+        any = true;
+        own = own && d->proc_samples > 0;
+        dw = d->max_untracked > dw ? d->max_untracked : dw;
+        pp = d->max_proc_untracked > pp ? d->max_proc_untracked : pp;
+    }
+    if (source)
+        *source = !any ? BEYOND_NONE : own ? BEYOND_PROCESS : BEYOND_DEVICE;
+    return !any ? 0 : own ? pp : dw;
 }
 
 uint64_t replay_duration(const struct replay *r)

@@ -100,6 +100,10 @@ struct device_state {
     /* driver view from samples */
     uint64_t samples, last_device_used, max_device_used;
     int64_t max_untracked;        /* device_used - reserved, largest seen */
+    /* this process's own device memory (GMT_X_PROC_MEM, from NVML): on a
+     * shared card the device-wide figure counts other processes too */
+    uint64_t proc_samples, max_proc_used;
+    int64_t max_proc_untracked;   /* own used - reserved, largest seen */
     /* fragmentation from samples */
     double max_frag;
     uint64_t max_frag_time;
@@ -239,6 +243,15 @@ struct live {         /* 32 bytes: two per cache line */
  * framework's blocks still held count, its cached segments don't); *count
  * such allocations, *host the pinned host bytes live (either may be NULL). */
 uint64_t replay_leaked(const struct replay *r, uint64_t *count, uint64_t *host);
+/* Memory beyond the trace: device memory held beyond what the trace
+ * reserved (CUDA context, libraries' own), the largest seen on any
+ * device. This process's own figure (NVML) where the trace has it on
+ * every device it sampled, else the device-wide one (which counts other
+ * processes on a shared card too). *source: BEYOND_PROCESS,
+ * BEYOND_DEVICE, or BEYOND_NONE (no samples; the result is 0). dev: one
+ * device, or every device when negative. */
+enum beyond_source { BEYOND_NONE, BEYOND_DEVICE, BEYOND_PROCESS };
+int64_t replay_beyond(const struct replay *r, int dev, enum beyond_source *source);
 /* Duration of the traced run in ns, as well as it is known. */
 uint64_t replay_duration(const struct replay *r);
 /* Number of growth buckets in use and their width. */

@@ -276,7 +276,7 @@ static CUresult drv_mem_info(size_t *free_b, size_t *total_b)
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&drv.lock);
-    *free_b = drv.capacity - drv.dev[drv_tls_device].used;
+    *free_b = (size_t)sim_free_reported(drv.capacity - drv.dev[drv_tls_device].used);
     *total_b = drv.capacity;
     pthread_mutex_unlock(&drv.lock);
     return CUDA_SUCCESS;

@@ -53,4 +53,24 @@ static inline int sim_parse_devices(const char *s, unsigned long long max,
     return v > max ? 2 : 0;
 }
 
+/* SIM_CUDA_OTHER_USED: bytes that other processes hold on each device (a
+ * card shared by two ranks, say). cudaMemGetInfo and cuMemGetInfo report
+ * them as in use; allocations are not limited by them. The simulated NVML
+ * (sim_nvml.c) lists them as another process's. 0 when unset or bad. */
+static inline unsigned long long sim_other_used(void)
+{
+    unsigned long long v = 0;
+    const char *env = getenv("SIM_CUDA_OTHER_USED");
+    if (env == NULL || !sim_parse_size(env, &v))
+        return 0;
+    return v;
+}
+
+/* free bytes as reported, with the other processes' bytes taken off */
+static inline unsigned long long sim_free_reported(unsigned long long free_b)
+{
+    unsigned long long o = sim_other_used();
+    return o < free_b ? free_b - o : 0;
+}
+
 #endif /* SIM_ENV_H */

@@ -17,6 +17,7 @@
  */
 #include "sim_internal.h"
 #include "simcudart.h"
+#include "sim_env.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -976,7 +977,7 @@ cudaError_t cudaMemGetInfo(size_t *freeBytes, size_t *totalBytes)
         return sim_ret(err);
     sim_lock();
     struct sim_device *d = &sim_g.dev[sim_current_device()];
-    *freeBytes = d->capacity - d->used;
+    *freeBytes = (size_t)sim_free_reported(d->capacity - d->used);
     *totalBytes = d->capacity;
     sim_unlock();
     return cudaSuccess;
