@@ -629,9 +629,9 @@ static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
     print_table(t, c);
     table_free(t);
     if (device)
-        printf("* device-wide: the trace has no per-process samples, so this is the "
-               "driver's figure for the whole GPU; processes sharing a GPU each count "
-               "the others' memory\n");
+        printf("* device-wide: no per-process samples in the trace, so the driver's "
+               "figure for the whole GPU\n  (processes sharing a GPU each count the "
+               "others' memory)\n");
     for (size_t i = 0; i < n; i++)
         if (!p[i].closed)
             printf("note: %s (pid %" PRIu32 ") ended without closing its trace: "
