@@ -28,6 +28,12 @@
  *
  * Limits: --max-peak, --max-reserved, --max-leaked SIZE; --max-growth
  * RATE; --max-ooms N. A check passes when its value is at most the limit.
+ * Each limit option also takes RANK=VALUE: the limit of the processes of
+ * that rank in a distributed job, in place of the plain one (rank 0 often
+ * holds more); repeat it for other ranks, and for a rank given twice the
+ * last wins, as with the plain options. A RANK=VALUE for a rank no trace
+ * has applies to nothing: one warning line on stderr says so (a typo or a
+ * smaller job than planned should not pass unnoticed, nor fail the gate).
  * Out-of-memory failures are always checked: when --max-ooms is not given
  * the limit is 0 (an OOM is a failure even if the program recovered from
  * it - most don't, and one that does is on the edge).
@@ -39,19 +45,26 @@
  * timing to compare, OOMs have their own limit) fails when it exceeds the
  * baseline's by more than the tolerance: value > baseline * (1 + PCT/100),
  * default 5%. A baseline of several processes gives, per figure, its
- * largest process's value.
+ * largest process's value - unless every process of it and of the run
+ * has a rank (trace format 1.2): then the run is compared rank by rank,
+ * rank r's figure against the baseline's rank r, so that one rank's
+ * regression is not hidden under another rank's larger figure. A rank
+ * the baseline lacks is compared with its largest process, and its row
+ * says so.
  *
- * --save FILE writes this run's figures (every process's, and the largest
- * of each) in the baseline schema, whatever the verdict; with --save alone
+ * --save FILE writes this run's figures (every process's with its rank,
+ * and the largest of each) in the baseline schema, whatever the verdict; with --save alone
  * the command records a baseline and runs only the default OOM check.
  * Everything is read before anything is printed: on an error (exit 2) the
  * output is one line on stderr and nothing on stdout.
  *
  * Several traces (the processes of one run): every process is checked
  * against every limit and against the baseline, one row each, and the
- * worst decides the exit status. Rows follow the trace arguments (a
- * directory's traces sorted by name),
- * then in the order of the figures above, limits before baselines.
+ * worst decides the exit status. A row names its process by rank when the
+ * trace records one ("rank 2 (pid 123)"; JSON "rank", null without).
+ * Rows follow the processes' ranks when every trace has one, else the
+ * trace arguments (a directory's traces sorted by name), then the order
+ * of the figures above, limits before baselines.
  *
  * SIZE: a number of bytes, optionally with a fraction and a unit (case
  * does not matter, spaces between number and unit allowed): B; K, KiB =
@@ -62,8 +75,9 @@
  *
  * Hostile input: the baseline JSON is read by a small strict parser
  * (RFC 8259 grammar, depth, size and value-count limits, valid UTF-8, no
- * duplicate fields we read, whole non-negative numbers for the figures):
- * anything else is one error line and exit 2, never a crash.
+ * duplicate fields we read, whole non-negative numbers for the figures,
+ * ranks from 0 to 2^32-1 or null): anything else is one error line and
+ * exit 2, never a crash.
  *
  * This file: the options, the checks and their verdicts, the output.
  * check_baseline.c: the figures of a trace, baselines (read from traces or
