@@ -12,7 +12,8 @@ SAN = os.path.join(BUILD, "tests", "gpumemreport-san")
 COMMANDS = [["summary"], ["summary", "--json"], ["peak"], ["peak", "--group", "stack"],
             ["peak", "--markdown"], ["leaks"], ["growth"], ["timeline"], ["timeline", "--csv"],
             ["transfers"], ["frag"], ["frag", "--json"], ["flamegraph"], ["phases"],
-            ["phases", "--occurrences"], ["phases", "--json"], ["info"], ["info", "--json"]]
+            ["phases", "--occurrences"], ["phases", "--json"], ["info"], ["info", "--json"],
+            ["ranks"], ["ranks", "--json"]]
 
 
 def traces_of_programs():
