@@ -18,7 +18,9 @@ static void usage(FILE *f)
                "with the rate per second. Start-up (the first 10%% of the run) is\n"
                "not counted as growth. When the program marks its steps\n"
                "(gpumemtrace_mark, NVTX marks), also the rise per interval of the\n"
-               "most frequent repeated mark (\"+256 KiB per step\").\n\n"
+               "step mark: the most frequent repeated mark whose name reads like a\n"
+               "step (step, iter, epoch, batch), else the most frequent repeated\n"
+               "mark (\"+256 KiB per step\").\n\n"
                GMT_COMMON_HELP, gmt_prog);
 }
 

@@ -18,8 +18,9 @@
  * start_monotonic_ns); times shown are seconds since the job's first trace
  * started. Clocks of different hosts are only as close as NTP keeps them.
  *
- * Steps. The step mark is the most frequent mark name that occurs at
- * least twice (ties: the first seen), as growth and phases choose it; the
+ * Steps. The step mark is chosen as growth chooses it (gmt_step_mark: the
+ * most frequent repeated name that reads like a step, else the most
+ * frequent repeated name - NCCL's NVTX ranges come many times a step); the
  * step of an event is the number of its occurrences before the event.
  * The counts are taken by the marker callback while the trace replays, at
  * each marker: when the peak (or the first out-of-memory) has moved since
@@ -114,14 +115,20 @@ static void on_marker(struct replay *r, const struct gmt_rec *rec, void *ctx)
     k->m[j].count++;
 }
 
+static const char *mark_name(int i, const void *ctx)
+{
+    return ((const struct marks *)ctx)->m[i].name;
+}
+
+static uint64_t mark_count(int i, const void *ctx)
+{
+    return ((const struct marks *)ctx)->m[i].count;
+}
+
 /* The step mark (see the top of this file), -1 if none. */
 static int marks_step(const struct marks *k)
 {
-    int best = -1;
-    for (int j = 0; j < k->n; j++)
-        if (k->m[j].count >= 2 && (best < 0 || k->m[j].count > k->m[best].count))
-            best = j;
-    return best;
+    return gmt_step_mark(k->n, mark_name, mark_count, k);
 }
 
 /* ---- one process ------------------------------------------------------ */

@@ -145,9 +145,17 @@ struct growth_row {
 };
 size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
                   struct growth_row **out);
-/* The mark that divides the run into steps: the most frequent mark name
- * occurring at least twice (ties: the first seen), as an index into
- * l->r.mark; -1 if none (or the replay did not follow marks). */
+/* The mark that divides the run into steps, as an index into l->r.mark;
+ * -1 if none (or the replay did not follow marks): gmt_step_mark. */
 int gmt_growth_mark(const struct loaded *l);
+/* Which of n mark names with their counts divides the run into steps:
+ * among names occurring at least twice, the most frequent that reads
+ * like a step (gmt_step_like: "step", "train_step", "iteration"), else
+ * the most frequent of all - so the NVTX ranges that libraries open many
+ * times a step (NCCL's collectives, say) do not pass for steps when the
+ * program marks its own. Ties: the first. -1 if none occurs twice. */
+int gmt_step_mark(int n, const char *(*name)(int i, const void *ctx),
+                  uint64_t (*count)(int i, const void *ctx), const void *ctx);
+bool gmt_step_like(const char *name);
 
 #endif /* GMT_COMMON_H */

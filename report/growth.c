@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common.h"
 
@@ -58,14 +59,45 @@ static void fit(const int64_t *v, int from, int to, double *slope, double *r2)
     *r2 = vx > 0 && vy > 0 ? (c * c) / (vx * vy) : 0;
 }
 
+bool gmt_step_like(const char *name)
+{
+    static const char *const words[] = {"step", "iter", "epoch", "batch"};
+    for (const char *p = name; *p; p++)
+        for (size_t w = 0; w < sizeof words / sizeof *words; w++)
+            if (strncasecmp(p, words[w], strlen(words[w])) == 0)
+                return true;
+    return false;
+}
+
+int gmt_step_mark(int n, const char *(*name)(int i, const void *ctx),
+                  uint64_t (*count)(int i, const void *ctx), const void *ctx)
+{
+    int best = -1, best_like = -1;
+    for (int j = 0; j < n; j++) {
+        uint64_t c = count(j, ctx);
+        if (c < 2)
+            continue;
+        if (best < 0 || c > count(best, ctx))
+            best = j;
+        if (gmt_step_like(name(j, ctx)) && (best_like < 0 || c > count(best_like, ctx)))
+            best_like = j;
+    }
+    return best_like >= 0 ? best_like : best;
+}
+
+static const char *replay_mark_name(int i, const void *ctx)
+{
+    return ((const struct replay *)ctx)->mark[i].name;
+}
+
+static uint64_t replay_mark_count(int i, const void *ctx)
+{
+    return ((const struct replay *)ctx)->mark[i].count;
+}
+
 int gmt_growth_mark(const struct loaded *l)
 {
-    int best = -1;
-    for (int j = 0; j < l->r.nmarks; j++)
-        if (l->r.mark[j].count >= 2 &&
-            (best < 0 || l->r.mark[j].count > l->r.mark[best].count))
-            best = j;
-    return best;
+    return gmt_step_mark(l->r.nmarks, replay_mark_name, replay_mark_count, &l->r);
 }
 
 size_t gmt_growth(struct loaded *l, const struct gmt_common *c,

@@ -179,3 +179,14 @@ def test_ranks_arguments():
                                timeout=120)
             expect(p.returncode == 0 and "Sanitizer" not in p.stderr and
                    "runtime error" not in p.stderr, (args, p.returncode, p.stderr[-1500:]))
+
+
+def test_step_mark_is_the_step_not_the_most_frequent():
+    # NCCL opens NVTX ranges several times a step: "ncclAllReduce" comes 3
+    # times a step, "step" once; the peak (a leak) is in the last step, 4
+    run([prog("ranks"), "-s", "4", "-l", "1024", "-c", "3"],
+        env=rank_env(A, ".", 0, 0, 1, 1))
+    r = ranks_json(".")["jobs"][0]["ranks"][0]
+    expect(r["peak_step"] == 4, r)
+    g = json.loads(report("growth", "--json", one_trace()).stdout)["traces"][0]
+    expect(g["interval_mark"] == "step" and g["interval_marks"] == 4, g)

@@ -2,6 +2,7 @@
  * (tests/e2e/test_report_ranks.py, `gpumemreport ranks`).
  *
  * usage: ranks [-s STEPS] [-a ACT_KIB] [-l LEAK_KIB] [-o OOM_STEP] [-w MS]
+ *              [-c COLLECTIVES]
  *
  * At start: 8 MiB of weights (weights()) and a 2 MiB communication buffer
  * (nccl_comm_buffer(): a function named like NCCL's, so its bytes count as
@@ -10,7 +11,8 @@
  * (huge_buffer()) that fails for lack of memory, and the program exits 1
  * as a training script dies of it; ACT KiB of activations (activations(),
  * default 4096) allocated and freed; a pause of MS milliseconds (default
- * 2). The peak is 10 MiB + ACT + STEPS * LEAK, first reached in step 1
+ * 2); COLLECTIVES marks "ncclAllReduce" (default 0: a library's NVTX ranges,
+ * many per step). The peak is 10 MiB + ACT + STEPS * LEAK, first reached in step 1
  * without a leak and in the last step with one.
  *
  * Marks go through the public API (preload/gpumemtrace.h) by weak
@@ -75,19 +77,20 @@ __attribute__((noinline)) static bool huge_buffer(void)
 
 int main(int argc, char **argv)
 {
-    long steps = 5, act = 4096, leak = 0, oom = 0, ms = 2;
+    long steps = 5, act = 4096, leak = 0, oom = 0, ms = 2, coll = 0;
     int o;
-    while ((o = getopt(argc, argv, "s:a:l:o:w:")) != -1) {
+    while ((o = getopt(argc, argv, "s:a:l:o:w:c:")) != -1) {
         switch (o) {
         case 's': steps = atol(optarg); break;
         case 'a': act = atol(optarg); break;
         case 'l': leak = atol(optarg); break;
         case 'o': oom = atol(optarg); break;
         case 'w': ms = atol(optarg); break;
+        case 'c': coll = atol(optarg); break;
         default: return 2;
         }
     }
-    if (steps < 1 || act < 1 || leak < 0 || oom < 0 || ms < 0)
+    if (steps < 1 || act < 1 || leak < 0 || oom < 0 || ms < 0 || coll < 0)
         return 2;
     void *w = weights(8 * MiB);
     void *comm = nccl_comm_buffer(2 * MiB);
@@ -99,6 +102,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "ranks: out of memory in step %ld\n", i);
             return 1;
         }
+        for (long c = 0; c < coll; c++)
+            GPUMEMTRACE_MARK("ncclAllReduce");
         cudaFree(activations((size_t)act * KiB));
         usleep((useconds_t)ms * 1000);
     }
