@@ -606,6 +606,29 @@ static int ptr_class(uint64_t p)
     return type == CU_MEMORYTYPE_HOST ? GMT_PTR_PINNED : GMT_PTR_DEVICE;
 }
 
+/* The device a real cudaFree(p) waits for, measured on an H100 (driver
+ * 580, docs/validation.md): plain device or managed memory's own device,
+ * whichever is current; memory of a stream-ordered pool (cudaMallocAsync)
+ * none at all. -1 for pool memory, host memory, and whenever the driver
+ * cannot say: a caller may then assume no device was drained. */
+int gmt_drv_free_drains(const void *p)
+{
+    CUresult (*f)(void *, CUpointer_attribute, CUdeviceptr) =
+        (CUresult(*)(void *, CUpointer_attribute, CUdeviceptr))
+            real(D_cuPointerGetAttribute);
+    CUmemorytype type = 0;
+    int ord = -1;
+    void *pool = (void *)1;
+    if (f == NULL || !gmt_code_loaded((const void *)f) ||
+        f(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p) != CUDA_SUCCESS ||
+        type != CU_MEMORYTYPE_DEVICE ||
+        f(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p) != CUDA_SUCCESS ||
+        f(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, (CUdeviceptr)p) != CUDA_SUCCESS ||
+        pool != NULL)
+        return -1;
+    return ord;
+}
+
 static unsigned hostmem_of(int cls)
 {
     return cls == GMT_PTR_PINNED     ? GMT_HOSTMEM_PINNED

@@ -178,6 +178,9 @@ struct gmt_devinfo {
     int attr[5]; /* PCI domain, bus, device; compute capability major, minor */
 };
 bool gmt_drv_device_info(int dev, struct gmt_devinfo *out);
+/* The device a real cudaFree(p) waits for; -1: none, or not known
+ * (stream-ordered pool memory drains nothing). */
+int gmt_drv_free_drains(const void *p);
 /* The current device's free and total memory, from the driver. */
 bool gmt_drv_mem_info(size_t *free_b, size_t *total_b);
 /* ---- nvml.c: this process's own device memory ------------------------- */

@@ -467,16 +467,19 @@ static int current_device(struct gmt_thread *t)
     return dev;
 }
 
-/* A real cudaFree of a valid pointer waits for the whole device - the
- * current one, or the pointer's? Whichever it is, a free counts as a
- * synchronization of the current device only when the pointer is device
- * memory of that device: a cudaFree of another device's memory (or of
- * managed memory) made pending blocks reusable while kernels still
- * queued on the current device wrote them (issue 17). */
+/* A real cudaFree of a valid pointer waits for the pointer's device,
+ * whichever is current - and for nothing when the memory is a
+ * stream-ordered pool's (measured on an H100, docs/validation.md). So a
+ * free counts as a synchronization of the current device only when the
+ * driver says the pointer is that device's plain memory: trusting the
+ * current device (or the runtime's view, which calls cudaMallocAsync
+ * memory plain device memory) made pending blocks reusable while
+ * kernels still queued on it wrote them (issue 17). When the driver
+ * cannot say, nothing is credited: the pool synchronizes itself later. */
 static cudaError_t real_free(struct gmt_thread *t, void *ptr)
 {
     int dev = ptr && g_pool ? current_device(t) : -1;
-    if (dev >= 0 && gmt_quiet_ptr_device(ptr) != dev)
+    if (dev >= 0 && gmt_drv_free_drains(ptr) != dev)
         dev = -1;
     struct pool_snapshot snap;
     if (dev >= 0)

@@ -44,7 +44,7 @@ fi
 REPORT_LD=$(dirname "$REPORT")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 ITERS=${XFREE_ITERS:-300}
 SPIN=${XFREE_SPIN_US:-5000}
-MODES="xdev-managed xdev-async xdev-malloc freeasync"
+MODES="xdev-managed xdev-async xdev-malloc freeasync same-async"
 mkdir -p "$BD" "$OUT" || exit 1
 BD=$(cd "$BD" && pwd)
 T=$(mktemp -d /tmp/gmt-xfree.XXXXXX) || exit 1

@@ -1,7 +1,7 @@
 // xfree_stress.cu - issue 17's two faults on a real GPU, kernels still writing.
 //
 // usage: xfree_stress MODE [ITERATIONS] [SPIN_US] [HEADROOM_MIB]
-//   MODE: xdev-managed | xdev-async | xdev-malloc | freeasync
+//   MODE: xdev-managed | xdev-async | xdev-malloc | freeasync | same-async
 //   defaults: 300 iterations, 5000 us, 256 MiB
 //
 // Each iteration, on device 0: allocate 8 blocks (cudaMalloc, 256 KiB ..
@@ -16,7 +16,10 @@
 //   xdev-malloc   the same with cudaMalloc memory of device 1 (a pool
 //                 block of device 1 when traced);
 //   freeasync     nothing more: the frees above were the faulty kind
-//                 (cudaFreeAsync of the pool's own blocks on a busy stream).
+//                 (cudaFreeAsync of the pool's own blocks on a busy stream);
+//   same-async    cudaFree of cudaMallocAsync memory of device 0 itself:
+//                 the real call waits for nothing (free_semantics), though
+//                 the runtime calls the memory device 0's.
 // A real cudaFree of device 1's memory may be no synchronization of device
 // 0 at all; a pool that took it for one (issue 17, fault 1) would hand the
 // pending blocks out while their kernels run, as would one that let
@@ -103,19 +106,19 @@ __global__ void count_not(const unsigned *p, size_t n, unsigned v,
         atomicAdd(bad, mine);
 }
 
-enum mode { M_MANAGED, M_ASYNC, M_MALLOC, M_FREEASYNC };
+enum mode { M_MANAGED, M_ASYNC, M_MALLOC, M_FREEASYNC, M_SAME_ASYNC };
 static const char *const names[] = {"xdev-managed", "xdev-async", "xdev-malloc",
-                                    "freeasync"};
+                                    "freeasync", "same-async"};
 
 int main(int argc, char **argv)
 {
     int m = -1;
-    for (int i = 0; argc > 1 && i < 4; i++)
+    for (int i = 0; argc > 1 && i < 5; i++)
         if (strcmp(argv[1], names[i]) == 0)
             m = i;
     if (m < 0) {
         fprintf(stderr,
-                "usage: %s xdev-managed|xdev-async|xdev-malloc|freeasync "
+                "usage: %s xdev-managed|xdev-async|xdev-malloc|freeasync|same-async "
                 "[ITERATIONS] [SPIN_US] [HEADROOM_MIB]\n",
                 PROG);
         return 2;
@@ -128,7 +131,8 @@ int main(int argc, char **argv)
     if (spin_us <= 0)
         spin_us = 5000;
     unsigned long long spin_ns = (unsigned long long)spin_us * 1000ull;
-    bool xdev = m != M_FREEASYNC;
+    bool xdev = m != M_FREEASYNC && m != M_SAME_ASYNC;
+    bool victim_mode = m != M_FREEASYNC; // a free of memory the pool does not own
     int ndev = 0;
     CHECK(cudaGetDeviceCount(&ndev));
     if (xdev && ndev < 2) {
@@ -139,8 +143,8 @@ int main(int argc, char **argv)
     const int S = 8;
     cudaStream_t st[S], fst[S], st1 = NULL; // slow kernels, fills, device 1
     cudaEvent_t ev[S];
-    if (xdev) {
-        CHECK(cudaSetDevice(1));
+    if (victim_mode) { // the victim's stream, on its device
+        CHECK(cudaSetDevice(xdev ? 1 : 0));
         CHECK(cudaStreamCreateWithFlags(&st1, cudaStreamNonBlocking));
     }
     CHECK(cudaSetDevice(0));
@@ -165,11 +169,11 @@ int main(int argc, char **argv)
     for (int r = 0; r < iters; r++) {
         // Device 1's memory, made while device 0 is idle.
         void *victim = NULL;
-        if (xdev) {
-            CHECK(cudaSetDevice(1));
+        if (victim_mode) {
+            CHECK(cudaSetDevice(xdev ? 1 : 0));
             if (m == M_MANAGED)
                 CHECK(cudaMallocManaged(&victim, victim_bytes, cudaMemAttachGlobal));
-            else if (m == M_ASYNC)
+            else if (m == M_ASYNC || m == M_SAME_ASYNC)
                 CHECK(cudaMallocAsync(&victim, victim_bytes, st1));
             else
                 CHECK(cudaMalloc(&victim, victim_bytes));
@@ -198,8 +202,8 @@ int main(int argc, char **argv)
             else
                 CHECK(cudaFree(old[i])); // the kernel is still spinning
         }
-        if (xdev)
-            CHECK(cudaFree(victim)); // device 1's memory, device 0 current
+        if (victim_mode)
+            CHECK(cudaFree(victim)); // device 1's memory (or pool memory), device 0 current
         // Could a wrong reuse be caught this iteration?
         bool running = false;
         for (int i = 0; i < S; i++) {
