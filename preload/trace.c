@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@ static struct {
     int fd;
     bool open;
     bool full;              /* the file cannot grow: recording stopped */
+    bool cut;               /* another process truncated the file (SIGBUS) */
     struct gmt_file_header *hdr;
     uint32_t chunk_size;
     uint64_t next_chunk;    /* next chunk to hand out */
@@ -168,6 +170,91 @@ bool gmt_trace_full(void)
     return __atomic_load_n(&g_file.full, __ATOMIC_RELAXED);
 }
 
+/* ---- a file cut under us --------------------------------------------
+ * The trace is written through shared mappings. When another process
+ * truncates the file (a cleanup script, `> trace.gmt`), a store into a
+ * page past the new end raises SIGBUS, which would kill the program. A
+ * SIGBUS at an address of our mappings is ours: the mapping is replaced
+ * by anonymous memory (the store then succeeds, into memory no file
+ * holds), recording stops, and the next chunk request says so once. Any
+ * other SIGBUS goes to the handler the program had, or kills as it
+ * would have. Installed when the trace opens; a program that installs its
+ * own SIGBUS handler later takes precedence (and its own risk). */
+static struct sigaction g_old_bus;
+static bool g_bus_installed;
+
+static bool ours(uintptr_t a, uintptr_t *lo, size_t *len)
+{
+    uintptr_t h = (uintptr_t)__atomic_load_n(&g_file.hdr, __ATOMIC_RELAXED);
+    if (h && a >= h && a < h + GMT_HEADER_SIZE) {
+        *lo = h, *len = GMT_HEADER_SIZE;
+        return true;
+    }
+    size_t cs = __atomic_load_n(&g_file.chunk_size, __ATOMIC_RELAXED);
+    unsigned n = __atomic_load_n(&g_file.nwin, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n && i < MAX_WINDOWS; i++) {
+        uintptr_t b = (uintptr_t)__atomic_load_n(&g_file.win[i].base, __ATOMIC_RELAXED);
+        size_t l = (size_t)g_file.win[i].count * cs;
+        if (b && a >= b && a < b + l) {
+            *lo = b, *len = l;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx)
+{
+    uintptr_t lo;
+    size_t len;
+    int saved = errno;
+    if (si && ours((uintptr_t)si->si_addr, &lo, &len) &&
+        mmap((void *)lo, len, PROT_READ | PROT_WRITE,
+             MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED) {
+        __atomic_store_n(&g_file.cut, true, __ATOMIC_RELEASE);
+        __atomic_store_n(&g_file.full, true, __ATOMIC_RELEASE);
+        errno = saved;
+        return; /* the store runs again, into anonymous memory */
+    }
+    errno = saved;
+    if (g_old_bus.sa_flags & SA_SIGINFO) {
+        if (g_old_bus.sa_sigaction) {
+            g_old_bus.sa_sigaction(sig, si, ctx);
+            return;
+        }
+    } else if (g_old_bus.sa_handler != SIG_DFL && g_old_bus.sa_handler != SIG_IGN) {
+        g_old_bus.sa_handler(sig);
+        return;
+    }
+    /* what the program had: the default action, delivered on return */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGBUS, &dfl, NULL);
+    raise(SIGBUS);
+}
+
+static void guard_sigbus(void)
+{
+    if (g_bus_installed)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, &g_old_bus) == 0)
+        g_bus_installed = true;
+}
+
+/* Called where a chunk is asked for: the one line about a cut file. */
+static void say_cut(void)
+{
+    if (__atomic_load_n(&g_file.cut, __ATOMIC_ACQUIRE))
+        gmt_error_once(GMT_ERR_GROW, "%s was truncated by another process; "
+                       "events from here on are not recorded", g_file.path);
+}
+
 /* Reserve and map `count` more chunks at the end of the usable area.
  * Called with the lock held. */
 static bool grow(uint64_t count)
@@ -270,6 +357,7 @@ bool gmt_trace_open(void)
     memcpy(hdr->magic, GMT_MAGIC, 8); /* last: a header is valid once named */
     g_file.hdr = hdr;
     g_file.open = true;
+    guard_sigbus();
     pthread_mutex_unlock(&g_file.lock);
     return true;
 }
@@ -277,7 +365,11 @@ bool gmt_trace_open(void)
 void gmt_trace_close(void)
 {
     pthread_mutex_lock(&g_file.lock);
-    if (g_file.open) {
+    say_cut();
+    if (g_file.open && __atomic_load_n(&g_file.cut, __ATOMIC_ACQUIRE)) {
+        /* the file is what the truncation left: extending it again
+         * would make zeros look like a trace */
+    } else if (g_file.open) {
         uint64_t end = GMT_HEADER_SIZE + g_file.next_chunk * g_file.chunk_size;
         g_file.hdr->end_monotonic_ns = gmt_now_ns();
         g_file.hdr->data_end = end;
@@ -342,6 +434,7 @@ void gmt_trace_reset_after_fork(void)
     g_file.hdr = NULL;
     g_file.open = false;
     g_file.full = false;
+    g_file.cut = false;
     g_file.nwin = 0;
     g_file.next_chunk = g_file.usable_chunks = 0;
     g_seq = 0;
@@ -465,8 +558,10 @@ void gmt_trace_windows(unsigned *mapped, unsigned *all)
 
 static bool chunk_new(struct gmt_thread *t, uint64_t seq, uint64_t time)
 {
-    if (gmt_trace_full())
+    if (gmt_trace_full()) {
+        say_cut();
         return false;
+    }
     pthread_mutex_lock(&g_file.lock);
     if (!g_file.open) {
         pthread_mutex_unlock(&g_file.lock);

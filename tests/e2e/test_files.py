@@ -91,3 +91,19 @@ def test_finished_windows_are_unmapped():
     expect(windows >= 6 and mapped <= 5, (mapped, windows))  # 4 threads + the newest
     allocs = [l for l in dump("w.gmt", "--no-stacks") if " alloc " in l and "cudaMalloc" in l]
     expect(len(allocs) == 4 * 30000, len(allocs))
+
+
+def test_trace_cut_under_the_program():
+    # issue 17, fault 4: truncating the trace from outside killed the
+    # program with SIGBUS (a store into a mapped page past the new end)
+    p = run([prog("truncate"), "cut", "t.gmt"], check=False,
+            GPUMEMTRACE_OUTPUT="t.gmt", GPUMEMTRACE_CHUNK_KB="4")
+    expect(p.returncode == 0 and p.stdout == "alive\n", (p.returncode, p.stdout, p.stderr))
+    lines = [l for l in p.stderr.splitlines() if "truncated by another process" in l]
+    expect(len(lines) == 1 and "t.gmt" in lines[0], p.stderr)
+    expect(os.path.getsize("t.gmt") == 0, os.path.getsize("t.gmt"))  # left as cut
+    # a SIGBUS that is not the trace's: the program's handler, or death
+    p = run([prog("truncate"), "own"], check=False, GPUMEMTRACE_OUTPUT="o.gmt")
+    expect(p.returncode == 0 and p.stdout == "handled 7\nalive\n", (p.returncode, p.stdout))
+    p = run([prog("truncate"), "dfl"], check=False, GPUMEMTRACE_OUTPUT="d.gmt")
+    expect(p.returncode == -7 and p.stdout == "", (p.returncode, p.stdout, p.stderr))
