@@ -230,6 +230,16 @@ $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) pre
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
 	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c $(FUZZ_SRC)
 
+# The same smoke run for the command layer (every command in-process on
+# the input as a trace) and for check's baseline reader (the JSON parser).
+FUZZ_CMD_SRC := $(filter-out report/main.c,$(REPORT_SRC))
+$(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) $(wildcard report/*.h) preload/gmt_format.h
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
+	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c \
+	    tests/fuzz/fuzz_$*.c $(FUZZ_CMD_SRC) -ldw -lelf -ldl -lm
+
 # The report tool under ASan and UBSan, every command, for the e2e tests
 # (tests/e2e/test_sanitized.py): undefined behaviour on ordinary traces
 # fails them. Linked whole here, as the smoke test is, with clang.
@@ -246,7 +256,7 @@ include tests/sim/torch/rules.mk
 tests: all $(SIMLIB) $(SIMDRV) $(SIMNVML) $(PROGS) $(DRV_PROGS) $(TESTLIBS) $(UNITS) $(BENCHES) \
        $(TORCH_TEST_DEPS) $(SAN_REPORT) \
        $(O)/tests/sim-selftest \
-       $(O)/tests/fuzz_smoke
+       $(O)/tests/fuzz_smoke $(O)/tests/fuzz_smoke_commands $(O)/tests/fuzz_smoke_baseline
 
 test: tests
 	$(Q)tests/run.sh $(O)

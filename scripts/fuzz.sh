@@ -1,22 +1,57 @@
 #!/bin/sh
-# scripts/fuzz.sh [SECONDS] - fuzz the trace reader with libFuzzer.
+# scripts/fuzz.sh [reader|commands|baseline] [SECONDS] - fuzz the report
+# tool with libFuzzer. (`scripts/fuzz.sh SECONDS` fuzzes the reader.)
 #
-# Builds tests/fuzz/fuzz_reader.c with clang's fuzzer, address and
-# undefined-behaviour sanitizers into build/fuzz/, seeds the corpus
-# (tests/fuzz/corpus) with small traces made by the test programs, and
-# runs for SECONDS (default 1800). New inputs that add coverage are kept
-# in the corpus; crashes land in build/fuzz/ as crash-*.
+#   reader    tests/fuzz/fuzz_reader.c: the trace reader, definitions,
+#             replay engine and frag pool view; corpus tests/fuzz/corpus
+#   commands  tests/fuzz/fuzz_commands.c: every command in-process on the
+#             input as a trace (text and --json); seeds tests/fuzz/corpus
+#   baseline  tests/fuzz/fuzz_baseline.c: `check --baseline FILE`'s reader
+#             (the strict JSON parser and the baseline schema); corpus
+#             tests/fuzz/corpus_baseline
+#
+# Builds the target with clang's fuzzer, address and undefined-behaviour
+# sanitizers into build/fuzz/fuzz_TARGET and runs it for SECONDS (default
+# 1800). New inputs that add coverage are kept in the target's corpus
+# directory (the commands target keeps its own, build/fuzz/corpus_commands,
+# seeded from tests/fuzz/corpus, which the reader target owns); crashes
+# land in build/fuzz/ as crash-* (build/fuzz/TARGET-crash-* for the new
+# targets).
 set -eu
 cd "$(dirname "$0")/.."
+target=reader
+case "${1:-}" in
+reader|commands|baseline) target=$1; shift ;;
+esac
 secs=${1:-1800}
 out=build/fuzz
 mkdir -p "$out" tests/fuzz/corpus
 make -s tests
 # -fwrapv as the report tool is built (sums over hostile sizes wrap)
-clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=fuzzer,address,undefined \
-    -fno-sanitize-recover=undefined -Ipreload -Ireport -o "$out/fuzz_reader" \
-    tests/fuzz/fuzz_reader.c report/reader.c report/defs.c report/output.c \
-    report/replay.c report/poolview.c
+CC="clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=fuzzer,address,undefined
+    -fno-sanitize-recover=undefined -Ipreload -Ireport"
+# the command layer: the report tool less its main() and the launcher
+report_src=$(ls report/*.c | grep -v -e '^report/main\.c$' -e '^report/launcher\.c$' \
+    -e '^report/launch_traces\.c$')
+case $target in
+reader)
+    $CC -o "$out/fuzz_reader" tests/fuzz/fuzz_reader.c report/reader.c report/defs.c \
+        report/output.c report/replay.c report/poolview.c
+    corpus=tests/fuzz/corpus prefix="$out/" extra= ;;
+commands)
+    # shellcheck disable=SC2086
+    $CC -o "$out/fuzz_commands" tests/fuzz/fuzz_commands.c $report_src -ldw -lelf -ldl -lm
+    corpus=$out/corpus_commands prefix="$out/commands-"
+    # error lines of every rejected input: stderr closed (crash reports still show)
+    extra=-close_fd_mask=2
+    mkdir -p "$corpus"
+    [ -n "$(ls "$corpus")" ] || cp tests/fuzz/corpus/* "$corpus/" 2>/dev/null || true ;;
+baseline)
+    # shellcheck disable=SC2086
+    $CC -o "$out/fuzz_baseline" tests/fuzz/fuzz_baseline.c $report_src -ldw -lelf -ldl -lm
+    corpus=tests/fuzz/corpus_baseline prefix="$out/baseline-" extra=-close_fd_mask=2
+    mkdir -p "$corpus" ;;
+esac
 if [ -z "$(ls tests/fuzz/corpus)" ]; then
     seeds=$(mktemp -d)
     for p in hello stacks errstate lifecycle; do
@@ -26,7 +61,8 @@ if [ -z "$(ls tests/fuzz/corpus)" ]; then
     cp "$seeds"/*.gmt tests/fuzz/corpus/ 2>/dev/null || true
     rm -rf "$seeds"
 fi
-echo "corpus: $(ls tests/fuzz/corpus | wc -l) inputs; fuzzing for ${secs}s"
-"$out/fuzz_reader" -max_total_time="$secs" -max_len=65536 -timeout=10 \
-    -rss_limit_mb=2048 -artifact_prefix="$out/" tests/fuzz/corpus
-echo "corpus after: $(ls tests/fuzz/corpus | wc -l) inputs"
+echo "$target: corpus $corpus: $(ls "$corpus" | wc -l) inputs; fuzzing for ${secs}s"
+# shellcheck disable=SC2086
+"$out/fuzz_$target" -max_total_time="$secs" -max_len=65536 -timeout=10 \
+    -rss_limit_mb=2048 -artifact_prefix="$prefix" $extra "$corpus"
+echo "corpus after: $(ls "$corpus" | wc -l) inputs"

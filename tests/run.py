@@ -33,6 +33,15 @@ def binary_cases(build):
     if os.path.exists(smoke):
         # the reader under ASan/UBSan: the committed corpus and mutations
         cases.append(("fuzz/smoke", [smoke, os.path.join(HERE, "fuzz", "corpus"), "5000"]))
+    smoke = os.path.join(build, "tests", "fuzz_smoke_commands")
+    if os.path.exists(smoke):
+        # every command in-process on the same corpus (traces) and mutations
+        cases.append(("fuzz/smoke_commands", [smoke, os.path.join(HERE, "fuzz", "corpus"), "1000"]))
+    smoke = os.path.join(build, "tests", "fuzz_smoke_baseline")
+    if os.path.exists(smoke):
+        # check's baseline reader (JSON) on its corpus and mutations
+        cases.append(("fuzz/smoke_baseline",
+                      [smoke, os.path.join(HERE, "fuzz", "corpus_baseline"), "5000"]))
     return cases
 
 
