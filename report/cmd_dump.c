@@ -354,18 +354,17 @@ int cmd_dump(int argc, char **argv)
         double ms = rec.time >= start ? (double)(rec.time - start) / 1e6 : 0.0;
         printf("%-10" PRIu64 " %12.6f %4u ", rec.seq, ms, rec.thread);
         if (rec.kind == GMT_K_EXT) {
-            if (gmt_defs_add(&d, &rec, err, sizeof err) != 0) {
-                printf("\n");
-                gmt_errorf("%s: %s", path, err);
-                rc = EXIT_ERROR;
-                break;
-            }
+            size_t malformed = d.malformed;
+            gmt_defs_add(&d, &rec, err, sizeof err);
             struct gmt_fw f;
             if (rec.ext == GMT_X_FW && gmt_fw_decode(&rec, &f) == 0)
                 printf("%3u  ", f.device);
             else
                 printf("%3s  ", "-");
-            print_def(&rec, &d, stacks);
+            if (d.malformed != malformed) /* skipped: nothing to show */
+                printf("malformed      extension %u, %zu bytes: skipped", rec.ext, rec.len);
+            else
+                print_def(&rec, &d, stacks);
         } else {
             printf("%3u  ", rec.device);
             print_event(&rec, &d);
@@ -379,6 +378,9 @@ int cmd_dump(int argc, char **argv)
     if (rc == EXIT_OK && gmt_reader_cut(r))
         gmt_warnf("%s: the process ended without closing the trace (killed or "
                   "crashed?); read up to its last complete event", path);
+    char damage[640];
+    if (rc == EXIT_OK && got >= 0 && gmt_damage(r, &d, damage, sizeof damage))
+        gmt_warnf("%s: damaged trace, read where intact: %s", path, damage);
     gmt_defs_free(&d);
     gmt_reader_close(r);
     return gmt_finish_output(rc);

@@ -398,6 +398,9 @@ int cmd_info(int argc, char **argv)
                 gmt_warnf("%s: the process ended without closing the trace "
                           "(killed or crashed?); it is read up to its last "
                           "complete event", argv[i]);
+            char damage[640];
+            if (gmt_damage(r, &in->defs_tab, damage, sizeof damage))
+                gmt_warnf("%s: damaged trace, read where intact: %s", argv[i], damage);
             if (as_json) {
                 if (i > optind)
                     printf(",");

@@ -210,6 +210,8 @@ struct loaded *gmt_load(const char *path, const struct gmt_common *c,
     if (l->r.cut)
         gmt_warnf("%s: the process ended without closing the trace (killed or "
                   "crashed?); read up to its last complete event", path);
+    if (l->r.damage[0])
+        gmt_warnf("%s: damaged trace, read where intact: %s", path, l->r.damage);
     l->sym = sym_new(&l->r.defs, !c->no_symbols);
     return l;
 }

@@ -596,10 +596,35 @@ int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
         d->nunknown++; /* from a newer minor version: skipped */
         break;
     }
-    if (rc != 0)
-        snprintf(err, errlen, "corrupt trace: malformed %s definition "
-                 "(record %llu)", what, (unsigned long long)rec->seq);
-    return rc;
+    if (rc != 0) {
+        /* skipped: stacks, modules and names it would define read as
+         * unknown; the records around it stand */
+        if (d->malformed++ == 0)
+            snprintf(d->malformed_first, sizeof d->malformed_first,
+                     "malformed %s definition (record %llu)", what,
+                     (unsigned long long)rec->seq);
+    }
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+bool gmt_damage(const struct gmt_reader *rd, const struct gmt_defs *d, char *buf,
+                size_t len)
+{
+    char rb[400];
+    bool reader = rd && gmt_reader_damage(rd, rb, sizeof rb);
+    if (!reader && !d->malformed)
+        return false;
+    if (reader && d->malformed)
+        snprintf(buf, len, "%s; %zu malformed definition%s skipped (first: %s)", rb,
+                 d->malformed, d->malformed == 1 ? "" : "s", d->malformed_first);
+    else if (reader)
+        snprintf(buf, len, "%s", rb);
+    else
+        snprintf(buf, len, "%zu malformed definition%s skipped (first: %s)",
+                 d->malformed, d->malformed == 1 ? "" : "s", d->malformed_first);
+    return true;
 }
 
 const struct gmt_stack_def *gmt_defs_stack(const struct gmt_defs *d,

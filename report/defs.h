@@ -107,12 +107,21 @@ struct gmt_defs {
     size_t nnotes_kept;
     struct gmt_string_def *strings; /* uthash by id */
     size_t nstrings, nnotes, nunknown;
+    size_t malformed;          /* definitions skipped as malformed */
+    char malformed_first[96];  /* which was the first */
 };
 
 /* Take in one extension record. 0: fine (unknown kinds are counted and
- * skipped); -1: malformed payload, reason in err. */
+ * skipped, and so are malformed ones: d->malformed, gmt_damage - a
+ * damaged definition costs what refers to it, not the trace; so is one
+ * that memory ran out for). Returns 0; err and errlen are not used. */
 int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
                  size_t errlen);
+/* What a damaged trace lost, read to its end: the reader's account
+ * (gmt_reader_damage) and the malformed definitions skipped. False and
+ * buf untouched when nothing was. */
+bool gmt_damage(const struct gmt_reader *rd, const struct gmt_defs *d, char *buf,
+                size_t len);
 const struct gmt_stack_def *gmt_defs_stack(const struct gmt_defs *d,
                                            uint32_t id);
 const struct gmt_thread_def *gmt_defs_thread(const struct gmt_defs *d,

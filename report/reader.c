@@ -65,7 +65,26 @@ struct gmt_reader {
     uint8_t *scratch;
     char err[512];
     bool failed;
+    /* salvage: what a damaged or cut trace lost (gmt_reader_damage) */
+    uint64_t bad_chunks;     /* chunks skipped whole (bad header, duplicate) */
+    uint64_t damaged_chunks; /* chunks read up to a malformed record */
+    uint64_t damaged_bytes;  /* bytes skipped in them */
+    uint64_t tail_bytes;     /* a partial chunk at the end of the file */
+    char first_damage[160];  /* where the first damage was */
 };
+
+/* Remember where the first damage was, for the warning. */
+static void note_damage(struct gmt_reader *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note_damage(struct gmt_reader *r, const char *fmt, ...)
+{
+    if (r->first_damage[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->first_damage, sizeof r->first_damage, fmt, ap);
+    va_end(ap);
+}
 
 static void fail(struct gmt_reader *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -184,12 +203,12 @@ static bool check_header(struct gmt_reader *r)
 static bool index_chunks(struct gmt_reader *r)
 {
     uint64_t data = r->size - r->hdr.header_size;
-    if (data % r->cs) {
-        fail(r, "trace is truncated: %llu bytes after the header is not a "
-             "whole number of %u-byte chunks (file cut while copying?)",
-             (unsigned long long)data, r->cs);
-        return false;
-    }
+    /* a file cut mid-chunk (an interrupted copy): its whole chunks are
+     * intact, the partial one is left out */
+    r->tail_bytes = data % r->cs;
+    if (r->tail_bytes)
+        note_damage(r, "the file ends %llu bytes into a chunk (cut while "
+                    "copying?)", (unsigned long long)r->tail_bytes);
     uint64_t n = data / r->cs;
     size_t cap = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -213,16 +232,15 @@ static bool index_chunks(struct gmt_reader *r)
          * holds nothing (a process killed while taking it leaves this) */
         if (c.magic == 0)
             continue;
-        if (c.magic != GMT_CHUNK_MAGIC) {
-            fail(r, "corrupt trace: chunk %llu at offset %llu has a bad magic",
-                 (unsigned long long)i, (unsigned long long)off);
-            return false;
-        }
-        if (c.used < GMT_CHUNK_HEADER_SIZE || c.used > r->cs || c.thread == 0 ||
+        if (c.magic != GMT_CHUNK_MAGIC || c.used < GMT_CHUNK_HEADER_SIZE ||
+            c.used > r->cs || c.thread == 0 ||
             (c.used > GMT_CHUNK_HEADER_SIZE && c.first_seq == 0)) {
-            fail(r, "corrupt trace: chunk %llu at offset %llu has an invalid "
-                 "header", (unsigned long long)i, (unsigned long long)off);
-            return false;
+            /* one chunk's damage costs that chunk, not the trace */
+            r->bad_chunks++;
+            note_damage(r, "chunk %llu at offset %llu has a %s",
+                        (unsigned long long)i, (unsigned long long)off,
+                        c.magic != GMT_CHUNK_MAGIC ? "bad magic" : "invalid header");
+            continue;
         }
         if (c.used == GMT_CHUNK_HEADER_SIZE)
             continue; /* acquired, nothing committed */
@@ -240,17 +258,24 @@ static bool index_chunks(struct gmt_reader *r)
     }
     if (r->nrefs)
         qsort(r->refs, r->nrefs, sizeof *r->refs, cmp_ref);
-    size_t threads = 0;
+    /* two chunks claiming one place in a thread's stream: one of them is
+     * damaged, and which cannot be told; the first is kept */
+    size_t kept = 0;
     for (size_t i = 0; i < r->nrefs; i++) {
-        if (i > 0 && r->refs[i].thread == r->refs[i - 1].thread &&
-            r->refs[i].ordinal == r->refs[i - 1].ordinal) {
-            fail(r, "corrupt trace: thread %u has two chunks numbered %u",
-                 r->refs[i].thread, r->refs[i].ordinal);
-            return false;
+        if (kept > 0 && r->refs[i].thread == r->refs[kept - 1].thread &&
+            r->refs[i].ordinal == r->refs[kept - 1].ordinal) {
+            r->bad_chunks++;
+            note_damage(r, "thread %u has two chunks numbered %u",
+                        r->refs[i].thread, r->refs[i].ordinal);
+            continue;
         }
+        r->refs[kept++] = r->refs[i];
+    }
+    r->nrefs = kept;
+    size_t threads = 0;
+    for (size_t i = 0; i < r->nrefs; i++)
         if (i == 0 || r->refs[i].thread != r->refs[i - 1].thread)
             threads++;
-    }
     r->cur = calloc(threads ? threads : 1, sizeof *r->cur);
     r->heap = calloc(threads ? threads : 1, sizeof *r->heap);
     r->scratch = malloc(r->cs);
@@ -361,8 +386,22 @@ static bool load(struct gmt_reader *r, struct cursor *c)
     return true;
 }
 
+/* A malformed record: nothing after it in its chunk can be found again
+ * (records have no markers), the rest of the chunk is skipped, and the
+ * stream goes on with the thread's next chunk (each chunk starts its
+ * registers afresh). */
+static void damaged(struct gmt_reader *r, struct cursor *c, const char *what)
+{
+    r->damaged_chunks++;
+    r->damaged_bytes += c->end - c->pos;
+    note_damage(r, "chunk %llu, byte %zu: %s", (unsigned long long)c->chunk_index,
+                c->pos, what);
+    c->pos = c->end;
+}
+
 /* Peek at the next record's sequence number (the cursor's heap key)
- * without consuming it. false: malformed. */
+ * without consuming it. false: malformed (the rest of the chunk is
+ * skipped: damaged), or a fatal error (r->failed). */
 static bool peek_seq(struct gmt_reader *r, struct cursor *c, uint64_t *seq)
 {
     const uint8_t *p = c->buf + c->pos + 1, *end = c->buf + c->end;
@@ -372,8 +411,7 @@ static bool peek_seq(struct gmt_reader *r, struct cursor *c, uint64_t *seq)
         return true;
     }
     if (p > end || gmt_get_varint(p, end, &d) == NULL) {
-        fail(r, "corrupt trace: chunk %llu, byte %zu: malformed record",
-             (unsigned long long)c->chunk_index, c->pos);
+        damaged(r, c, "malformed record");
         return false;
     }
     *seq = c->seq + d;
@@ -396,8 +434,7 @@ static bool decode(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
     uint8_t tag = *p++;
     unsigned kind = tag & GMT_TAG_KIND_MASK;
     if (kind == GMT_K_INVALID || (kind > GMT_K_CORE_MAX && kind != GMT_K_EXT)) {
-        fail(r, "corrupt trace: chunk %llu, byte %zu: unknown record kind %u",
-             (unsigned long long)c->chunk_index, c->pos, kind);
+        damaged(r, c, "unknown record kind");
         return false;
     }
     GET(dseq);
@@ -546,9 +583,8 @@ static bool decode(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
     c->pos += (size_t)(p - start);
     return true;
 bad:
-    fail(r, "corrupt trace: chunk %llu, byte %zu: malformed %s record",
-         (unsigned long long)c->chunk_index, c->pos,
-         kind == GMT_K_EXT ? "extension" : "event");
+    damaged(r, c, kind == GMT_K_EXT ? "malformed extension record"
+                                    : "malformed event record");
     return false;
 }
 
@@ -560,9 +596,15 @@ static bool rekey_top(struct gmt_reader *r, struct cursor *c)
         /* one cursor left (the heap only shrinks): its order is its own */
         if (r->nheap == 1)
             return true;
-        if (!peek_seq(r, c, &r->heap[0].key))
+        if (peek_seq(r, c, &r->heap[0].key)) {
+            sift_down(r, 0);
+            return true;
+        }
+        if (r->failed)
             return false;
-    } else if (c->next < c->nchunks) {
+        /* damaged: the chunk is done (c->pos == c->end) */
+    }
+    if (c->next < c->nchunks) {
         c->loaded = false;
         r->heap[0].key = c->chunks[c->next].first_seq;
     } else {
@@ -583,13 +625,19 @@ int gmt_reader_next(struct gmt_reader *r, struct gmt_rec *rec)
             if (!load(r, c))
                 return -1;
             c->loaded = true;
-            if (!peek_seq(r, c, &r->heap[0].key))
-                return -1;
+            if (!peek_seq(r, c, &r->heap[0].key)) {
+                if (r->failed || !rekey_top(r, c))
+                    return -1;
+                continue;
+            }
             sift_down(r, 0);
             continue;
         }
-        if (!decode(r, c, rec))
-            return -1;
+        if (!decode(r, c, rec)) {
+            if (r->failed || !rekey_top(r, c))
+                return -1;
+            continue;
+        }
         if (rec->payload) {
             memcpy(r->scratch, rec->payload, rec->len);
             rec->payload = r->scratch;
@@ -599,6 +647,33 @@ int gmt_reader_next(struct gmt_reader *r, struct gmt_rec *rec)
         return 1;
     }
     return r->failed ? -1 : 0;
+}
+
+bool gmt_reader_damage(const struct gmt_reader *r, char *buf, size_t len)
+{
+    if (!r->bad_chunks && !r->damaged_chunks && !r->tail_bytes)
+        return false;
+    size_t n = 0;
+    const char *sep = "";
+#define ADD(...)                                                              \
+    do {                                                                      \
+        int k_ = snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__);      \
+        n += k_ > 0 ? (size_t)k_ : 0;                                         \
+        sep = "; ";                                                           \
+    } while (0)
+    if (r->bad_chunks)
+        ADD("%s%llu damaged chunk%s left out", sep, (unsigned long long)r->bad_chunks,
+            r->bad_chunks == 1 ? "" : "s");
+    if (r->damaged_chunks)
+        ADD("%sthe rest of %llu chunk%s after a malformed record (%llu bytes)", sep,
+            (unsigned long long)r->damaged_chunks, r->damaged_chunks == 1 ? "" : "s",
+            (unsigned long long)r->damaged_bytes);
+    if (r->tail_bytes)
+        ADD("%sa partial chunk at the end (%llu bytes)", sep,
+            (unsigned long long)r->tail_bytes);
+    ADD("; first: %s", r->first_damage);
+#undef ADD
+    return true;
 }
 
 const char *gmt_reader_error(const struct gmt_reader *r)

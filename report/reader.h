@@ -47,6 +47,11 @@ const char *gmt_reader_error(const struct gmt_reader *r);
 const struct gmt_file_header *gmt_reader_header(const struct gmt_reader *r);
 /* The writer never closed the file: the process died (or is running). */
 bool gmt_reader_cut(const struct gmt_reader *r);
+/* A damaged or cut trace is read as far as it is intact: a chunk with a
+ * bad header is left out, a chunk is read up to a malformed record, a
+ * partial chunk at the end of the file is ignored. After reading: true
+ * if anything was skipped, with a one-line account in buf. */
+bool gmt_reader_damage(const struct gmt_reader *r, char *buf, size_t len);
 uint64_t gmt_reader_file_size(const struct gmt_reader *r);
 uint64_t gmt_reader_chunks(const struct gmt_reader *r); /* in use */
 const char *gmt_reader_path(const struct gmt_reader *r);

@@ -934,6 +934,7 @@ int replay_trace(const char *path, struct replay *r,
     }
     if (r->want_growth)
         growth_advance(r, r->last_time);
+    gmt_damage(rd, &r->defs, r->damage, sizeof r->damage);
     gmt_reader_close(rd);
     return 0;
 }

@@ -132,6 +132,7 @@ struct live_table {
 struct replay {
     struct gmt_defs defs;
     struct gmt_file_header hdr;
+    char damage[640];             /* what a damaged trace lost ("": nothing) */
     bool cut;
     bool pool;                    /* the pool was on */
     bool fw;                      /* a framework allocator's events are in it */

@@ -175,12 +175,17 @@ def test_corrupt_trace():
     data = bytearray(open(t, "rb").read())
     data[4096 + 232:4096 + 292] = bytes(60)  # zeroes inside chunk 0's records
     open("bad.gmt", "wb").write(data)
+    # read where intact (issue 17): the rest of chunk 0 is skipped, said
     for args in ([], ["--json"]):
-        p = report("frag", *args, "bad.gmt", check_rc=2)
+        p = report("frag", *args, "bad.gmt", check_rc=0)
         lines = p.stderr.strip().splitlines()
-        expect(len(lines) == 1 and lines[0].startswith("gpumemreport: bad.gmt: corrupt trace"),
-               p.stderr)
-    # a good trace next to it is still reported; the exit status says 2
+        expect(len(lines) == 1 and lines[0].startswith(
+            "gpumemreport: warning: bad.gmt: damaged trace, read where intact: the rest "
+            "of 1 chunk after a malformed record"), p.stderr)
+    # a trace that cannot be read at all (its header): a good trace next
+    # to it is still reported; the exit status says 2
+    data[0:8] = b"NOTATRCE"
+    open("bad.gmt", "wb").write(data)
     p = report("frag", "--json", t, "bad.gmt", check_rc=2)
     expect(len(json.loads(p.stdout)["traces"]) == 1, p.stdout)
 
@@ -199,5 +204,6 @@ def test_flipped_bytes_never_crash():
         expect(p.returncode in (0, 2), f"exit {p.returncode}\n{p.stderr}")
         if p.returncode == 0:
             json.loads(p.stdout)
-        seen.add(p.returncode)
-    expect(seen == {0, 2}, f"outcomes {seen}: not exercising both paths")
+        # damage inside chunks is read around and said (issue 17)
+        seen.add("warned" if "damaged trace" in p.stderr else p.returncode)
+    expect("warned" in seen, f"outcomes {seen}: no damage detected")

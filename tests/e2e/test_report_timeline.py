@@ -135,8 +135,8 @@ def test_corrupt_trace():
     data = bytearray(open(t, "rb").read())
     data[4096 + 232:4096 + 292] = bytes(60)
     open("bad.gmt", "wb").write(data)
-    for args in ([], ["--csv"], ["--json"]):
-        p = report("timeline", *args, "bad.gmt", check_rc=2)
+    for args in ([], ["--csv"], ["--json"]):  # read where intact, said (issue 17)
+        p = report("timeline", *args, "bad.gmt", check_rc=0)
         lines = p.stderr.strip().splitlines()
-        expect(len(lines) == 1 and lines[0].startswith("gpumemreport: bad.gmt: corrupt trace"),
-               p.stderr)
+        expect(len(lines) == 1 and lines[0].startswith(
+            "gpumemreport: warning: bad.gmt: damaged trace, read where intact"), p.stderr)
