@@ -150,14 +150,51 @@ CUresult gmtw_cuMemAllocManaged(CUdeviceptr *dptr, size_t size,
     return r;
 }
 
+/* A free of our pool's memory that did not pass our cudaFree (a runtime
+ * reached through dlsym(handle), a static one, the program's own driver
+ * call) never reaches the driver: the pool takes it (mem.c,
+ * gmt_mem_driver_free). true: taken or refused, *r the call's result -
+ * CUDA_ERROR_INVALID_VALUE, as from the driver, for an address inside a
+ * pool segment that starts no live block (a runtime's cudaFree then
+ * returns cudaErrorInvalidValue); *dev the block's device. Recorded as
+ * the driver call it was, at the block's address: the report pairs it
+ * with the block's cudaMalloc. */
+static bool pool_takes(CUdeviceptr dptr, CUresult *r, int *dev)
+{
+    int e = gmt_mem_driver_free(dptr, dev);
+    if (e == 0)
+        return false;
+    *r = e > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return true;
+}
+
+static void pool_free_done(struct gmt_call *c, unsigned api, CUresult r,
+                           int dev, uint64_t addr, uint64_t stream)
+{
+    gmt_call_errno(c);
+    emit(c, GMT_K_FREE, api, r, dev >= 0 ? dev : c->t->last_device, addr, 0,
+         0, 0, stream);
+    gmt_call_finish(c);
+}
+
 CUresult gmtw_cuMemFree_v2(CUdeviceptr dptr)
 {
     struct gmt_call c;
+    CUresult r;
+    int dev;
     if (MISSING(cuMemFree_v2))
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!begin(&c, true))
+    /* stamped before a pool block becomes reusable */
+    bool rec = begin(&c, true);
+    if (pool_takes(dptr, &r, &dev)) {
+        if (rec)
+            pool_free_done(&c, GMT_API_CU_MEM_FREE, r, dev, dptr,
+                           GMT_NO_STREAM);
+        return r;
+    }
+    if (!rec)
         return REAL(cuMemFree_v2)(dptr);
-    CUresult r = REAL(cuMemFree_v2)(dptr);
+    r = REAL(cuMemFree_v2)(dptr);
     free_done(&c, GMT_API_CU_MEM_FREE, r, dptr, GMT_NO_STREAM);
     return r;
 }
@@ -536,15 +573,25 @@ static CUresult free_async(int fn, bool ptsz, CUdeviceptr dptr,
         return CUDA_ERROR_NOT_INITIALIZED;
     struct gmt_call c;
     bool rec = begin(&c, true);
-    CUresult r = f(dptr, stream);
+    unsigned api = GMT_API_CU_MEM_FREE_ASYNC | (ptsz ? GMT_API_PTDS : 0);
+    CUresult r;
+    int dev;
+    /* As our cudaFreeAsync: the pool's rule covers the stream's work;
+     * inside a capture the free is the graph's business. */
+    if (!gmt_capture_active() && pool_takes(dptr, &r, &dev)) {
+        if (rec)
+            pool_free_done(&c, api, r, dev, dptr,
+                           gmt_stream_of(stream, ptsz));
+        return r;
+    }
+    r = f(dptr, stream);
     int saved = errno;
     if (gmt_drv_observe && r == CUDA_SUCCESS)
         pools_after(false, NULL);
     errno = saved;
     if (!rec)
         return r;
-    free_done(&c, GMT_API_CU_MEM_FREE_ASYNC | (ptsz ? GMT_API_PTDS : 0), r,
-              dptr, gmt_stream_of(stream, ptsz));
+    free_done(&c, api, r, dptr, gmt_stream_of(stream, ptsz));
     return r;
 }
 

@@ -205,7 +205,7 @@ int gmt_vmm_map(int dev, uintptr_t va, size_t size, uint64_t handle);
 int gmt_vmm_unmap(int dev, uintptr_t va, size_t size);
 void gmt_vmm_reset_after_fork(void);
 /* Why a process that used the driver has no trace (NULL: it didn't). */
-const char *gmt_drv_silence_reason(void);
+const char *gmt_drv_silence_reason(bool *worth);
 void gmt_drv_reset_after_fork(void);
 
 /* ---- trace.c: the trace file, its chunks and the record encoder ------- */
@@ -345,6 +345,11 @@ void gmt_mem_verbose_summary(void); /* GPUMEMTRACE_VERBOSE at exit */
 /* Emit a SAMPLE for dev if the sampling interval has passed. */
 void gmt_mem_maybe_sample(struct gmt_thread *t, int dev);
 bool gmt_capture_active(void);
+/* A free of ptr that reached the driver without our cudaFree: 0, not the
+ * pool's (the driver frees it); 1, a pool block, now pending as after our
+ * cudaFree (*dev: its device); -1, inside a pool segment but no live
+ * block's start (refuse it: the driver must never free pool memory). */
+int gmt_mem_driver_free(uint64_t ptr, int *dev);
 /* Hold the capture lock if no stream capture is under way (true), so that
  * none begins while the library makes a stream-ordered call of its own.
  * Without `wait`, false also when another thread holds it (it may be

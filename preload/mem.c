@@ -625,6 +625,35 @@ cudaError_t gmt_mem_free_async(void *ptr, cudaStream_t stream, bool ptsz)
     return r;
 }
 
+/* A free that reached the driver (cuMemFree, cuMemFreeAsync) without our
+ * cudaFree: the runtime's cudaFree found through dlsym(handle,
+ * "cudaFree") on a dlopened runtime (what ctypes does), a static runtime,
+ * or the program's own driver call (issue 17). The driver must never see
+ * a pool address: an interior block is no allocation of its (it would
+ * fail the call), and a segment's start would free the whole segment
+ * while the pool hands its memory out. So the pool takes the free as our
+ * cudaFree would: the block becomes pending, reusable once the pool's
+ * rule holds. The pool's own segment releases never come here with an
+ * address it holds: a segment leaves the index before it is given back.
+ *
+ * No fence is recorded and no sample taken: this runs inside the
+ * runtime's (or driver's) call, and calling the runtime from there is
+ * not safe; a later free, synchronization or fence covers the block.
+ * Lock-free when the address is not the pool's (the segment index). */
+int gmt_mem_driver_free(uint64_t ptr, int *dev)
+{
+    struct pool *p = __atomic_load_n(&g_pool, __ATOMIC_ACQUIRE);
+    *dev = -1;
+    if (p == NULL || ptr == 0)
+        return 0;
+    int e = pool_free(p, (uintptr_t)ptr, dev);
+    if (e == POOL_NOT_MINE)
+        return 0;
+    if (e != 0)
+        *dev = -1;
+    return e == 0 ? 1 : -1;
+}
+
 cudaError_t gmt_mem_device_synchronize(void)
 {
     struct gmt_call c;

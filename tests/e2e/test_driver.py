@@ -211,3 +211,29 @@ def test_runtime_allocations_counted_once():
         # and the driver really was called underneath
         calls = [l for l in p.stderr.splitlines() if l.startswith("sim driver:")]
         expect(calls and int(calls[0].split()[2]) > 0, f"driver not used: {p.stderr}")
+
+
+def test_free_of_pool_memory_that_bypasses_our_cudaFree():
+    """Issue 17, fault 2: dlsym(handle, "cudaFree") on the dlopened runtime
+    (what ctypes does) finds the runtime's own cudaFree, which frees
+    through the driver. The driver must never free pool memory: a
+    segment's first block freed the whole segment (C, D and E lost their
+    bytes), an interior one failed. The observer hands such frees to the
+    pool; the program's own cuMemFreeAsync of a pool block too."""
+    p = run([prog("dlsymfree")], check=False, LD_LIBRARY_PATH=SIM, SIM_CUDA_DRIVER="1")
+    want = ("dlsym cudaFree: interior 1, A 0, B 0, A again 1\n"
+            "driver cuMemFreeAsync: G 0\n"
+            "C kept: 1, D kept: 1, E kept: 1\n"
+            "512 KiB at A: yes\n"
+            "stale writes: 0\n")
+    expect(p.returncode == 0 and p.stdout == want, (p.returncode, p.stdout, p.stderr))
+    t = one_trace()
+    got = info(t)
+    # recorded once each, as the driver calls they were; the refused ones
+    # are failed calls
+    expect(got["by_api"] == {"cudaMalloc": 7, "cudaMemset": 3, "cudaMemcpy": 3,
+                             "cudaDeviceSynchronize": 1, "cuMemFree": 4,
+                             "cuMemFreeAsync": 1}, f"calls: {got['by_api']}")
+    s = summary(t)
+    # C, D, E and the 512 KiB block: A, B and G went back to the pool
+    expect(s["leaked"] == 5 * 256 * 1024 and s["leaked_allocations"] == 4, f"{s}")

@@ -136,6 +136,8 @@ struct drv_alloc {
     int device;
     enum drv_kind kind;
     struct CUmemPoolHandle_st *pool;   /* DRV_POOL only */
+    bool lent;                         /* memory of the caller's (simDrvLendMemory):
+                                          never poisoned or freed here */
     struct drv_alloc *next;
     struct drv_alloc *left, *right;    /* the address-ordered treap */
     uint64_t prio;
@@ -225,6 +227,7 @@ struct drv_alloc *drv_tree_find(uintptr_t p); /* lock held */
 CUresult drv_alloc(enum drv_kind kind, size_t size, int dev, struct CUmemPoolHandle_st *pool,
                    uintptr_t *out);
 CUresult drv_free(uintptr_t p, unsigned kinds);
+extern _Thread_local void *drv_tls_lent; /* simDrvLendMemory */
 
 /* sim_drv_async.c (lock held) */
 struct CUmemPoolHandle_st *drv_pool_new(int dev, bool is_default, size_t max_size);

@@ -174,6 +174,9 @@ CUresult drv_alloc(enum drv_kind kind, size_t size, int dev, struct CUmemPoolHan
     size_t align = kind == DRV_HOST ? DRV_HOST_ALIGN : DRV_DEV_ALIGN;
     size_t rounded = drv_round_up(size, align), charge = 0, grow = 0;
     void *mem = NULL;
+    void *lent = (kind == DRV_DEVICE || kind == DRV_MANAGED) && !pool ? drv_tls_lent : NULL;
+
+    drv_tls_lent = NULL; /* one allocation, whatever becomes of it */
 
     *out = 0;
     if (size == 0)
@@ -200,10 +203,13 @@ CUresult drv_alloc(enum drv_kind kind, size_t size, int dev, struct CUmemPoolHan
     }
     if (r == CUDA_SUCCESS && dev >= 0 && charge > drv.capacity - drv.dev[dev].used)
         r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS && posix_memalign(&mem, align, rounded) != 0)
+    if (r == CUDA_SUCCESS && lent)
+        mem = lent;
+    else if (r == CUDA_SUCCESS && posix_memalign(&mem, align, rounded) != 0)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         a->base = (uintptr_t)mem;
+        a->lent = lent != NULL;
         a->size = size;
         a->device = dev;
         a->kind = kind;
@@ -247,8 +253,23 @@ CUresult drv_free(uintptr_t p, unsigned kinds)
     pthread_mutex_unlock(&drv.lock);
     if (!a)
         return CUDA_ERROR_INVALID_VALUE;
-    free((void *)a->base);
+    if (!a->lent)
+        free((void *)a->base);
     free(a);
+    return CUDA_SUCCESS;
+}
+
+/* Test-only (declared by its callers, like simDrvSetDevice): the calling
+ * thread's next device or managed allocation (not a pool's) is made at
+ * mem, memory the caller owns and keeps owning: the driver records and
+ * charges it like its own, and its free only forgets it. The simulated
+ * runtime lends its memory so that the runtime's pointers are the
+ * driver's, as with the real runtime (sim_mem.c). */
+_Thread_local void *drv_tls_lent;
+
+CUresult simDrvLendMemory(void *mem)
+{
+    drv_tls_lent = mem;
     return CUDA_SUCCESS;
 }
 

@@ -77,6 +77,7 @@ struct sim_alloc {
     struct CUmemPoolHandle_st *pool; /* stream-ordered allocations only */
     struct cudaArray *array;         /* SIM_MEM_ARRAY only */
     uintptr_t drv_ptr;               /* SIM_CUDA_DRIVER=1: the driver's twin allocation (0: none) */
+    bool drv_lent;                   /* the twin is this memory itself (drv_ptr == base) */
     /* AVL tree links */
     struct sim_alloc *left, *right;
     int height;

@@ -47,6 +47,12 @@
  * from the stream worker, where a profiler would see a driver free that no
  * runtime call explains.
  *
+ * cudaMalloc'd memory (not a stream-ordered pool's) is lent to the
+ * driver (simDrvLendMemory): its twin is that memory itself, at the same
+ * address, so that cudaFree can be what the real one is, the driver's
+ * cuMemFree of the pointer (sim_free_via_driver): a profiler that
+ * watches the driver sees the address the program freed.
+ *
  * The driver is loaded once, at the first allocation, and always called
  * without the global lock, so that whatever hooks it may call back into
  * the runtime.  If it cannot be loaded, one warning and the simulator goes
@@ -58,7 +64,9 @@ static struct {
     __typeof__(cuMemFree_v2) *mem_free;
     __typeof__(cuMemHostAlloc) *host_alloc;
     __typeof__(cuMemFreeHost) *host_free;
+    __typeof__(cuPointerGetAttribute) *ptr_attr;
     CUresult (*set_device)(int); /* simDrvSetDevice, if the driver has it */
+    CUresult (*lend)(void *);    /* simDrvLendMemory, with ptr_attr */
 } sim_drv;
 
 static pthread_once_t sim_drv_once = PTHREAD_ONCE_INIT;
@@ -98,6 +106,11 @@ static void sim_drv_load(void)
         return;
     }
     sim_drv.set_device = (CUresult(*)(int))dlsym(h, "simDrvSetDevice");
+    sim_drv.lend = (CUresult(*)(void *))dlsym(h, "simDrvLendMemory");
+    sim_drv.ptr_attr = gpa ? (__typeof__(cuPointerGetAttribute) *)sim_drv_lookup(gpa, "cuPointerGetAttribute")
+                           : NULL;
+    if (!sim_drv.ptr_attr)
+        sim_drv.lend = NULL;
     sim_drv.on = true;
 }
 
@@ -138,8 +151,16 @@ static cudaError_t sim_drv_attach(struct sim_alloc *a)
         /* The runtime makes the device's context current first. */
         if (sim_drv.set_device)
             (void)sim_drv.set_device(a->device);
+        /* cudaMalloc'd memory (not a stream-ordered pool's) is the
+         * driver's allocation itself: see sim_free_via_driver. */
+        bool lend = sim_drv.lend && a->pool == NULL;
+        if (lend)
+            (void)sim_drv.lend((void *)a->base);
         r = sim_drv.mem_alloc(&p, a->size);
+        if (lend)
+            (void)sim_drv.lend(NULL);
         twin = (uintptr_t)p;
+        a->drv_lent = lend && r == CUDA_SUCCESS && twin == a->base;
     }
     sim_lock();
     if (r == CUDA_SUCCESS && twin) {
@@ -374,15 +395,61 @@ cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
     return sim_ret(sim_malloc_common(pHost, size, SIM_MEM_PINNED, flags, NULL, sim_current_device(), true));
 }
 
+/* Does the driver still hold an allocation at p? (Lock not held.) */
+static bool sim_drv_holds(void *p)
+{
+    CUmemorytype type;
+    return sim_drv.ptr_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p) == CUDA_SUCCESS;
+}
+
+/*
+ * cudaFree with the driver underneath, of memory lent to it (see
+ * sim_drv_attach) or of a pointer the runtime does not know as an
+ * allocation's start: the real runtime's cudaFree is the driver's
+ * cuMemFree of the pointer, so the driver decides, before the runtime
+ * touches anything (lock NOT held).  Its error is the runtime's
+ * cudaErrorInvalidValue.  A success the driver did not make itself - a
+ * profiler above it took the call and kept the memory, which still is
+ * the driver's - leaves the allocation alone.  Otherwise the allocation
+ * goes as in cudaFree: its device drained, then poisoned and freed.
+ */
+static cudaError_t sim_free_via_driver(void *devPtr)
+{
+    if (sim_drv.mem_free((CUdeviceptr)devPtr) != CUDA_SUCCESS)
+        return cudaErrorInvalidValue;
+    if (sim_drv_holds(devPtr))
+        return cudaSuccess;
+    sim_lock();
+    struct sim_alloc *a = sim_reg_find(devPtr);
+    if (!a || a->base != (uintptr_t)devPtr || a->freeing || !a->drv_lent) {
+        sim_unlock(); /* a racing cudaFreeAsync has it */
+        return cudaSuccess;
+    }
+    a->drv_ptr = 0; /* released just now */
+    a->freeing = true;
+    sim_g.device_syncs++;
+    sim_drain_device(a->device);
+    sim_alloc_unlink(a);
+    sim_unlock();
+    sim_alloc_destroy(a);
+    return cudaSuccess;
+}
+
 cudaError_t cudaFree(void *devPtr)
 {
     cudaError_t err = sim_enter();
     if (err != cudaSuccess || !devPtr)
         return sim_ret(err); /* cudaFree(NULL): only the implicit init */
 
+    bool via_driver = sim_drv_ready() && sim_drv.lend;
     sim_lock();
     err = sim_capture_check_unsafe();
     struct sim_alloc *a = err == cudaSuccess ? sim_reg_find(devPtr) : NULL;
+    if (err == cudaSuccess && via_driver &&
+        !(a && a->base == (uintptr_t)devPtr && !a->drv_lent)) {
+        sim_unlock();
+        return sim_ret(sim_free_via_driver(devPtr));
+    }
     if (err == cudaSuccess &&
         (!a || a->base != (uintptr_t)devPtr || a->freeing ||
          (a->type != SIM_MEM_DEVICE && a->type != SIM_MEM_MANAGED)))
