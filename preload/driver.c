@@ -338,9 +338,13 @@ void gmt_drv_reset_after_fork(void)
 }
 
 /* Why nothing was recorded in a process that used the driver (at exit,
- * when no hooked call happened); NULL: it did not use the driver. */
-const char *gmt_drv_silence_reason(void)
+ * when no hooked call happened); NULL: it did not use the driver. *worth:
+ * whether the user should hear it - a process that simply allocated
+ * nothing (torchrun's agent imports torch and touches the driver) has
+ * nothing to report, and a warning at every such exit is noise. */
+const char *gmt_drv_silence_reason(bool *worth)
 {
+    *worth = true;
     if (g_disabled)
         return NULL; /* the user asked for nothing */
     if (!gmt_drv_observe) /* the caller saw libcuda loaded */
@@ -353,6 +357,7 @@ const char *gmt_drv_silence_reason(void)
         return "the program reached the CUDA driver without looking its "
                "functions up through dlsym or cuGetProcAddress, so "
                "gpumemtrace could not see its memory calls";
+    *worth = false;
     return "the program made no CUDA memory call (allocation, free, "
            "mapping)";
 }

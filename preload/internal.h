@@ -124,6 +124,9 @@ struct gmt_options {
 
 extern struct gmt_options gmt_opt;
 void gmt_options_load(void); /* parse the environment; warn on bad values */
+/* GPUMEMTRACE_VERBOSE, also in a process that never loaded its options
+ * (nothing was traced), without a warning for a bad value. */
+bool gmt_opt_verbose_now(void);
 
 /* ---- log.c: messages on stderr, never through stdio ------------------ */
 

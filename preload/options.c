@@ -83,6 +83,18 @@ static bool parse_str(const char *name, const char *s, const char **out)
 #define GMT_OPT_PARSE_bool(n, s, lo, hi, f) parse_bool(n, s, &gmt_opt.f)
 #define GMT_OPT_PARSE_hex(n, s, lo, hi, f) parse_hex(n, s, &gmt_opt.f)
 
+bool gmt_opt_verbose_now(void)
+{
+    const char *s = getenv("GPUMEMTRACE_VERBOSE");
+    bool v = gmt_opt.verbose;
+    if (s != NULL && !v) {
+        static const char *yes[] = {"1", "yes", "true", "on"};
+        for (size_t i = 0; i < 4; i++)
+            v = v || strcasecmp(s, yes[i]) == 0;
+    }
+    return v;
+}
+
 void gmt_options_load(void)
 {
     const char *s;

@@ -377,8 +377,14 @@ __attribute__((destructor)) static void gmt_fini(void)
         return;
     }
     const char *why;
+    bool worth;
     if (!__atomic_load_n(&g_intercepted, __ATOMIC_RELAXED) &&
-        gmt_real_cuda_loaded() && (why = gmt_drv_silence_reason()) != NULL)
-        gmt_warn("this process used the CUDA driver but nothing was "
-                 "recorded: %s", why);
+        gmt_real_cuda_loaded() && (why = gmt_drv_silence_reason(&worth)) != NULL) {
+        if (worth)
+            gmt_warn("this process used the CUDA driver but nothing was "
+                     "recorded: %s", why);
+        else if (gmt_opt_verbose_now())
+            gmt_info("this process used the CUDA driver but nothing was "
+                     "recorded: %s", why);
+    }
 }
