@@ -8,9 +8,17 @@
  * published, so any event that finds the id comes after its definition in
  * the trace's total order. Two threads inserting the same new stack at
  * once may both write a definition; the loser's id is simply never used.
+ *
+ * An entry keeps two independent 64-bit hashes of the key, not the key:
+ * 40 bytes a stack instead of 8 per frame (a million distinct stacks of
+ * 25 frames took 400 MB of the program's memory, now about 60 MB), and a
+ * lookup compares two words instead of the frames. Two different stacks
+ * would share an id only if both hashes collided at once (about 2^-128
+ * per pair). The frames themselves are in the trace (the definition).
  */
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
+#include <pthread.h>
 #include <libunwind.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,15 +35,56 @@
  * n + 2 * npy words. */
 struct stack_entry {
     struct stack_entry *next;
-    uint64_t hash;
+    uint64_t hash, hash2; /* hash_frames with two seeds */
     uint32_t id;
-    uint32_t n, npy;
-    uintptr_t ip[];
+    uint16_t n, npy;      /* at most GMT_MAX_STACK_DEPTH, GMT_MAX_PY_DEPTH */
 };
 
 static struct stack_entry **g_buckets;
 static uint32_t g_next_id;
 static bool g_capped; /* GPUMEMTRACE_MAX_STACKS reached, said */
+
+/* With GPUMEMTRACE_EMBED_SYMBOLS: the distinct native return addresses of
+ * the recorded stacks (the entries keep none), named at exit. An
+ * open-addressing set, filled when a new stack is inserted (rare: never
+ * on the hot path), under its own lock. */
+static pthread_mutex_t g_ips_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t *g_ips;
+static size_t g_ips_cap, g_ips_n;
+
+static bool ips_put(uintptr_t *set, size_t cap, uintptr_t ip)
+{
+    size_t h = (ip * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
+    while (set[h] && set[h] != ip)
+        h = (h + 1) & (cap - 1);
+    if (set[h])
+        return false;
+    set[h] = ip;
+    return true;
+}
+
+static void remember_ips(const uintptr_t *ip, uint32_t n)
+{
+    pthread_mutex_lock(&g_ips_lock);
+    for (uint32_t k = 0; k < n; k++) {
+        if (ip[k] == 0)
+            continue;
+        if ((g_ips_n + 1) * 2 > g_ips_cap) {
+            size_t nc = g_ips_cap ? g_ips_cap * 2 : 4096;
+            uintptr_t *ns = calloc(nc, sizeof *ns);
+            if (ns == NULL)
+                break; /* fewer names at exit, nothing worse */
+            for (size_t j = 0; j < g_ips_cap; j++)
+                if (g_ips[j])
+                    ips_put(ns, nc, g_ips[j]);
+            free(g_ips);
+            g_ips = ns;
+            g_ips_cap = nc;
+        }
+        g_ips_n += ips_put(g_ips, g_ips_cap, ip[k]);
+    }
+    pthread_mutex_unlock(&g_ips_lock);
+}
 
 void gmt_stack_init(void)
 {
@@ -66,55 +115,67 @@ void gmt_stack_reset_after_fork(void)
     }
     g_next_id = 0;
     g_capped = false;
+    pthread_mutex_init(&g_ips_lock, NULL);
+    free(g_ips);
+    g_ips = NULL;
+    g_ips_cap = g_ips_n = 0;
 }
 
-static inline uint64_t hash_frames(const uintptr_t *ip, uint32_t n, uint32_t npy)
+/* Two hashes of one key from one pass: different seeds and multipliers,
+ * so they are independent for any practical purpose. */
+static inline void hash_frames(const uintptr_t *ip, uint32_t n, uint32_t npy,
+                               uint64_t *h1, uint64_t *h2)
 {
     uint64_t h = 0x243f6a8885a308d3ull ^ n ^ (uint64_t)npy << 32;
+    uint64_t g = 0x13198a2e03707344ull ^ ((uint64_t)n << 16) ^ npy;
     for (uint32_t i = 0; i < n + 2 * npy; i++) {
         h ^= ip[i];
         h *= 0x9e3779b97f4a7c15ull;
         h ^= h >> 29;
+        g += ip[i];
+        g *= 0xc2b2ae3d27d4eb4full;
+        g ^= g >> 31;
     }
-    return h;
+    *h1 = h;
+    *h2 = g;
 }
 
 static struct stack_entry *find(struct stack_entry *e,
                                 const struct stack_entry *stop, uint64_t hash,
-                                const uintptr_t *ip, uint32_t n, uint32_t npy)
+                                uint64_t hash2, uint32_t n, uint32_t npy)
 {
     for (; e != NULL && e != stop;
          e = __atomic_load_n(&e->next, __ATOMIC_ACQUIRE))
-        if (e->hash == hash && e->n == n && e->npy == npy &&
-            memcmp(e->ip, ip, (n + 2 * npy) * sizeof *ip) == 0)
+        if (e->hash == hash && e->hash2 == hash2 && e->n == n && e->npy == npy)
             return e;
     return NULL;
 }
 
-static bool write_definition(struct gmt_thread *t, const struct stack_entry *e)
+static bool write_definition(struct gmt_thread *t, uint32_t id, const uintptr_t *ip,
+                             uint32_t n, uint32_t npy)
 {
     uint8_t buf[3 * GMT_VARINT_MAX + GMT_MAX_STACK_DEPTH * GMT_VARINT_MAX +
                 2 * GMT_MAX_PY_DEPTH * GMT_VARINT_MAX];
-    uint8_t *p = gmt_put_varint(buf, e->id);
-    p = gmt_put_varint(p, e->n);
+    uint8_t *p = gmt_put_varint(buf, id);
+    p = gmt_put_varint(p, n);
     uintptr_t prev = 0;
-    for (uint32_t i = 0; i < e->n; i++) {
-        p = gmt_put_svarint(p, (int64_t)(e->ip[i] - prev));
-        prev = e->ip[i];
+    for (uint32_t i = 0; i < n; i++) {
+        p = gmt_put_svarint(p, (int64_t)(ip[i] - prev));
+        prev = ip[i];
     }
     /* Python frames are appended fields: a reader that predates them
      * ignores the trailing bytes. */
-    if (e->npy) {
-        p = gmt_put_varint(p, e->npy);
-        for (uint32_t i = 0; i < e->npy; i++) {
-            p = gmt_put_varint(p, e->ip[e->n + 2 * i]);
-            p = gmt_put_svarint(p, (int64_t)e->ip[e->n + 2 * i + 1]);
+    if (npy) {
+        p = gmt_put_varint(p, npy);
+        for (uint32_t i = 0; i < npy; i++) {
+            p = gmt_put_varint(p, ip[n + 2 * i]);
+            p = gmt_put_svarint(p, (int64_t)ip[n + 2 * i + 1]);
         }
     }
     return gmt_trace_emit_ext(t, GMT_X_STACK, buf, (size_t)(p - buf));
 }
 
-static uint32_t insert(struct gmt_thread *t, uint64_t hash,
+static uint32_t insert(struct gmt_thread *t, uint64_t hash, uint64_t hash2,
                        const uintptr_t *ip, uint32_t n, uint32_t npy,
                        struct stack_entry *head)
 {
@@ -142,19 +203,20 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash,
             break;
         }
     }
-    size_t words = n + 2 * (size_t)npy;
-    struct stack_entry *e = malloc(sizeof *e + words * sizeof *ip);
+    struct stack_entry *e = malloc(sizeof *e);
     if (e == NULL)
         return 0;
     e->hash = hash;
-    e->n = n;
-    e->npy = npy;
+    e->hash2 = hash2;
+    e->n = (uint16_t)n;
+    e->npy = (uint16_t)npy;
     e->id = __atomic_add_fetch(&g_next_id, 1, __ATOMIC_RELAXED);
-    memcpy(e->ip, ip, words * sizeof *ip);
-    if (!write_definition(t, e)) {
+    if (!write_definition(t, e->id, ip, n, npy)) {
         free(e);
         return 0;
     }
+    if (gmt_opt.embed_symbols)
+        remember_ips(ip, n);
     struct stack_entry **bucket = &g_buckets[hash & (NBUCKETS - 1)];
     for (;;) {
         e->next = head;
@@ -162,7 +224,7 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash,
                                         __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
             return e->id;
         /* Someone published first: did they publish this very stack? */
-        struct stack_entry *dup = find(head, e->next, hash, ip, n, npy);
+        struct stack_entry *dup = find(head, e->next, hash, hash2, n, npy);
         if (dup != NULL) {
             free(e);
             return dup->id;
@@ -236,13 +298,14 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
     if (n + npy == 0)
         return 0;
     const uintptr_t *ip = (const uintptr_t *)(t->frames + first);
-    uint64_t hash = hash_frames(ip, (uint32_t)n, (uint32_t)npy);
+    uint64_t hash, hash2;
+    hash_frames(ip, (uint32_t)n, (uint32_t)npy, &hash, &hash2);
     struct stack_entry *head =
         __atomic_load_n(&g_buckets[hash & (NBUCKETS - 1)], __ATOMIC_ACQUIRE);
-    struct stack_entry *e = find(head, NULL, hash, ip, (uint32_t)n, (uint32_t)npy);
+    struct stack_entry *e = find(head, NULL, hash, hash2, (uint32_t)n, (uint32_t)npy);
     if (GMT_LIKELY(e != NULL))
         return e->id;
-    return insert(t, hash, ip, (uint32_t)n, (uint32_t)npy, head);
+    return insert(t, hash, hash2, ip, (uint32_t)n, (uint32_t)npy, head);
 }
 
 /* At exit, on request: name every return address of the recorded stacks
@@ -251,54 +314,20 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
  * tool then shows module+offset for them, as without this. */
 void gmt_stack_embed_symbols(struct gmt_thread *t)
 {
-    if (g_buckets == NULL)
-        return;
-    size_t cap = 4096, n = 0;
-    uintptr_t *seen = calloc(cap, sizeof *seen); /* open addressing set */
-    if (seen == NULL)
-        return;
-    for (unsigned i = 0; i < NBUCKETS; i++) {
-        for (struct stack_entry *e = g_buckets[i]; e; e = e->next) {
-            for (uint32_t k = 0; k < e->n; k++) { /* native frames only */
-                uintptr_t ip = e->ip[k];
-                if ((n + 1) * 2 > cap) {
-                    size_t nc = cap * 2;
-                    uintptr_t *ns = calloc(nc, sizeof *ns);
-                    if (ns == NULL)
-                        goto out;
-                    for (size_t j = 0; j < cap; j++) {
-                        if (!seen[j])
-                            continue;
-                        size_t h = (seen[j] * 0x9e3779b97f4a7c15ull >> 20) & (nc - 1);
-                        while (ns[h])
-                            h = (h + 1) & (nc - 1);
-                        ns[h] = seen[j];
-                    }
-                    free(seen);
-                    seen = ns;
-                    cap = nc;
-                }
-                size_t h = (ip * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
-                while (seen[h] && seen[h] != ip)
-                    h = (h + 1) & (cap - 1);
-                if (seen[h])
-                    continue;
-                seen[h] = ip;
-                n++;
-                Dl_info di;
-                /* ip - 1: inside the call, as the reader looks it up */
-                if (!dladdr((void *)(ip - 1), &di) || di.dli_sname == NULL)
-                    continue;
-                uint8_t buf[2 * GMT_VARINT_MAX + GMT_VARINT_MAX + 1024];
-                size_t len = strnlen(di.dli_sname, 1024);
-                uint8_t *p = gmt_put_varint(buf, ip);
-                p = gmt_put_varint(p, (uintptr_t)di.dli_saddr);
-                p = gmt_put_varint(p, len);
-                memcpy(p, di.dli_sname, len);
-                gmt_trace_emit_ext(t, GMT_X_SYMBOL, buf, (size_t)(p + len - buf));
-            }
-        }
+    pthread_mutex_lock(&g_ips_lock);
+    for (size_t j = 0; j < g_ips_cap; j++) {
+        uintptr_t ip = g_ips[j];
+        Dl_info di;
+        /* ip - 1: inside the call, as the reader looks it up */
+        if (!ip || !dladdr((void *)(ip - 1), &di) || di.dli_sname == NULL)
+            continue;
+        uint8_t buf[2 * GMT_VARINT_MAX + GMT_VARINT_MAX + 1024];
+        size_t len = strnlen(di.dli_sname, 1024);
+        uint8_t *p = gmt_put_varint(buf, ip);
+        p = gmt_put_varint(p, (uintptr_t)di.dli_saddr);
+        p = gmt_put_varint(p, len);
+        memcpy(p, di.dli_sname, len);
+        gmt_trace_emit_ext(t, GMT_X_SYMBOL, buf, (size_t)(p + len - buf));
     }
-out:
-    free(seen);
+    pthread_mutex_unlock(&g_ips_lock);
 }
