@@ -261,13 +261,20 @@ static void plot(const struct point *col, const struct tl_opts *o, uint64_t max)
     free(line);
 }
 
+/* ns as a double, back to an integer: a hostile trace's time span can
+ * exceed what 64 bits hold (the conversion is undefined there). */
+static uint64_t ns_of(double ns)
+{
+    return ns >= 18446744073709549568.0 ? UINT64_MAX : ns <= 0 ? 0 : (uint64_t)ns;
+}
+
 static void x_axis(const struct replay *r, size_t n, int width)
 {
     char a[32], b[32], e[32];
     double end = (double)n * (double)r->bucket_ns;
     gmt_seconds(a, 0);
-    gmt_seconds(b, (uint64_t)(end / 2));
-    gmt_seconds(e, (uint64_t)end);
+    gmt_seconds(b, ns_of(end / 2));
+    gmt_seconds(e, ns_of(end));
     int half = width / 2, lb = (int)strlen(b), le = (int)strlen(e);
     int gap1 = half - (int)strlen(a) - lb / 2, gap2 = width - half - (lb - lb / 2) - le;
     printf("%*s  %s%*s%s%*s%s\n", TL_LABEL, "", a, gap1 > 1 ? gap1 : 1, "", b,
