@@ -2,6 +2,7 @@
 #
 #   make            build the preload library, the report tool, the tests' helpers
 #   make test       build and run the test suite (CPU only, simulated CUDA runtime)
+#   make asan       the end-to-end tests again, the library under ASan and UBSan
 #   make install    PREFIX=/usr/local DESTDIR= (lib, bin, include/gpumemtrace.h)
 #   make clean
 #   V=1             show full commands; CC=clang to build with clang
@@ -261,6 +262,17 @@ tests: all $(SIMLIB) $(SIMDRV) $(SIMNVML) $(PROGS) $(DRV_PROGS) $(TESTLIBS) $(UN
 test: tests
 	$(Q)tests/run.sh $(O)
 
+# The end-to-end suite again with the library built under ASan and UBSan,
+# preloaded after gcc's sanitizer runtime (tests/e2e/gmt.py): a sanitizer
+# report in the traced programs fails the test. CI runs it after `make test`.
+ASAN_O := $(O)/asan-lib
+asan: tests
+	$(Q)$(MAKE) --no-print-directory CC=gcc O=$(ASAN_O) \
+	    CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    $(ASAN_O)/libgpumemtrace.so
+	$(Q)GMT_SANITIZED_PRELOAD="$$(gcc -print-file-name=libasan.so) $(abspath $(ASAN_O))/libgpumemtrace.so" \
+	    tests/run.sh $(O) -k e2e/
+
 # ---- install ------------------------------------------------------------------
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
@@ -272,7 +284,7 @@ install: all
 clean:
 	rm -rf $(O)
 
-.PHONY: all test tests install clean
+.PHONY: all test tests asan install clean
 .DELETE_ON_ERROR:
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

@@ -8,6 +8,11 @@ import subprocess
 
 BUILD = os.environ.get("GMT_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 LIB = os.path.join(BUILD, "libgpumemtrace.so")
+# `make asan`: the library built with ASan and UBSan, preloaded after the
+# sanitizer runtime (which must come first), in the tests that preload the
+# library through run(); a sanitizer report fails the test (exit status,
+# stderr)
+SANITIZED = os.environ.get("GMT_SANITIZED_PRELOAD")
 REPORT = os.path.join(BUILD, "gpumemreport")
 
 
@@ -25,7 +30,18 @@ def clean_env(**extra):
 def run(cmd, traced=True, env=None, timeout=300, check=True, **extra_env):
     e = clean_env(**extra_env) if env is None else env
     if traced:
-        e["LD_PRELOAD"] = LIB
+        e["LD_PRELOAD"] = SANITIZED or LIB
+        if SANITIZED:
+            # the programs' own signals stay theirs (tests kill with SIGSEGV,
+            # the library handles SIGBUS on its mappings)
+            e.setdefault("ASAN_OPTIONS", "detect_leaks=0:handle_segv=0:handle_sigbus=0:"
+                         "allow_user_segv_handler=1")
+            e.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+            if "LD_LIBRARY_PATH" not in e:
+                # ASan's dlopen is the caller glibc sees: the program's
+                # RUNPATH no longer finds the simulated driver
+                e["LD_LIBRARY_PATH"] = os.path.join(BUILD, "sim")
+                e.setdefault("SIM_NVML", "off")  # found there too
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
     if check and p.returncode != 0:
         raise AssertionError(f"{cmd} exited {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
