@@ -158,8 +158,6 @@ int gmt_quiet_get_device(int fallback);
 /* What kind of memory p is: GMT_PTR_*. */
 enum { GMT_PTR_UNKNOWN, GMT_PTR_PAGEABLE, GMT_PTR_PINNED, GMT_PTR_DEVICE };
 int gmt_quiet_ptr_class(const void *p);
-/* The device of device memory p (-1: not device memory, or unknown). */
-int gmt_quiet_ptr_device(const void *p);
 bool gmt_real_cuda_loaded(void);        /* is libcuda.so in the process? */
 /* Does the process's runtime define function idx? (no warning if not) */
 bool gmt_real_present(unsigned idx);

@@ -149,13 +149,6 @@ int gmt_quiet_ptr_class(const void *p)
     }
 }
 
-int gmt_quiet_ptr_device(const void *p)
-{
-    struct cudaPointerAttributes a;
-    return quiet_attributes(p, &a) && a.type == cudaMemoryTypeDevice ? a.device
-                                                                     : -1;
-}
-
 static int find_libcuda(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;

@@ -355,7 +355,7 @@ int cmd_dump(int argc, char **argv)
         printf("%-10" PRIu64 " %12.6f %4u ", rec.seq, ms, rec.thread);
         if (rec.kind == GMT_K_EXT) {
             size_t malformed = d.malformed;
-            gmt_defs_add(&d, &rec, err, sizeof err);
+            gmt_defs_add(&d, &rec);
             struct gmt_fw f;
             if (rec.ext == GMT_X_FW && gmt_fw_decode(&rec, &f) == 0)
                 printf("%3u  ", f.device);

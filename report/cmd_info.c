@@ -85,11 +85,7 @@ static int scan(const char *path, struct gmt_reader **out, struct info *in)
         in->records++;
         if (rec.kind == GMT_K_EXT) {
             in->defs++;
-            if (gmt_defs_add(&in->defs_tab, &rec, err, sizeof err) != 0) {
-                gmt_errorf("%s: %s", path, err);
-                gmt_reader_close(r);
-                return -1;
-            }
+            gmt_defs_add(&in->defs_tab, &rec);
             fw_count(in, &rec);
             continue;
         }

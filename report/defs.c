@@ -523,8 +523,7 @@ const char *gmt_defs_string(const struct gmt_defs *d, uint64_t id)
     return sd ? sd->text : NULL;
 }
 
-int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
-                 size_t errlen)
+void gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec)
 {
     struct cur c = {rec->payload, rec->payload + rec->len, false};
     int rc = 0;
@@ -604,9 +603,6 @@ int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
                      "malformed %s definition (record %llu)", what,
                      (unsigned long long)rec->seq);
     }
-    (void)err;
-    (void)errlen;
-    return 0;
 }
 
 bool gmt_damage(const struct gmt_reader *rd, const struct gmt_defs *d, char *buf,

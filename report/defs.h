@@ -111,12 +111,11 @@ struct gmt_defs {
     char malformed_first[96];  /* which was the first */
 };
 
-/* Take in one extension record. 0: fine (unknown kinds are counted and
- * skipped, and so are malformed ones: d->malformed, gmt_damage - a
- * damaged definition costs what refers to it, not the trace; so is one
- * that memory ran out for). Returns 0; err and errlen are not used. */
-int gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec, char *err,
-                 size_t errlen);
+/* Take in one extension record. Unknown kinds are counted and skipped,
+ * and so are malformed ones (d->malformed, gmt_damage: a damaged
+ * definition costs what refers to it, not the trace), and one that
+ * memory ran out for. */
+void gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec);
 /* What a damaged trace lost, read to its end: the reader's account
  * (gmt_reader_damage) and the malformed definitions skipped. False and
  * buf untouched when nothing was. */

@@ -860,10 +860,7 @@ int replay_trace(const char *path, struct replay *r,
     while ((got = gmt_reader_next(rd, &rec)) == 1) {
         r->records++;
         if (rec.kind == GMT_K_EXT) {
-            if (gmt_defs_add(&r->defs, &rec, err, errlen) != 0) {
-                gmt_reader_close(rd);
-                return -1;
-            }
+            gmt_defs_add(&r->defs, &rec);
             if (rec.ext == GMT_X_VMM) {
                 on_vmm(r, &rec);
             } else if (rec.ext == GMT_X_MEMPOOL) {

@@ -46,8 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct gmt_defs d = {0};
         struct gmt_rec rec;
         while (gmt_reader_next(r, &rec) == 1)
-            if (rec.kind == GMT_K_EXT && gmt_defs_add(&d, &rec, err, sizeof err))
-                break;
+            if (rec.kind == GMT_K_EXT)
+                gmt_defs_add(&d, &rec);
         /* Python frames: decode every line from the (hostile) line tables */
         volatile unsigned sink = 0;
         for (struct gmt_stack_def *st = d.stacks; st; st = st->hh.next)
