@@ -152,11 +152,18 @@ GMT_EXPORT GMT_NO_SANITIZE void *dlsym(void *handle, const char *name)
     if (GMT_UNLIKELY(f == NULL) &&
         (f = (void *(*)(void *, const char *))find_real_dlsym()) == NULL)
         return NULL;
-    if (handle == RTLD_NEXT || !gmt_drv_observe ||
-        name[0] != 'c' || name[1] != 'u')
+    if (handle == RTLD_NEXT || g_disabled || name[0] != 'c' || name[1] != 'u')
+        return f(handle, name);
+    bool runtime = name[2] == 'd' && name[3] == 'a'; /* cuda*: real.c */
+    if (!runtime && !gmt_drv_observe)
         return f(handle, name);
     int saved = errno;
     void *r = f(handle, name);
+    if (runtime) {
+        r = gmt_real_swap(name, r);
+        errno = saved;
+        return r;
+    }
     for (int i = 0; r != NULL && i < D_WRAPPED_COUNT; i++) {
         /* Our own export, found by a global lookup: it stands for the
          * driver only if there is one ("is libcuda loaded?" probes). */

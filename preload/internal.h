@@ -147,6 +147,9 @@ void gmt_log_reset_after_fork(void);
 
 void *gmt_real_resolve(unsigned idx); /* slow path of gmt_real() */
 extern void *gmt_real_fn[];
+/* What dlsym hands out for a cuda* name that found `found`: our hook of
+ * that name when `found` is the runtime function the hook calls. */
+void *gmt_real_swap(const char *name, void *found);
 static inline void *gmt_real(unsigned idx)
 {
     void *f = __atomic_load_n(&gmt_real_fn[idx], __ATOMIC_ACQUIRE);

@@ -56,7 +56,7 @@ static void *lookup(const char *name)
         void *handle = NULL;
         dl_iterate_phdr(find_cudart, &handle);
         if (handle != NULL) {
-            f = dlsym(handle, name);
+            f = gmt_real_dlsym(handle, name); /* not our dlsym's swap */
             dlclose(handle); /* drops the NOLOAD reference only */
         }
     }
@@ -80,6 +80,60 @@ bool gmt_real_present(unsigned idx)
             __atomic_store_n(&absent[idx], true, __ATOMIC_RELAXED);
     }
     return f != NULL && f != (void *)missing_function;
+}
+
+/* ---- lookups through a handle ---------------------------------------------
+ * dlsym(dlopen("libcudart.so.13"), "cudaMalloc") - what
+ * ctypes.CDLL("libcudart.so.13").cudaMalloc does - finds the runtime's
+ * own function, not our export: its calls would bypass the hooks, the
+ * pool and the stacks, and reach only the driver-level observer. Our
+ * dlsym (driver.c) asks here about every lookup of a cuda* name. A
+ * function of the runtime that is the very one our hook of that name
+ * calls is handed out as the hook: the program calls what it would have
+ * called, through us, as if it had linked the runtime. Anything else is
+ * returned as found: a name we do not hook, our own export already, or a
+ * second copy of the runtime beside the one our hooks call (its calls
+ * stay visible at the driver level). */
+static void *self_handle(void)
+{
+    static void *self;
+    void *h = __atomic_load_n(&self, __ATOMIC_ACQUIRE);
+    Dl_info di;
+    if (h == NULL && dladdr((void *)self_handle, &di) != 0 &&
+        di.dli_fname != NULL) {
+        /* The library stays loaded as long as its code runs: NOLOAD
+         * only takes a reference. Two threads may both take one. */
+        h = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+        if (h == NULL)
+            dlerror(); /* ours, not the program's */
+        else
+            __atomic_store_n(&self, h, __ATOMIC_RELEASE);
+    }
+    return h;
+}
+
+void *gmt_real_swap(const char *name, void *found)
+{
+    if (found == NULL)
+        return found;
+    unsigned idx = 0;
+    while (idx < GMT_R_COUNT && strcmp(g_names[idx], name) != 0)
+        idx++;
+    if (idx == GMT_R_COUNT || !gmt_real_present(idx) ||
+        __atomic_load_n(&gmt_real_fn[idx], __ATOMIC_ACQUIRE) != found)
+        return found;
+    void *self = self_handle();
+    void *hook = self ? gmt_real_dlsym(self, name) : NULL;
+    Dl_info at, us;
+    /* Only our own definition: the tracer's own runtime calls
+     * (cudaGetDevice, ...) are not exported, and a lookup in our handle
+     * also searches the libraries we depend on. */
+    if (hook == NULL || dladdr(hook, &at) == 0 ||
+        dladdr((void *)gmt_real_swap, &us) == 0 || at.dli_fbase != us.dli_fbase) {
+        dlerror();
+        return found;
+    }
+    return hook;
 }
 
 void *gmt_real_resolve(unsigned idx)

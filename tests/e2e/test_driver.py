@@ -118,13 +118,19 @@ def test_copies_and_sets():
 
 
 def test_runtime_through_a_handle():
-    # dlsym(handle, "cudaMalloc") bypasses the runtime hooks; the runtime's
-    # own driver calls underneath are recorded instead
+    """Issue 17, fault 9: dlsym(handle, "cudaMalloc") on the dlopened
+    runtime (what ctypes does) found the runtime's own functions, which
+    bypassed the hooks and the pool: only the driver calls underneath were
+    recorded, without the runtime's view. The lookup now hands out the
+    hooks: the calls are recorded as the runtime calls they are, with the
+    caller's stack, and the pool serves them."""
     drv("rthandle", LD_LIBRARY_PATH=SIM, SIM_CUDA_DRIVER="1")
     t = one_trace()
     got = info(t)
-    expect(got["by_api"] == {"cuMemAlloc": 2, "cuMemFree": 1}, f"calls: {got['by_api']}")
+    expect(got["by_api"] == {"cudaMalloc": 2, "cudaFree": 1}, f"calls: {got['by_api']}")
     expect(summary(t)["leaked"] == 2 * MiB, "2 MiB left")
+    leaks = report("leaks", "--no-symbols", "--json", t).stdout
+    expect("mode_rthandle" in report("leaks", t).stdout, f"caller not on the stack: {leaks[:400]}")
 
 
 def test_threads_observed():
@@ -218,14 +224,17 @@ def test_runtime_allocations_counted_once():
 
 
 def test_free_of_pool_memory_that_bypasses_our_cudaFree():
-    """Issue 17, fault 2: dlsym(handle, "cudaFree") on the dlopened runtime
-    (what ctypes does) finds the runtime's own cudaFree, which frees
-    through the driver. The driver must never free pool memory: a
-    segment's first block freed the whole segment (C, D and E lost their
-    bytes), an interior one failed. The observer hands such frees to the
-    pool; the program's own cuMemFreeAsync of a pool block too."""
+    """Issue 17, fault 2: a free of pool memory that does not pass our
+    cudaFree reaches the driver: a static runtime's, the program's own
+    cuMemFree / cuMemFreeAsync, and (before fault 9's fix) the runtime's
+    cudaFree found with dlsym(handle), as ctypes does. The driver must
+    never free pool memory: a segment's first block freed the whole
+    segment (C, D and E lost their bytes), an interior one failed. The
+    observer hands such frees to the pool. dlsym(handle, "cudaFree") now
+    hands out our cudaFree itself."""
     p = run([prog("dlsymfree")], check=False, LD_LIBRARY_PATH=SIM, SIM_CUDA_DRIVER="1")
-    want = ("dlsym cudaFree: interior 1, A 0, B 0, A again 1\n"
+    want = ("dlsym cudaFree is the library's: yes\n"
+            "driver cuMemFree: interior 1, A 0, B 0, A again 1\n"
             "driver cuMemFreeAsync: G 0\n"
             "C kept: 1, D kept: 1, E kept: 1\n"
             "512 KiB at A: yes\n"

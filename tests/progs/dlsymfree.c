@@ -1,14 +1,18 @@
 /* dlsymfree.c - frees of pool blocks that bypass the interposed cudaFree
- * (issue 17, fault 2). dlsym(handle, "cudaFree") on the runtime dlopened
- * by its soname - what ctypes.CDLL("libcudart.so.13").cudaFree does -
- * finds the runtime's own cudaFree, whose free is the driver's cuMemFree
- * of the pointer (the simulated runtime's too, with SIM_CUDA_DRIVER=1);
- * and the program may call the driver itself (cuMemFreeAsync from
- * dlsym on libcuda.so.1).
+ * (issue 17, fault 2), and the runtime's cudaFree looked up through a
+ * handle (fault 9).
+ *
+ * dlsym(handle, "cudaFree") on the runtime dlopened by its soname - what
+ * ctypes.CDLL("libcudart.so.13").cudaFree does - must hand out the
+ * library's cudaFree, not the runtime's own (whose free is the driver's
+ * cuMemFree of the pointer, the simulated runtime's too with
+ * SIM_CUDA_DRIVER=1). Frees that do bypass it - a static runtime's, the
+ * program's own driver calls - reach the driver: cuMemFree and
+ * cuMemFreeAsync looked up with dlsym on libcuda.so.1.
  *
  * Four 256 KiB blocks from the interposed cudaMalloc, one pool segment:
  * A at its start, B (a slow kernel still writing it), C (live, holding
- * 0x5A), G. Through the dlsym'd cudaFree: an interior address of C
+ * 0x5A), G. Through the driver's cuMemFree: an interior address of C
  * (refused), A and B (taken), A again (refused); G with the driver's
  * cuMemFreeAsync. Then D and E are allocated and filled, the device
  * synchronized, and 512 KiB allocated: A and B, merged, are the first
@@ -51,19 +55,22 @@ int main(void)
         return 2;
     }
     cudaError_t (*rt_free)(void *) = (cudaError_t(*)(void *))dlsym(rt, "cudaFree");
+    CUresult (*drv_free)(CUdeviceptr) = (CUresult(*)(CUdeviceptr))dlsym(drv, "cuMemFree_v2");
     CUresult (*free_async)(CUdeviceptr, CUstream) =
         (CUresult(*)(CUdeviceptr, CUstream))dlsym(drv, "cuMemFreeAsync");
-    if (rt_free == NULL || free_async == NULL || rt_free == cudaFree)
-        return 2; /* cudaFree here is the library's: the lookup must not be */
+    if (rt_free == NULL || drv_free == NULL || free_async == NULL)
+        return 2;
+    /* cudaFree here is the library's: the program's own reference
+     * resolves to the preloaded export */
+    printf("dlsym cudaFree is the library's: %s\n", rt_free == cudaFree ? "yes" : "no");
     if (cudaMalloc(&a, N) != cudaSuccess || cudaMalloc(&b, N) != cudaSuccess ||
         cudaMalloc(&c, N) != cudaSuccess || cudaMalloc(&g, N) != cudaSuccess ||
         cudaMemset(c, 0x5A, N) != cudaSuccess ||
         simLaunchFill(b, 0x11, N, 300000, 0) != cudaSuccess)
         return 2;
-    int interior = rt_free((char *)c + 512);
-    cudaGetLastError();
-    int ra = rt_free(a), rb = rt_free(b), again = rt_free(a);
-    cudaGetLastError();
+    int interior = drv_free((CUdeviceptr)c + 512);
+    int ra = drv_free((CUdeviceptr)a), rb = drv_free((CUdeviceptr)b);
+    int again = drv_free((CUdeviceptr)a);
     int rg = free_async((CUdeviceptr)g, 0);
     if (cudaMalloc(&d, N) == cudaSuccess)
         cudaMemset(d, 0x22, N);
@@ -73,12 +80,12 @@ int main(void)
     cudaDeviceSynchronize();
     int kc = kept(c, 0x5A), kd = d && kept(d, 0x22), ke = e && kept(e, 0x33);
     cudaMalloc(&f, 2 * N);
-    printf("dlsym cudaFree: interior %d, A %d, B %d, A again %d\n", interior, ra, rb, again);
+    printf("driver cuMemFree: interior %d, A %d, B %d, A again %d\n", interior, ra, rb, again);
     printf("driver cuMemFreeAsync: G %d\n", rg);
     printf("C kept: %d, D kept: %d, E kept: %d\n", kc, kd, ke);
     printf("512 KiB at A: %s\n", f == a ? "yes" : "no");
     printf("stale writes: %llu\n", simStaleWrites());
-    return !(interior == cudaErrorInvalidValue && ra == cudaSuccess && rb == cudaSuccess &&
-             again == cudaErrorInvalidValue && rg == CUDA_SUCCESS && kc && kd && ke && f == a &&
+    return !(rt_free == cudaFree && interior == CUDA_ERROR_INVALID_VALUE && ra == CUDA_SUCCESS &&
+             rb == CUDA_SUCCESS && again == CUDA_ERROR_INVALID_VALUE && rg == CUDA_SUCCESS && kc && kd && ke && f == a &&
              simStaleWrites() == 0);
 }
