@@ -18,7 +18,9 @@ time goes, also native (no Python frames), python (no native frames),
 nostacks (neither), depth16 (16 native frames) and cacheoff (the old route: PyTorch's cache off,
 every tensor a cudaMalloc served by the pool, full stacks). Runs alternate,
 REPEATS rounds; each figure is the median step time (warm-up steps
-dropped) over the baseline's median from the same invocation, and
+dropped) over the baseline's median from the same invocation, and the
+median over rounds of the ratio within a round (the two runs of a round
+ran one after the other, so drift between rounds cancels), and
 PyTorch's max_memory_reserved / max_memory_allocated traced over
 untraced. The bridge is built once before the timed runs. --pin CPUS
 runs everything under `taskset -c CPUS` (launch-bound step times move
@@ -100,8 +102,12 @@ def main():
             for cfg in CONFIG_NAMES:
                 med = statistics.median(r["step"] for r in runs[cfg])
                 t0 = runs[cfg][0]
+                # round i's runs of both sides ran next to each other: the
+                # ratio within a round is free of drift between rounds
+                pairs = sorted(t["step"] / b["step"] for t, b in zip(runs[cfg], runs["baseline"]))
                 results[f"{w}/{cfg}"] = {
                     "baseline_ms": base * 1e3, "traced_ms": med * 1e3, "step_ratio": med / base,
+                    "pair_ratio": statistics.median(pairs), "pair_ratios": pairs,
                     "baseline_runs_ms": [r["step"] * 1e3 for r in runs["baseline"]],
                     "traced_runs_ms": [r["step"] * 1e3 for r in runs[cfg]],
                     "reserved_ratio": t0["max_memory_reserved"] / b0["max_memory_reserved"],
@@ -111,11 +117,13 @@ def main():
                     "same_result": all(r["result"] == b0["result"]
                                        for r in runs["baseline"] + runs[cfg]),
                 }
-    print("| workload/config | baseline ms/step | traced ms/step | step time | reserved | "
-          "allocated | same loss |")
-    print("|---|---|---|---|---|---|---|")
+    print("| workload/config | baseline ms/step | traced ms/step | step time (medians) | "
+          "step time (median of rounds, range) | reserved | allocated | same loss |")
+    print("|---|---|---|---|---|---|---|---|")
     for w, r in results.items():
+        pr = r["pair_ratios"]
         print(f"| {w} | {r['baseline_ms']:.2f} | {r['traced_ms']:.2f} | {r['step_ratio']:.3f} | "
+              f"{r['pair_ratio']:.3f} ({pr[0]:.3f}-{pr[-1]:.3f}) | "
               f"{r['reserved_ratio']:.3f} | {r['allocated_ratio']:.3f} | {r['same_result']} |")
     if JSON_OUT:
         with open(JSON_OUT, "w") as f:
