@@ -12,7 +12,8 @@ Workloads (tests/gpu/torch_models.py): the GPU-bound transformer
 launch-bound small MLP (12 x Linear 256, batch 64, Adam, fp32), a
 HuggingFace GPT-2 (6 layers, batch 8x512, AdamW) and a timm resnet50
 (batch 32, SGD), both under bf16 autocast; gpt2-infer and timm-infer
-run inference. Configurations: baseline (no library) and traced
+run inference. NAME:B runs gpt2 or timm at batch B (gpt2:32, timm:128:
+GPU-bound). Configurations: baseline (no library) and traced
 (LD_PRELOAD=libgpumemtrace.so, default options); for finding where the
 time goes, also native (no Python frames), python (no native frames),
 nostacks (neither), depth16 (16 native frames) and cacheoff (the old route: PyTorch's cache off,
@@ -70,15 +71,18 @@ def run(workload, config, tmp):
         env["LD_PRELOAD"] = LIB
         env["GPUMEMTRACE_OUTPUT"] = os.path.join(tmp, f"{workload}.%p.gmt")
         env["GPUMEMTRACE_CACHE"] = CACHE
+    name, _, batch = workload.partition(":")  # gpt2:32 - gpt2 at batch 32
     args = ([] if PIN is None else ["taskset", "-c", PIN]) + [
-        sys.executable, APP, workload, "--steps", str(STEPS.get(workload, 20))]
-    if workload in BF16:
+        sys.executable, APP, name, "--steps", str(STEPS.get(name, 20))]
+    if name in BF16:
         args.append("--bf16")
+    if batch:
+        args += ["--batch", batch]
     p = subprocess.run(args, env=env, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"{workload} {config} failed:\n{p.stderr[-3000:]}")
     r = json.loads(p.stdout.strip().splitlines()[-1])
-    r["step"] = statistics.median(r["step_times"][WARMUP.get(workload, 3):])
+    r["step"] = statistics.median(r["step_times"][WARMUP.get(name, 3):])
     r["stderr"] = p.stderr[-500:]
     return r
 
@@ -86,7 +90,7 @@ def run(workload, config, tmp):
 def main():
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        run("mlp", "traced", tmp)  # builds the bridge into CACHE
+        run("mlp", CONFIG_NAMES[0], tmp)  # builds the bridge into CACHE
         order = ["baseline"] + CONFIG_NAMES
         for w in WORKLOADS:
             runs = {c: [] for c in order}
@@ -116,6 +120,8 @@ def main():
                     "traced_reserved": t0["max_memory_reserved"],
                     "same_result": all(r["result"] == b0["result"]
                                        for r in runs["baseline"] + runs[cfg]),
+                    "baseline_results": [r["result"] for r in runs["baseline"]],
+                    "traced_results": [r["result"] for r in runs[cfg]],
                 }
     print("| workload/config | baseline ms/step | traced ms/step | step time (medians) | "
           "step time (median of rounds, range) | reserved | allocated | same loss |")

@@ -5,7 +5,7 @@ on stdout: its result (the last loss, or a checksum of outputs), the time
 of each step (synchronized), and PyTorch's own memory figures of the same
 run (torch.cuda.memory_stats), for comparison with the trace.
 
-usage: torch_models.py WORKLOAD [--steps N] [--bf16]
+usage: torch_models.py WORKLOAD [--steps N] [--bf16] [--batch N]
   training:  transformer (TransformerEncoder 6 x d=1024, batch 16x512,
              AdamW, fp32), mlp (12 x Linear 256, batch 64, Adam),
              gpt2 (transformers GPT2LMHeadModel, 6 layers, batch 8x512,
@@ -98,14 +98,15 @@ def linear4(args):
     return float(model.weight)
 
 
-def gpt2_model():
+def gpt2_model(batch=None):
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(n_layer=6, n_embd=768, n_head=12, vocab_size=50257, n_positions=512)
-    return GPT2LMHeadModel(cfg).cuda(), torch.randint(0, cfg.vocab_size, (8, 512), device="cuda")
+    return GPT2LMHeadModel(cfg).cuda(), torch.randint(0, cfg.vocab_size, (batch or 8, 512),
+                                                      device="cuda")
 
 
 def gpt2(args):
-    model, ids = gpt2_model()
+    model, ids = gpt2_model(args.batch)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     return train(model, opt, ids, lambda m, b: m(b, labels=b).loss, args)
 
@@ -115,16 +116,16 @@ def gpt2_infer(args):
     return infer(model, ids, lambda m, b: m(b).logits)
 
 
-def timm_model():
+def timm_model(batch=None):
     import timm
     model = timm.create_model("resnet50", num_classes=1000).cuda()
-    x = torch.randn(32, 3, 224, 224, device="cuda")
-    y = torch.randint(0, 1000, (32,), device="cuda")
+    x = torch.randn(batch or 32, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 1000, (batch or 32,), device="cuda")
     return model, (x, y)
 
 
 def timm_train(args):
-    model, batch = timm_model()
+    model, batch = timm_model(args.batch)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     return train(model, opt, batch,
                  lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]), args)
@@ -192,6 +193,8 @@ def main():
     ap.add_argument("workload")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="batch size of gpt2 and timm (default 8 and 32)")
     args = ap.parse_args()
     training = {"transformer": transformer, "mlp": mlp, "gpt2": gpt2, "timm": timm_train,
                 "gpt2-infer": gpt2_infer, "timm-infer": timm_infer}
