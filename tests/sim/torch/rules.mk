@@ -33,11 +33,12 @@ TORCH_TEST_DEPS := $(TORCH_STANDIN) $(TORCH_HEADER) $(TORCH_CHECK)
 
 # Hidden by default as PyTorch's libraries are: what the bridge uses is
 # marked default in the header (C10_CUDA_API there), the C API in the file.
-$(TORCH_STANDIN): tests/sim/torch/c10_cuda.cpp $(TORCH_SRC_HDRS) tests/sim/simcudart.h $(SIMLIB)
+$(TORCH_STANDIN): tests/sim/torch/c10_cuda.cpp tests/sim/torch/ops.cpp $(TORCH_SRC_HDRS) \
+                  tests/sim/simcudart.h $(SIMLIB)
 	$(call say,CXX,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CXX) $(TORCH_CXXFLAGS) -fPIC -fvisibility=hidden -shared \
-	    -Wl,-soname,libc10_cuda.so -Wl,-z,defs -o $@ $< \
+	    -Wl,-soname,libc10_cuda.so -Wl,-z,defs -o $@ $(filter %.cpp,$^) \
 	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../../../sim' -lcudart
 
 $(TORCH_HEADER): tests/sim/torch/include/c10/cuda/CUDACachingAllocator.h

@@ -96,6 +96,16 @@ void *sim_torch_stream_create(void);
 int sim_torch_stream_sleep(void *stream, unsigned usec);
 int sim_torch_synchronize(void);
 
+/* The layers above the allocator (ops.cpp), for the tests of how
+ * allocations are named: an op called from Python (torch.mul's binding,
+ * dispatch, kernel, output allocation: n bytes), torch.mm's the same
+ * way, and a backward pass (MeanBackward0 then MulBackward0, n bytes
+ * each, then AccumulateGrad) run on the autograd engine's own thread
+ * while the caller waits. out: the two gradients; 0, or -1. */
+void *sim_torch_op_mul(size_t n);
+void *sim_torch_op_mm(size_t n);
+int sim_torch_run_backward(size_t n, void *out[2]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,68 @@
+/* test_opnames.c - the frame roles that name sites (report/opnames.c). */
+#include <string.h>
+
+#include "../../report/opnames.h"
+#include "check.h"
+
+static int role(const char *fn, const char *want_name)
+{
+    char name[128];
+    int r = gmt_frame_role(fn, name, sizeof name);
+    if (want_name && strcmp(name, want_name) != 0) {
+        fprintf(stderr, "%s: name '%s', want '%s'\n", fn, name, want_name);
+        check_failures++;
+    }
+    return r;
+}
+
+int main(void)
+{
+    CHECK(role("at::_ops::mul_Tensor::call(at::Tensor const&, at::Tensor const&)",
+               "aten::mul") == GMT_FRAME_OP);
+    CHECK(role("at::_ops::addmm::call(at::Tensor const&, at::Tensor const&, at::Tensor "
+               "const&, c10::Scalar const&, c10::Scalar const&)", "aten::addmm") == GMT_FRAME_OP);
+    CHECK(role("at::_ops::add__Tensor::redispatch(c10::DispatchKeySet, at::Tensor&)",
+               "aten::add_") == GMT_FRAME_OP);
+    CHECK(role("at::_ops::native_layer_norm::call(at::Tensor const&)",
+               "aten::native_layer_norm") == GMT_FRAME_OP);
+    CHECK(role("at::_ops::sum_dim_IntList::call(at::Tensor const&)", "aten::sum_dim") ==
+          GMT_FRAME_OP);
+    CHECK(role("at::_ops::_softmax::call(at::Tensor const&, long, bool)", "aten::_softmax") ==
+          GMT_FRAME_OP);
+    CHECK(role("torch::autograd::THPVariable_mul(_object*, _object*, _object*)", "mul") ==
+          GMT_FRAME_BINDING);
+    CHECK(role("_object* torch::autograd::TypeError_to_NotImplemented_<&torch::autograd::"
+               "THPVariable_mul>(_object*, _object*, _object*)", "mul") == GMT_FRAME_BINDING);
+    CHECK(role("void* torch::autograd::TypeError_to_NotImplemented_<&torch::autograd::"
+               "THPVariable_mul>(unsigned long)", "mul") == GMT_FRAME_BINDING);
+    CHECK(role("torch::autograd::generated::MulBackward0::apply(std::vector<at::Tensor, "
+               "std::allocator<at::Tensor> >&&)", "MulBackward0") == GMT_FRAME_NODE);
+    CHECK(role("torch::autograd::AccumulateGrad::apply(std::vector<at::Tensor>&&)",
+               "AccumulateGrad") == GMT_FRAME_NODE);
+    CHECK(role("torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::"
+               "GraphTask> const&)", "") == GMT_FRAME_ENGINE);
+    CHECK(role("torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::"
+               "GraphTask>&, torch::autograd::Node*)", "") == GMT_FRAME_ENGINE);
+    CHECK(role("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::"
+               "allocate(unsigned long)", "") == GMT_FRAME_MACHINERY);
+    CHECK(role("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::"
+               "record_trace(c10::CachingDeviceAllocator::TraceEntry::Action)", "") ==
+          GMT_FRAME_MACHINERY);
+    CHECK(role("std::function<void (c10::cuda::CUDACachingAllocator::TraceEntry const&)>::"
+               "operator()(c10::cuda::CUDACachingAllocator::TraceEntry const&) const", "") ==
+          GMT_FRAME_MACHINERY);
+    CHECK(role("pybind11::cpp_function::dispatcher(_object*, _object*, _object*)", "") ==
+          GMT_FRAME_MACHINERY);
+    CHECK(role("at::detail::empty_cuda(unsigned long)", "") == GMT_FRAME_MACHINERY);
+    CHECK(role("c10::impl::wrap_kernel_functor_unboxed_<at::(anonymous namespace)::"
+               "MulFunctor, false>::call(void* (*)(unsigned long), unsigned long)", "") ==
+          GMT_FRAME_MACHINERY);
+    /* ordinary code stays ordinary */
+    CHECK(role("at::native::mul(unsigned long)", "") == GMT_FRAME_PLAIN);
+    CHECK(role("my_app_alloc", "") == GMT_FRAME_PLAIN);
+    CHECK(role("torch::autograd::generated::details::foo(int)", "") == GMT_FRAME_PLAIN);
+    CHECK(role("at::_ops::mul_Tensor", "") == GMT_FRAME_PLAIN);
+    CHECK(role(NULL, "") == GMT_FRAME_PLAIN);
+    CHECK(role("THPVariable_", "") == GMT_FRAME_MACHINERY);
+    return CHECK_DONE();
+}
