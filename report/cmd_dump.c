@@ -75,7 +75,9 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
         /* the id is the payload's first varint */
         uint64_t id = 0;
         gmt_get_varint(rec->payload, rec->payload + rec->len, &id);
-        const struct gmt_stack_def *st = gmt_defs_stack(d, (uint32_t)id);
+        struct gmt_stack_def def;
+        const struct gmt_stack_def *st =
+            id <= UINT32_MAX && gmt_defs_stack(d, (uint32_t)id, &def) ? &def : NULL;
         printf("stack          id=%" PRIu64 " frames=%u", id, st ? st->n : 0);
         if (st && st->npy)
             printf(" python=%u", st->npy);

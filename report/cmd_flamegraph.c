@@ -47,7 +47,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     struct fold *f = calloc(l->r.nsites ? l->r.nsites : 1, sizeof *f);
     size_t n = 0;
     for (size_t i = 0; f && i < l->r.nsites; i++) {
-        const struct site *s = l->r.sites[i];
+        const struct site *s = &l->r.sites[i];
         int64_t v = total ? (int64_t)s->total_bytes : s->peak_bytes;
         if (v <= 0)
             continue;

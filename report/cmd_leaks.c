@@ -20,8 +20,9 @@ static bool live_dev(const struct site *s, int64_t v[GROUP_VALUES])
 {
     v[0] = s->live_bytes;
     v[1] = s->live_count;
-    v[2] = (int64_t)s->host_live_bytes;
-    return s->live_bytes > 0 || s->host_live_bytes > 0;
+    uint64_t host = s->rare ? s->rare->host_live_bytes : 0;
+    v[2] = (int64_t)host;
+    return s->live_bytes > 0 || host > 0;
 }
 
 static void each(struct loaded *l, const struct gmt_common *c, void *ctx)

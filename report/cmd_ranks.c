@@ -190,12 +190,12 @@ static bool dist_frame(const struct sym *f)
 
 static bool dist_stack(struct loaded *l, uint32_t id)
 {
-    const struct gmt_stack_def *st = gmt_defs_stack(&l->r.defs, id);
-    if (st == NULL)
+    struct gmt_stack_def st;
+    if (!gmt_defs_stack(&l->r.defs, id, &st))
         return false;
-    for (uint32_t i = 0; i < st->n; i++) {
+    for (uint32_t i = 0; i < st.n; i++) {
         struct sym f[32];
-        int n = sym_frames(l->sym, &st->frames[i], f, 32);
+        int n = sym_frames(l->sym, &st.frames[i], f, 32);
         for (int k = 0; k < n; k++)
             if (dist_frame(&f[k]))
                 return true;
@@ -283,7 +283,7 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
     }
     free(rows);
     for (size_t i = 0; i < r->nsites; i++) {
-        const struct site *s = r->sites[i];
+        const struct site *s = &r->sites[i];
         if (s->peak_bytes > 0 && dist_stack(l, s->stack))
             p->nccl += (uint64_t)s->peak_bytes;
     }

@@ -21,8 +21,11 @@ static const char *const dir_names[] = {"unknown", "host to host", "host to devi
                                         "device to host", "device to device"};
 static const char *const mem_names[] = {"", "pageable", "pinned"};
 
-static bool copies(const struct site *s, int64_t v[GROUP_VALUES])
+static bool copies(const struct site *site, int64_t v[GROUP_VALUES])
 {
+    const struct site_rare *s = site->rare; /* NULL: none */
+    if (s == NULL)
+        return false;
     for (int d = 0; d < 5; d++) {
         v[0] += (int64_t)s->copy_bytes[d];
         v[1] += (int64_t)s->copy_count[d];

@@ -359,7 +359,7 @@ size_t gmt_group(struct loaded *l, const struct gmt_common *c,
     struct gentry *map = NULL, *e, *tmp;
     size_t n = 0;
     for (size_t i = 0; i < l->r.nsites; i++) {
-        const struct site *s = l->r.sites[i];
+        const struct site *s = &l->r.sites[i];
         int64_t v[GROUP_VALUES] = {0};
         if (!pick(s, v))
             continue;

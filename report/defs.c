@@ -179,51 +179,30 @@ static int stack(struct gmt_defs *d, struct cur *c)
     uint64_t id = u(c), n = u(c);
     if (c->bad || id == 0 || id > UINT32_MAX || n > GMT_MAX_STACK_DEPTH)
         return -1;
-    struct gmt_stack_def *st;
     uint32_t id32 = (uint32_t)id;
-    HASH_FIND(hh, d->stacks, &id32, sizeof id32, st);
-    if (st != NULL)
+    if (stacks_has(&d->stacks, id32))
         return 0; /* the recorder never reuses an id; keep the first */
-    st = calloc(1, sizeof *st);
-    if (st == NULL)
-        return -1;
-    st->frames = calloc(n ? n : 1, sizeof *st->frames);
-    if (st->frames == NULL) {
-        free(st);
-        return -1;
-    }
+    struct gmt_frame f[GMT_MAX_STACK_DEPTH];
+    struct gmt_pyframe py[GMT_MAX_PY_FRAMES];
     uint64_t ip = 0;
     for (uint64_t i = 0; i < n && !c->bad; i++) {
         ip += (uint64_t)s(c);
-        st->frames[i].ip = ip;
-        st->frames[i].module = module_at(d, ip);
+        f[i].ip = ip;
+        f[i].module = module_at(d, ip);
     }
     /* Appended: Python frames, (code id, offset) pairs. */
     uint64_t npy = c->bad || c->p == c->end ? 0 : u(c);
     if (npy > GMT_MAX_PY_FRAMES)
         c->bad = true;
-    if (!c->bad && npy) {
-        st->py = calloc(npy, sizeof *st->py);
-        if (st->py == NULL)
+    for (uint64_t i = 0; i < npy && !c->bad; i++) {
+        uint64_t code = u(c);
+        py[i].offset = s(c);
+        if (code == 0 || code > UINT32_MAX)
             c->bad = true;
-        for (uint64_t i = 0; i < npy && !c->bad; i++) {
-            uint64_t code = u(c);
-            st->py[i].offset = s(c);
-            if (code == 0 || code > UINT32_MAX)
-                c->bad = true;
-            st->py[i].code = (uint32_t)code;
-        }
+        py[i].code = (uint32_t)code;
     }
-    if (c->bad) {
-        free(st->py);
-        free(st->frames);
-        free(st);
+    if (c->bad || stacks_add(&d->stacks, id32, f, (uint32_t)n, py, (uint32_t)npy) != 0)
         return -1;
-    }
-    st->npy = (uint32_t)npy;
-    st->id = id32;
-    st->n = (uint32_t)n;
-    HASH_ADD(hh, d->stacks, id, sizeof st->id, st);
     d->nstacks++;
     return 0;
 }
@@ -623,12 +602,10 @@ bool gmt_damage(const struct gmt_reader *rd, const struct gmt_defs *d, char *buf
     return true;
 }
 
-const struct gmt_stack_def *gmt_defs_stack(const struct gmt_defs *d,
-                                           uint32_t id)
+bool gmt_defs_stack(const struct gmt_defs *d, uint32_t id,
+                    struct gmt_stack_def *out)
 {
-    struct gmt_stack_def *st;
-    HASH_FIND(hh, d->stacks, &id, sizeof id, st);
-    return st;
+    return stacks_get(&d->stacks, id, out);
 }
 
 const struct gmt_thread_def *gmt_defs_thread(const struct gmt_defs *d,
@@ -650,13 +627,7 @@ const struct gmt_device_def *gmt_defs_device(const struct gmt_defs *d,
 
 void gmt_defs_free(struct gmt_defs *d)
 {
-    struct gmt_stack_def *st, *tmp;
-    HASH_ITER(hh, d->stacks, st, tmp) {
-        HASH_DEL(d->stacks, st);
-        free(st->frames);
-        free(st->py);
-        free(st);
-    }
+    stacks_free(&d->stacks);
     struct gmt_pycode_def *pc, *pctmp;
     HASH_ITER(hh, d->pycodes, pc, pctmp) {
         HASH_DEL(d->pycodes, pc);

@@ -13,6 +13,7 @@
 #include <uthash.h>
 
 #include "reader.h"
+#include "stacks.h"
 
 struct gmt_module_def {
     uint32_t id;
@@ -20,25 +21,6 @@ struct gmt_module_def {
     uint8_t build_id[64];
     uint32_t build_id_len;
     char *path;
-};
-
-struct gmt_frame {
-    uint64_t ip;
-    int32_t module; /* index into gmt_defs.modules, -1 if in none */
-};
-
-struct gmt_pyframe {
-    uint32_t code;  /* gmt_pycode_def id */
-    int64_t offset; /* instruction offset in bytes; < 0: not started */
-};
-
-struct gmt_stack_def {
-    uint32_t id;
-    uint32_t n;
-    struct gmt_frame *frames; /* innermost first */
-    uint32_t npy;
-    struct gmt_pyframe *py;   /* Python frames, innermost first */
-    UT_hash_handle hh;
 };
 
 /* A Python code object (PYCODE). */
@@ -93,7 +75,7 @@ struct gmt_defs {
     size_t nmodules, cap_modules;
     size_t *active; /* indices of the modules mapped now, sorted by lo */
     size_t nactive;
-    struct gmt_stack_def *stacks; /* uthash by id */
+    struct stack_table stacks; /* stacks.h; gmt_defs_stack() */
     size_t nstacks;
     struct gmt_thread_def *threads; /* uthash by index */
     size_t nthreads;
@@ -121,8 +103,10 @@ void gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec);
  * buf untouched when nothing was. */
 bool gmt_damage(const struct gmt_reader *rd, const struct gmt_defs *d, char *buf,
                 size_t len);
-const struct gmt_stack_def *gmt_defs_stack(const struct gmt_defs *d,
-                                           uint32_t id);
+/* Copy stack `id` into *out (a local: about 8 KiB); false if the trace
+ * does not define it. */
+bool gmt_defs_stack(const struct gmt_defs *d, uint32_t id,
+                    struct gmt_stack_def *out);
 const struct gmt_thread_def *gmt_defs_thread(const struct gmt_defs *d,
                                              uint32_t index);
 const struct gmt_device_def *gmt_defs_device(const struct gmt_defs *d,

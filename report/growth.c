@@ -122,7 +122,7 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
         UT_hash_handle hh;
     } *map = NULL, *e, *tmp;
     for (size_t i = 0; i < l->r.nsites; i++) {
-        const struct site *s = l->r.sites[i];
+        const struct site *s = &l->r.sites[i];
         if (s->growth == NULL || s->total_count == 0)
             continue;
         const char *label = sym_site(l->sym, s->stack, c->grain, c->depth);
@@ -135,11 +135,11 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
             HASH_ADD_KEYPTR(hh, map, e->label, strlen(e->label), e);
         }
         for (int k = 0; k < nb; k++)
-            e->v[k] += s->growth[k];
-        if (s->first_time && s->first_time < e->first)
-            e->first = s->first_time;
-        if (s->last_time > e->last)
-            e->last = s->last_time;
+            e->v[k] += s->growth->live[k];
+        if (s->growth->first_time && s->growth->first_time < e->first)
+            e->first = s->growth->first_time;
+        if (s->growth->last_time > e->last)
+            e->last = s->growth->last_time;
         int64_t mf, ml;
         if (mark >= 0 && replay_site_mark(&l->r, s, mark, &mf, &ml)) {
             e->at_first_mark += mf;

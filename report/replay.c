@@ -1,8 +1,9 @@
 /* replay.c - the replay engine behind the report commands (see replay.h).
  *
  * Hot path: one record decoded by the reader, one open-addressing lookup
- * for an allocation or free, a few counters. Per-site bookkeeping is an
- * array indexed by stack id. The picture at the peak: every site changed
+ * for an allocation or free, a few counters. Sites lie in one array, in
+ * the order their stacks were first used, found by stack id through a
+ * dense map (a hash for ids beyond it). The picture at the peak: every site changed
  * since the last peak is on the `touched` list; when the live total sets
  * a new peak, those sites copy their live bytes into peak_bytes and the
  * list empties - each event pays for at most one such copy. Sites keep
@@ -102,26 +103,31 @@ static struct site *site_new(struct replay *r, uint32_t id, uint32_t *index)
 {
     if (r->nsites == r->cap_sites) {
         size_t cap = r->cap_sites ? 2 * r->cap_sites : 256;
-        struct site **n = realloc(r->sites, cap * sizeof *n);
+        struct site *n = realloc(r->sites, cap * sizeof *n);
         if (n == NULL)
             return NULL;
         r->sites = n;
         r->cap_sites = cap;
     }
-    struct site *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return NULL;
+    struct site *s = &r->sites[r->nsites];
+    memset(s, 0, sizeof *s);
     s->stack = id;
-    if ((r->want_growth &&
-         (s->growth = calloc(REPLAY_GROWTH_BUCKETS, sizeof *s->growth)) == NULL) ||
+    if ((r->want_growth && (s->growth = calloc(1, sizeof *s->growth)) == NULL) ||
         (r->want_marks && (s->marks = calloc(1, sizeof *s->marks)) == NULL)) {
         free(s->growth);
-        free(s);
         return NULL;
     }
-    *index = s->index = (uint32_t)r->nsites;
-    r->sites[r->nsites++] = s;
+    *index = (uint32_t)r->nsites++;
     return s;
+}
+
+/* The site's rarely needed figures, made on first use; NULL if memory ran
+ * out (they go uncounted, as a site would). */
+static struct site_rare *site_rare(struct site *s)
+{
+    if (s->rare == NULL)
+        s->rare = calloc(1, sizeof *s->rare);
+    return s->rare;
 }
 
 static struct site *site_of(struct replay *r, uint32_t id)
@@ -129,7 +135,7 @@ static struct site *site_of(struct replay *r, uint32_t id)
     uint32_t index;
     if (id < DENSE_IDS) {
         if (id < r->site_of_cap && r->site_of_id[id])
-            return r->sites[r->site_of_id[id] - 1];
+            return &r->sites[r->site_of_id[id] - 1];
         if (id >= r->site_of_cap) {
             size_t cap = r->site_of_cap ? r->site_of_cap : 1024;
             while (cap <= id)
@@ -149,7 +155,7 @@ static struct site *site_of(struct replay *r, uint32_t id)
     struct site_hash *h;
     HASH_FIND(hh, r->site_big, &id, sizeof id, h);
     if (h)
-        return r->sites[h->index];
+        return &r->sites[h->index];
     struct site *s = site_new(r, id, &index);
     if (s && (h = calloc(1, sizeof *h)) != NULL) {
         h->id = id;
@@ -189,9 +195,9 @@ static void merge_buckets(struct replay *r)
 static void merge_growth(struct replay *r)
 {
     for (size_t k = 0; k < r->nsites; k++) {
-        int64_t *g = r->sites[k]->growth;
-        if (g == NULL)
+        if (r->sites[k].growth == NULL)
             continue;
+        int64_t *g = r->sites[k].growth->live;
         for (int i = 0; i < REPLAY_GROWTH_BUCKETS / 2; i++)
             g[i] = g[2 * i + 1]; /* the value at the end of the merged pair */
         for (int i = REPLAY_GROWTH_BUCKETS / 2; i < REPLAY_GROWTH_BUCKETS; i++)
@@ -217,8 +223,8 @@ static void growth_advance(struct replay *r, uint64_t t)
     while (r->g_last < (int)b) {
         r->g_last++;
         for (size_t k = 0; k < r->nsites; k++)
-            if (r->sites[k]->growth)
-                r->sites[k]->growth[r->g_last] = r->sites[k]->live_bytes;
+            if (r->sites[k].growth)
+                r->sites[k].growth->live[r->g_last] = r->sites[k].live_bytes;
     }
 }
 
@@ -410,7 +416,7 @@ static void new_peak_check(struct replay *r, const struct gmt_rec *rec)
         r->peak_requested_time = rec->time;
         r->peak_requested_seq = rec->seq;
         for (size_t i = 0; i < r->ntouched; i++) {
-            struct site *s = r->sites[r->touched[i]];
+            struct site *s = &r->sites[r->touched[i]];
             s->peak_bytes = s->live_bytes;
             s->peak_count = s->live_count;
             s->peak_alloc_bytes = s->live_alloc_bytes;
@@ -473,7 +479,7 @@ static void mark_site(struct replay *r, struct site *s)
         r->touched = n;
         r->cap_touched = cap;
     }
-    r->touched[r->ntouched++] = s->index;
+    r->touched[r->ntouched++] = (uint32_t)(s - r->sites);
     s->dirty = true;
 }
 
@@ -560,9 +566,10 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
     if (mem == MEM_HOST) {
         d->host += (int64_t)rec->size;
         r->host += (int64_t)rec->size;
-        if (s) {
-            s->host_live_bytes += rec->size;
-            s->host_total_bytes += rec->size;
+        struct site_rare *sr = s ? site_rare(s) : NULL;
+        if (sr) {
+            sr->host_live_bytes += rec->size;
+            sr->host_total_bytes += rec->size;
         }
     } else {
         d->requested += (int64_t)l->size;
@@ -585,9 +592,11 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
         r->alloc_bytes += l->size;
         if (s) {
             marks_before_change(r, s);
-            if (s->first_time == 0)
-                s->first_time = rec->time;
-            s->last_time = rec->time;
+            if (s->growth) {
+                if (s->growth->first_time == 0)
+                    s->growth->first_time = rec->time;
+                s->growth->last_time = rec->time;
+            }
             s->live_bytes += (int64_t)rec->size;
             s->live_alloc_bytes += (int64_t)LIVE_BLOCK(l);
             s->live_count++;
@@ -623,8 +632,8 @@ static void on_free(struct replay *r, const struct gmt_rec *rec)
     if (l->mem == MEM_HOST) {
         d->host -= (int64_t)l->size;
         r->host -= (int64_t)l->size;
-        if (s)
-            s->host_live_bytes -= l->size;
+        if (s && s->rare) /* made by the allocation */
+            s->rare->host_live_bytes -= l->size;
     } else {
         d->requested -= (int64_t)l->size;
         d->allocated -= (int64_t)LIVE_BLOCK(l);
@@ -648,7 +657,8 @@ static void on_free(struct replay *r, const struct gmt_rec *rec)
         }
         if (s) {
             marks_before_change(r, s);
-            s->last_time = rec->time;
+            if (s->growth)
+                s->growth->last_time = rec->time;
             s->live_bytes -= (int64_t)l->size;
             s->live_alloc_bytes -= (int64_t)LIVE_BLOCK(l);
             s->live_count--;
@@ -787,9 +797,10 @@ static void on_copy(struct replay *r, const struct gmt_rec *rec)
     r->copy_bytes[dir][hm] += rec->size;
     r->copy_count[dir][hm]++;
     struct site *s = site_of(r, rec->stack);
-    if (s) {
-        s->copy_bytes[dir] += rec->size;
-        s->copy_count[dir]++;
+    struct site_rare *sr = s ? site_rare(s) : NULL;
+    if (sr) {
+        sr->copy_bytes[dir] += rec->size;
+        sr->copy_count[dir]++;
     }
 }
 
@@ -904,9 +915,10 @@ int replay_trace(const char *path, struct replay *r,
                 r->set_bytes += rec.size;
                 r->set_count++;
                 struct site *s = site_of(r, rec.stack);
-                if (s) {
-                    s->set_bytes += rec.size;
-                    s->set_count++;
+                struct site_rare *sr = s ? site_rare(s) : NULL;
+                if (sr) {
+                    sr->set_bytes += rec.size;
+                    sr->set_count++;
                 }
             }
             break;
@@ -989,9 +1001,9 @@ uint64_t replay_leaked(const struct replay *r, uint64_t *count, uint64_t *host)
 void replay_free(struct replay *r)
 {
     for (size_t i = 0; i < r->nsites; i++) {
-        free(r->sites[i]->growth);
-        free(r->sites[i]->marks);
-        free(r->sites[i]);
+        free(r->sites[i].rare);
+        free(r->sites[i].growth);
+        free(r->sites[i].marks);
     }
     for (int j = 0; j < r->nmarks; j++)
         free(r->mark[j].name);

@@ -46,22 +46,33 @@
 
 enum { MEM_DEVICE = 0, MEM_MANAGED = 1, MEM_HOST = 2 };
 
-struct site {
+/* A site's figures. Every stack an event was recorded under has one, so
+ * a trace of a million stacks can make as many sites: what few sites
+ * have is kept apart, NULL until needed - pinned host memory and
+ * transfers (`rare`), the growth series and the per-mark values
+ * (replay_opts). */
+struct site {                     /* 96 bytes */
     uint32_t stack;               /* stack id (0: none recorded) */
-    uint32_t index;               /* in replay.sites */
+    bool dirty;                   /* changed since the last peak */
     int64_t live_bytes, live_count;
     int64_t live_alloc_bytes;     /* device blocks behind live_bytes (LIVE_BLOCK) */
     uint64_t total_bytes, total_count;
-    uint64_t host_live_bytes, host_total_bytes;
     int64_t peak_bytes, peak_count; /* live at the device peak */
     int64_t peak_alloc_bytes;     /* their blocks' bytes then (allocated) */
-    int64_t d_bytes, d_count;     /* changes since the last peak */
-    bool dirty;
+    struct site_rare *rare;
+    struct site_growth *growth;   /* replay_opts.growth */
+    struct site_marks *marks;     /* replay_opts.mark_sites */
+};
+
+struct site_rare {
+    uint64_t host_live_bytes, host_total_bytes;
     uint64_t copy_bytes[5], copy_count[5]; /* by GMT_DIR_* */
     uint64_t set_bytes, set_count;
-    int64_t *growth;              /* live bytes at the end of each bucket */
+};
+
+struct site_growth {
+    int64_t live[REPLAY_GROWTH_BUCKETS]; /* live bytes at the end of each bucket */
     uint64_t first_time, last_time; /* of its allocations and frees */
-    struct site_marks *marks;     /* replay_opts.mark_sites */
 };
 
 /* Live bytes of a site at the first and the latest occurrence of each
@@ -146,7 +157,8 @@ struct replay {
     struct live_table fw_pending;
     uint64_t fw_odd;              /* framework records that fit nothing known */
     /* sites by stack id */
-    struct site **sites;          /* dense index -> site */
+    struct site *sites;           /* dense index -> site; moves as it
+                                     grows: hold indexes across events */
     size_t nsites, cap_sites;
     uint32_t *site_of_id;         /* stack id -> dense index + 1 (ids < 1M) */
     size_t site_of_cap;

@@ -376,9 +376,10 @@ static bool interpreter_frame(const struct sym *f)
 static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
                        int max, int *npy_out)
 {
-    const struct gmt_stack_def *st = gmt_defs_stack(s->defs, stack);
+    struct gmt_stack_def def;
+    const struct gmt_stack_def *st = &def;
     *npy_out = 0;
-    if (st == NULL)
+    if (!gmt_defs_stack(s->defs, stack, &def))
         return 0;
     int n = 0;
     bool leading = true;

@@ -50,12 +50,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 gmt_defs_add(&d, &rec);
         /* Python frames: decode every line from the (hostile) line tables */
         volatile unsigned sink = 0;
-        for (struct gmt_stack_def *st = d.stacks; st; st = st->hh.next)
-            for (uint32_t i = 0; i < st->npy; i++) {
-                const struct gmt_pycode_def *pc = gmt_defs_pycode(&d, st->py[i].code);
+        struct gmt_stack_def st;
+        for (uint32_t k = 0; k < d.stacks.n; k++) {
+            stacks_at(&d.stacks, k, &st);
+            for (uint32_t i = 0; i < st.npy; i++) {
+                const struct gmt_pycode_def *pc = gmt_defs_pycode(&d, st.py[i].code);
                 if (pc)
-                    sink += (unsigned)gmt_pycode_line(pc, st->py[i].offset);
+                    sink += (unsigned)gmt_pycode_line(pc, st.py[i].offset);
             }
+        }
         (void)sink;
         gmt_defs_free(&d);
         gmt_reader_close(r);

@@ -355,8 +355,8 @@ static bool view_at(const char *path, uint64_t seq, struct poolview *v)
 static const struct site *site_by_stack(const struct replay *r, uint32_t stack)
 {
     for (size_t i = 0; i < r->nsites; i++)
-        if (r->sites[i]->stack == stack)
-            return r->sites[i];
+        if (r->sites[i].stack == stack)
+            return &r->sites[i];
     return NULL;
 }
 
