@@ -12,12 +12,31 @@
 
 #include "common.h"
 
+enum { OPT_LAYERS = OPT_CMD_BASE };
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: %s peak [options] TRACE|DIR...\n\n"
                "Sites live at the peak of requested device memory: bytes, share\n"
                "of the peak, allocations; the bytes allocated for them where\n"
-               "rounding made that more.\n\n" GMT_COMMON_HELP, gmt_prog);
+               "rounding made that more. A site is the innermost line of your\n"
+               "code and what it called: the op (aten::mul), or for a gradient\n"
+               "the autograd node (MulBackward0) under the line that called\n"
+               "backward.\n\n"
+               "      --layers              under each site, the layers inside\n"
+               "                            libraries that allocated (a model's\n"
+               "                            Attention.forward ...); always in --json\n"
+               GMT_COMMON_HELP, gmt_prog);
+}
+
+static int option(int opt, const char *arg, void *ctx)
+{
+    (void)arg;
+    if (opt == OPT_LAYERS) {
+        *(bool *)ctx = true;
+        return 1;
+    }
+    return 0;
 }
 
 static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
@@ -30,7 +49,7 @@ static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
 
 static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
-    (void)ctx;
+    bool layers = *(bool *)ctx;
     const struct replay *r = &l->r;
     struct group_row *rows;
     size_t n = gmt_group(l, c, at_peak, &rows);
@@ -56,8 +75,10 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
             printf(",\"bytes\":%" PRId64 ",\"allocated\":%" PRId64
-                   ",\"allocations\":%" PRId64 "}", rows[i].v[0], rows[i].v[2],
+                   ",\"allocations\":%" PRId64, rows[i].v[0], rows[i].v[2],
                    rows[i].v[1]);
+            gmt_json_site_parts(l, c, at_peak, &rows[i]);
+            printf("}");
         }
         printf("],\"other_bytes\":%" PRId64 ",\"other_allocated\":%" PRId64
                ",\"other_allocations\":%" PRId64 "}", rest, rest_alloc, rest_count);
@@ -82,6 +103,19 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
                 table_row(tb, gmt_size(c, b, v), gmt_size(c, al, va), share, cnt, site);
             else
                 table_row(tb, gmt_size(c, b, v), share, cnt, site);
+            struct group_row *lr = NULL;
+            size_t nl = layers && i < shown ? gmt_group_layers(l, c, at_peak, site, &lr) : 0;
+            for (size_t j = 0; j < nl; j++) {
+                char lb[32], la[32], lc[32], text[1024];
+                snprintf(lc, sizeof lc, "%" PRId64, lr[j].v[1]);
+                snprintf(text, sizeof text, "    %s", lr[j].label);
+                if (rounded)
+                    table_row(tb, gmt_size(c, lb, lr[j].v[0]), gmt_size(c, la, lr[j].v[2]), "",
+                              lc, text);
+                else
+                    table_row(tb, gmt_size(c, lb, lr[j].v[0]), "", lc, text);
+            }
+            free(lr);
         }
         table_print(tb, c->markdown);
         table_free(tb);
@@ -91,11 +125,16 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
 
 int cmd_peak(int argc, char **argv)
 {
+    static const struct option opts[] = {{"layers", no_argument, NULL, OPT_LAYERS},
+                                         {NULL, 0, NULL, 0}};
     static const struct gmt_command cmd = {
         .schema = "gpumemtrace.peak/1",
+        .options = opts,
+        .option = option,
         .usage = usage,
         .each = one,
         .default_top = 10,
     };
-    return gmt_run(argc, argv, &cmd, NULL);
+    bool layers = false;
+    return gmt_run(argc, argv, &cmd, &layers);
 }

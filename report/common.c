@@ -9,6 +9,7 @@
  */
 #include <dirent.h>
 #include <glob.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,7 @@ struct loaded *gmt_load(const char *path, const struct gmt_common *c,
     if (l->r.damage[0])
         gmt_warnf("%s: damaged trace, read where intact: %s", path, l->r.damage);
     l->sym = sym_new(&l->r.defs, !c->no_symbols);
+    sym_set_backward(l->sym, l->r.bw);
     return l;
 }
 
@@ -340,6 +342,7 @@ void table_free(struct table *t)
 
 struct gentry {
     const char *label;
+    uint32_t stack;
     int64_t v[GROUP_VALUES];
     UT_hash_handle hh;
 };
@@ -352,9 +355,11 @@ static int cmp_group(const void *a, const void *b)
     return strcmp(x->label, y->label); /* stable for CI diffs */
 }
 
-size_t gmt_group(struct loaded *l, const struct gmt_common *c,
-                 bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
-                 struct group_row **out)
+/* Group the picked sites by label (or, with `within`, only those
+ * labelled `within`, by their layer). */
+static size_t group(struct loaded *l, const struct gmt_common *c,
+                    bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                    const char *within, struct group_row **out)
 {
     struct gentry *map = NULL, *e, *tmp;
     size_t n = 0;
@@ -364,11 +369,16 @@ size_t gmt_group(struct loaded *l, const struct gmt_common *c,
         if (!pick(s, v))
             continue;
         const char *label = sym_site(l->sym, s->stack, c->grain, c->depth);
+        if (within) {
+            if (strcmp(label, within) != 0 || (label = sym_layer(l->sym, s->stack)) == NULL)
+                continue;
+        }
         HASH_FIND_STR(map, label, e);
         if (e == NULL) {
             if ((e = calloc(1, sizeof *e)) == NULL)
                 continue;
             e->label = label;
+            e->stack = s->stack;
             HASH_ADD_KEYPTR(hh, map, e->label, strlen(e->label), e);
             n++;
         }
@@ -380,6 +390,7 @@ size_t gmt_group(struct loaded *l, const struct gmt_common *c,
     HASH_ITER(hh, map, e, tmp) {
         if (rows) {
             rows[i].label = e->label;
+            rows[i].stack = e->stack;
             memcpy(rows[i].v, e->v, sizeof e->v);
             i++;
         }
@@ -390,6 +401,47 @@ size_t gmt_group(struct loaded *l, const struct gmt_common *c,
         qsort(rows, n, sizeof *rows, cmp_group);
     *out = rows;
     return rows ? n : 0;
+}
+
+size_t gmt_group(struct loaded *l, const struct gmt_common *c,
+                 bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                 struct group_row **out)
+{
+    return group(l, c, pick, NULL, out);
+}
+
+size_t gmt_group_layers(struct loaded *l, const struct gmt_common *c,
+                        bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                        const char *label, struct group_row **out)
+{
+    return group(l, c, pick, label, out);
+}
+
+void gmt_json_site_parts(struct loaded *l, const struct gmt_common *c,
+                         bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                         const struct group_row *row)
+{
+    const char *op, *node, *bw;
+    sym_site_parts(l->sym, row->stack, &op, &node, &bw);
+    const char *names[] = {"op", "node", "backward_of"}, *vals[] = {op, node, bw};
+    for (int i = 0; i < 3; i++)
+        if (vals[i]) {
+            printf(",\"%s\":", names[i]);
+            gmt_json_str(stdout, vals[i]);
+        }
+    struct group_row *layers;
+    size_t n = gmt_group_layers(l, c, pick, row->label, &layers);
+    if (n) {
+        printf(",\"layers\":[");
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{\"layer\":", i ? "," : "");
+            gmt_json_str(stdout, layers[i].label);
+            printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", layers[i].v[0],
+                   layers[i].v[1]);
+        }
+        printf("]");
+    }
+    free(layers);
 }
 
 bool gmt_group_differ(const struct group_row *rows, size_t n, int a, int b)

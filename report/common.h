@@ -94,10 +94,22 @@ void table_free(struct table *t);
 struct group_row {
     const char *label;
     int64_t v[GROUP_VALUES];
+    uint32_t stack; /* one of its sites' (the first met): what it is made of */
 };
 size_t gmt_group(struct loaded *l, const struct gmt_common *c,
                  bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
                  struct group_row **out);
+/* The sites of one row of gmt_group (same pick, label `label`) grouped
+ * by the layer inside a library that allocated (sym_layer); sites with
+ * no layer are left out. Sorted as gmt_group's rows. */
+size_t gmt_group_layers(struct loaded *l, const struct gmt_common *c,
+                        bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                        const char *label, struct group_row **out);
+/* Print a row's "op", "node", "backward_of" and "layers" JSON fields
+ * (those it has), each preceded by a comma. */
+void gmt_json_site_parts(struct loaded *l, const struct gmt_common *c,
+                         bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                         const struct group_row *row);
 /* Does v[a] differ from v[b] in any of the first n rows? */
 bool gmt_group_differ(const struct group_row *rows, size_t n, int a, int b);
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backward.h"
 #include "replay.h"
 
 #define DENSE_IDS (1u << 20)
@@ -892,6 +893,7 @@ int replay_trace(const char *path, struct replay *r,
             growth_advance(r, rec.time);
         switch (rec.kind) {
         case GMT_K_ALLOC:
+            rec.stack = gmt_bw_site(&r->bw, &r->defs, &rec);
             on_alloc(r, &rec);
             note_series(r, rec.time);
             break;
@@ -1019,5 +1021,7 @@ void replay_free(struct replay *r)
     free(r->backing.slot);
     free(r->fw_pending.slot);
     gmt_defs_free(&r->defs);
+    gmt_bw_free(r->bw);
+    r->bw = NULL;
     memset(r, 0, sizeof *r);
 }

@@ -210,6 +210,9 @@ struct replay {
     bool want_marks;
     void (*on_marker)(struct replay *r, const struct gmt_rec *rec, void *ctx);
     void *marker_ctx;
+    /* blocks of autograd's engine counted under the backward call's line
+     * (backward.h): the synthetic stack ids the sites may carry */
+    struct bw_state *bw;
 };
 
 /* What a command needs beyond the basics. */

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backward.h"
+#include "opnames.h"
 #include "report.h"
 #include "symbols.h"
 
@@ -42,6 +44,7 @@ struct strings {
 
 struct symbolizer {
     const struct gmt_defs *defs;
+    const struct bw_state *bw; /* synthetic stack ids (backward.h) */
     Dwfl *dwfl;
     Dwfl_Module **mods; /* per defs module: NULL if unusable */
     struct cached *cache;
@@ -160,6 +163,12 @@ struct symbolizer *sym_new(const struct gmt_defs *d, bool resolve)
         s->demangle_ok = true;
     }
     return s;
+}
+
+void sym_set_backward(struct symbolizer *s, const struct bw_state *bw)
+{
+    if (s)
+        s->bw = bw;
 }
 
 void sym_free(struct symbolizer *s)
@@ -379,6 +388,11 @@ static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
     struct gmt_stack_def def;
     const struct gmt_stack_def *st = &def;
     *npy_out = 0;
+    /* a block the autograd engine made while a backward call waited: its
+     * own (native) frames, then the call's Python frames */
+    uint32_t caller = 0;
+    if (!gmt_bw_pair(s->bw, stack, &stack, &caller))
+        caller = 0;
     if (!gmt_defs_stack(s->defs, stack, &def))
         return 0;
     int n = 0;
@@ -396,7 +410,22 @@ static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
         }
     }
     int npy = 0;
-    for (uint32_t i = 0; i < st->npy && n < max; i++) {
+    /* the native frames are copied out (interned): def can be reused for
+     * the call's Python frames, from the backward call outwards (not what
+     * it did on its own thread before handing over, _make_grads) */
+    uint32_t from = 0;
+    if (caller && st->npy == 0) {
+        if (!gmt_defs_stack(s->defs, caller, &def))
+            def.npy = 0;
+        for (uint32_t i = 0; i < def.npy; i++) {
+            const struct gmt_pycode_def *pc = gmt_defs_pycode(s->defs, def.py[i].code);
+            if (pc && gmt_bw_call_frame(pc->name, pc->file)) {
+                from = i;
+                break;
+            }
+        }
+    }
+    for (uint32_t i = from; i < st->npy && n < max; i++) {
         const struct gmt_pycode_def *pc = gmt_defs_pycode(s->defs, st->py[i].code);
         struct sym f = {.module = "python", .python = true};
         if (pc) {
@@ -452,6 +481,68 @@ static const char *short_name(struct symbolizer *s, const struct sym *f)
     return intern(s, t + start, end - start);
 }
 
+/* Ops that only make memory: the op a user called makes its output
+ * through one of these, and is the better name. */
+static bool factory_op(const char *name)
+{
+    static const char *const f[] = {"aten::empty", "aten::new_empty", "aten::_empty",
+                                    "aten::empty_like", "aten::empty_strided", NULL};
+    for (int i = 0; f[i]; i++)
+        if (strncmp(name, f[i], strlen(f[i])) == 0)
+            return true;
+    return false;
+}
+
+/* What made the memory, from a stack's native user frames frames[0..n)
+ * (innermost first): the autograd node being evaluated (innermost), else
+ * the innermost op that is not a mere factory (the outermost op when all
+ * are), else the outermost op binding - and op_out gets the op as well
+ * (NULL if none); NULL when the stack shows none of them. The names are
+ * interned. */
+static const char *what_of(struct symbolizer *s, const struct sym *frames, int n,
+                           const char **op_out, const char **node_out)
+{
+    const char *node = NULL, *op = NULL, *outer_op = NULL, *binding = NULL;
+    char name[160];
+    for (int i = 0; i < n; i++) {
+        switch (gmt_frame_role(frames[i].function, name, sizeof name)) {
+        case GMT_FRAME_NODE:
+            if (node == NULL)
+                node = intern0(s, name);
+            break;
+        case GMT_FRAME_OP:
+            if (op == NULL && !factory_op(name))
+                op = intern0(s, name);
+            outer_op = intern0(s, name);
+            break;
+        case GMT_FRAME_BINDING:
+            binding = intern0(s, name);
+            break;
+        default:
+            break;
+        }
+    }
+    if (op == NULL)
+        op = outer_op;
+    *op_out = op ? op : binding;
+    *node_out = node;
+    return node ? node : *op_out;
+}
+
+/* The innermost of frames[0..n) that is neither machinery nor the
+ * engine: what names a native site when no op or node does; NULL when
+ * every frame is machinery. */
+static const struct sym *first_plain(const struct sym *frames, int n)
+{
+    char name[8];
+    for (int i = 0; i < n; i++) {
+        enum gmt_frame_role r = gmt_frame_role(frames[i].function, name, sizeof name);
+        if (r != GMT_FRAME_MACHINERY && r != GMT_FRAME_ENGINE)
+            return &frames[i];
+    }
+    return NULL;
+}
+
 static const char *cached_label(struct symbolizer *s, uint64_t key)
 {
     struct label *l;
@@ -503,7 +594,28 @@ const char *sym_site(struct symbolizer *s, uint32_t stack, enum site_grain grain
             nf -= user;
         }
     }
-    const char *op = npy && n > npy ? short_name(s, &frames[n - npy - 1]) : NULL;
+    /* After the Python line: the node, the op, or else the outermost
+     * native frame (the entry the Python code called). With no Python
+     * frames the native frames name the site: the node or op when the
+     * stack shows one, else the innermost frame that is not machinery. */
+    const char *op_name, *node_name;
+    const char *what = what_of(s, frames, n - npy, &op_name, &node_name);
+    const char *op = what ? what
+                          : npy && n > npy ? short_name(s, &frames[n - npy - 1]) : NULL;
+    struct sym named;
+    if (npy == 0 && n > 0) {
+        const struct sym *plain = first_plain(frames, n);
+        if (what && grain != GRAIN_STACK) {
+            /* the node or op alone is the site */
+            named = (struct sym){.function = what, .module = "", .python = false};
+            f = &named;
+            nf = 1;
+        } else if (plain) {
+            f = plain;
+            nf = n - (int)(plain - frames);
+        }
+        op = NULL;
+    }
     if (n == 0) {
         snprintf(text, sizeof text, "(stack %u: no user frames)", stack);
     } else if (grain == GRAIN_STACK) {
@@ -521,6 +633,58 @@ const char *sym_site(struct symbolizer *s, uint32_t stack, enum site_grain grain
             snprintf(text + len, sizeof text - len, " > %s", op);
     }
     return store_label(s, key, text);
+}
+
+void sym_site_parts(struct symbolizer *s, uint32_t stack, const char **op,
+                    const char **node, const char **backward_of)
+{
+    *op = *node = *backward_of = NULL;
+    struct sym frames[512];
+    int npy;
+    int n = stack ? user_frames(s, stack, frames, 512, &npy) : 0;
+    if (n == 0)
+        return;
+    what_of(s, frames, n - npy, op, node);
+    uint32_t real, caller;
+    if (npy && gmt_bw_pair(s->bw, stack, &real, &caller)) {
+        /* the innermost frame of the user's code among the call's */
+        const struct sym *f = frames + (n - npy);
+        int i = 0;
+        while (i < npy - 1 && library_file(f[i].file))
+            i++;
+        *backward_of = intern0(s, sym_format(s, &f[i], true));
+    }
+}
+
+/* A library's module: a method named forward. */
+static bool forward_frame(const struct sym *f)
+{
+    size_t n = f->function ? strlen(f->function) : 0;
+    return n >= 8 && strcmp(f->function + n - 8, ".forward") == 0;
+}
+
+const char *sym_layer(struct symbolizer *s, uint32_t stack)
+{
+    uint64_t key = (uint64_t)stack << 16 | 4u << 8;
+    const char *t = cached_label(s, key);
+    if (t)
+        return *t ? t : NULL;
+    struct sym frames[512];
+    int npy = 0;
+    int n = stack ? user_frames(s, stack, frames, 512, &npy) : 0;
+    const struct sym *f = frames + (n - npy), *any = NULL, *own = NULL;
+    /* the library frames under the user's innermost line */
+    for (int i = 0; i < npy && library_file(f[i].file); i++) {
+        if (!forward_frame(&f[i]))
+            continue;
+        if (any == NULL)
+            any = &f[i];
+        if (own == NULL && !strstr(f[i].file ? f[i].file : "", "/torch/"))
+            own = &f[i];
+    }
+    const struct sym *layer = own ? own : any;
+    const char *r = store_label(s, key, layer ? sym_format(s, layer, true) : "");
+    return r && *r ? r : NULL;
 }
 
 const char *sym_folded(struct symbolizer *s, uint32_t stack, int depth)

@@ -46,6 +46,10 @@ enum site_grain { GRAIN_FUNCTION, GRAIN_LINE, GRAIN_STACK };
 
 /* resolve=false: never open binaries, frames stay module+offset. */
 struct symbolizer *sym_new(const struct gmt_defs *d, bool resolve);
+/* The synthetic stack ids of the replay's backward attribution
+ * (backward.h), which sym_site and sym_folded then name. */
+struct bw_state;
+void sym_set_backward(struct symbolizer *s, const struct bw_state *bw);
 void sym_free(struct symbolizer *s);
 
 /* The source frames of recorded frame f, innermost first. Returns their
@@ -58,6 +62,17 @@ int sym_frames(struct symbolizer *s, const struct gmt_frame *f,
  * The string lives as long as the symbolizer. "(no stack)" for id 0. */
 const char *sym_site(struct symbolizer *s, uint32_t stack,
                      enum site_grain grain, int depth);
+/* What a site's label is made of: the op that allocated ("aten::mul",
+ * or a binding's "mul"), the autograd node ("MulBackward0") and, for a
+ * block the engine made while a backward call waited, that call's line.
+ * NULL for what the stack does not show. */
+void sym_site_parts(struct symbolizer *s, uint32_t stack, const char **op,
+                    const char **node, const char **backward_of);
+/* The layer inside a library that allocated: the innermost library
+ * Python frame of a method named forward outside torch's own package
+ * ("GPT2Attention.forward (modeling_gpt2.py:NNN)"), else the innermost
+ * such frame in torch (a torch.nn module); NULL when none. */
+const char *sym_layer(struct symbolizer *s, uint32_t stack);
 /* The user frames of a stack, outermost first, as "a;b;c" for folded
  * flamegraph input; depth 0: all. */
 const char *sym_folded(struct symbolizer *s, uint32_t stack, int depth);

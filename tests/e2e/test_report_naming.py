@@ -1,0 +1,89 @@
+"""Naming the bytes at the peak by something a user can act on (issue 18):
+the op that allocated, the autograd node that made a gradient and the
+line that called backward, the layer inside a library. Runs
+tests/e2e/py/ops_app.py over the PyTorch stand-in's op and engine layers
+(tests/sim/torch/ops.cpp) with the bridge attached, and reads the peak.
+"""
+import json
+import os
+import re
+import sys
+
+from gmt import *
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APP = os.path.join(HERE, "py", "ops_app.py")
+MODELS = os.path.join(HERE, "py", "site-packages", "simmodels", "__init__.py")
+STANDIN = os.path.join(BUILD, "tests", "torch", "lib", "libc10_cuda.so")
+MiB = 1 << 20
+
+
+def lines(path):
+    out = {}
+    with open(path) as f:
+        for no, text in enumerate(f, 1):
+            m = re.search(r"# SITE (\w+)", text)
+            if m:
+                out[m.group(1)] = no
+    return out
+
+
+def traced_app():
+    os.mkdir("cache", 0o700)
+    p = run([sys.executable, APP], SIM_TORCH_LIB=STANDIN, GMT_BUILD=BUILD,
+            GPUMEMTRACE_OUTPUT="t.gmt", GPUMEMTRACE_CACHE=os.path.abspath("cache"))
+    expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
+    return "t.gmt"
+
+
+def peak_sites(t, *args):
+    doc = json.loads(report("peak", "--json", *args, t).stdout)
+    return {s["site"]: s for s in doc["traces"][0]["sites"]}
+
+
+def test_sites_name_ops_nodes_and_the_backward_line():
+    t = traced_app()
+    L = lines(APP)
+    sites = peak_sites(t)
+    bw = f"leaf (ops_app.py:{L['leaf_backward']})"
+    want = {
+        f"leaf (ops_app.py:{L['leaf_x']}) > sim_torch_malloc": (64 * MiB, 1),
+        f"leaf (ops_app.py:{L['leaf_y']}) > aten::mul": (64 * MiB, 1),
+        f"{bw} > MeanBackward0": (64 * MiB, 1),
+        f"{bw} > MulBackward0": (64 * MiB, 1),
+        f"model (ops_app.py:{L['model_call']}) > aten::mm": (6 * MiB, 4),
+    }
+    got = {k: (v["bytes"], v["allocations"]) for k, v in sites.items()}
+    expect(got == want, f"sites at the peak:\n{json.dumps(got, indent=1)}\nwant\n"
+                        f"{json.dumps(want, indent=1)}")
+    # what each name is made of, in JSON
+    mul = sites[f"{bw} > MulBackward0"]
+    expect(mul.get("node") == "MulBackward0" and mul.get("op") == "aten::mul" and
+           mul.get("backward_of") == bw, f"MulBackward0's site: {mul}")
+    fwd = sites[f"leaf (ops_app.py:{L['leaf_y']}) > aten::mul"]
+    expect(fwd.get("op") == "aten::mul" and "node" not in fwd, f"forward mul: {fwd}")
+    # the machinery never names a site
+    text = report("peak", t).stdout
+    for bad in ("std::function", "CUDACachingAllocator", "TypeError_to_NotImplemented_",
+                "wrap_kernel_functor", "empty_cuda"):
+        expect(bad not in text, f"{bad} in the peak table:\n{text}")
+
+
+def test_layers_inside_a_library_under_the_users_line():
+    t = traced_app()
+    L, M = lines(APP), lines(MODELS)
+    site = f"model (ops_app.py:{L['model_call']}) > aten::mm"
+    layers = {l["layer"]: (l["bytes"], l["allocations"])
+              for l in peak_sites(t)[site].get("layers", [])}
+    want = {f"MLP.forward (__init__.py:{M['mlp_mm']})": (4 * MiB, 2),
+            f"Attention.forward (__init__.py:{M['attention_mm']})": (2 * MiB, 2)}
+    expect(layers == want, f"layers of {site}: {layers}, want {want}")
+    # the text table shows them indented under the site with --layers
+    text = report("peak", "--layers", t).stdout.splitlines()
+    at = [i for i, l in enumerate(text) if l.endswith(site)]
+    expect(len(at) == 1, f"{site} not once in:\n" + "\n".join(text))
+    under = text[at[0] + 1:at[0] + 3]
+    expect(re.search(r"4\.00 MiB\s+2\s+MLP\.forward \(__init__\.py:%d\)$" % M["mlp_mm"],
+                     under[0]) and
+           re.search(r"2\.00 MiB\s+2\s+Attention\.forward \(__init__\.py:%d\)$" %
+                     M["attention_mm"], under[1]), "\n".join(text))
