@@ -679,7 +679,9 @@ const char *sym_layer(struct symbolizer *s, uint32_t stack)
             continue;
         if (any == NULL)
             any = &f[i];
-        if (own == NULL && !strstr(f[i].file ? f[i].file : "", "/torch/"))
+        /* torch's own package: site-packages/torch/ (not any directory
+         * named torch: a virtual environment may be) */
+        if (own == NULL && !strstr(f[i].file ? f[i].file : "", "-packages/torch/"))
             own = &f[i];
     }
     const struct sym *layer = own ? own : any;

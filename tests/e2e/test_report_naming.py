@@ -7,6 +7,7 @@ tests/e2e/py/ops_app.py over the PyTorch stand-in's op and engine layers
 import json
 import os
 import re
+import shutil
 import sys
 
 from gmt import *
@@ -70,7 +71,18 @@ def test_sites_name_ops_nodes_and_the_backward_line():
 
 
 def test_layers_inside_a_library_under_the_users_line():
-    t = traced_app()
+    """The layer is the model library's own module (MLP.forward), not the
+    torch.nn module it calls (Linear.forward, a file under
+    site-packages/torch/) - also when the whole install lives under a
+    directory named torch (a virtual environment called torch): the app
+    runs from a copy under ./torch/ here."""
+    global APP
+    shutil.copytree(os.path.dirname(APP), os.path.join("torch", "py"))
+    APP = os.path.abspath(os.path.join("torch", "py", "ops_app.py"))
+    try:
+        t = traced_app()
+    finally:
+        APP = os.path.join(HERE, "py", "ops_app.py")
     L, M = lines(APP), lines(MODELS)
     site = f"model (ops_app.py:{L['model_call']}) > aten::mm"
     layers = {l["layer"]: (l["bytes"], l["allocations"])
