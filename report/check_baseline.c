@@ -63,11 +63,13 @@ static int figures_of(struct loaded *l, const struct gmt_common *c, bool growth,
     f->v[M_OOMS] = (int64_t)r->ooms_total;
     if (growth) {
         struct growth_row *rows;
-        size_t n = gmt_growth(l, c, &rows);
+        struct loaded *stepped;
+        size_t n = gmt_growth_steps(l, c, &rows, &stepped);
         double total = 0;
         for (size_t i = 0; i < n; i++)
             total += rows[i].bytes_per_s;
         free(rows);
+        gmt_unload(stepped);
         f->v[M_GROWTH] = !(total > 0) ? 0 : total >= 9.2e18 ? INT64_MAX
                                                              : (int64_t)llround(total);
     }

@@ -14,8 +14,13 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: %s growth [options] TRACE|DIR...\n\n"
-               "Sites whose live device memory rises steadily through the run,\n"
-               "with the rate per second. Start-up (the first 10%% of the run) is\n"
+               "Sites whose live device memory rises steadily through the run.\n"
+               "A run whose allocations repeat step after step (a training or\n"
+               "inference loop) is judged by steps, found without markers: a\n"
+               "step begins at each allocation of the site allocated once a\n"
+               "step; growth is given per step, with the step it began in\n"
+               "(rises of 4 KiB and more in most steps). Otherwise by time, with\n"
+               "the rate per second; start-up (the first 10%% of the run) is\n"
                "not counted as growth. When the program marks its steps\n"
                "(gpumemtrace_mark, NVTX marks), also the rise per interval of the\n"
                "step mark: the most frequent repeated mark whose name reads like a\n"
@@ -24,11 +29,106 @@ static void usage(FILE *f)
                GMT_COMMON_HELP, gmt_prog);
 }
 
-static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
+/* A run whose allocations repeat step after step is judged by steps: a
+ * second replay with the step's site as the anchor (gmt_growth_anchor). */
+static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth_row *rows,
+                     size_t n, size_t shown)
+{
+    const struct replay *r = &l->r;
+    const char *step = sym_site(l->sym, r->step_anchor, c->grain, c->depth);
+    int mark = gmt_growth_mark(l);
+    const char *mname = mark >= 0 ? r->mark[mark].name : NULL;
+    char a[32], b[32], e[32];
+    if (c->json) {
+        printf("{\"trace\":");
+        gmt_json_str(stdout, l->path);
+        double total = 0;
+        for (size_t i = 0; i < n; i++)
+            total += rows[i].bytes_per_s;
+        printf(",\"pid\":%u,\"growing_sites\":%zu,\"total_bytes_per_s\":%.0f,"
+               "\"steps\":%u,\"step_site\":", r->hdr.pid, n, total, r->step_count);
+        gmt_json_str(stdout, step);
+        printf(",\"interval_mark\":");
+        if (mname)
+            gmt_json_str(stdout, mname);
+        else
+            printf("null");
+        printf(",\"interval_marks\":%u,\"sites\":[", mname ? r->mark[mark].count : 0);
+        for (size_t i = 0; i < shown; i++) {
+            printf("%s{\"site\":", i ? "," : "");
+            gmt_json_str(stdout, rows[i].label);
+            printf(",\"per_step\":%.0f,\"first_step\":%u,\"bytes_per_s\":%.0f,"
+                   "\"rise\":%" PRId64 ",\"from\":%" PRId64 ",\"to\":%" PRId64
+                   ",\"r2\":%.3f,\"rising_share\":%.3f",
+                   rows[i].per_step, rows[i].first_step, rows[i].bytes_per_s, rows[i].net,
+                   rows[i].from_bytes, rows[i].to_bytes, rows[i].r2, rows[i].rising);
+            if (rows[i].has_interval)
+                printf(",\"rise_per_interval\":%" PRId64 "}", rows[i].per_interval);
+            else
+                printf(",\"rise_per_interval\":null}");
+        }
+        printf("]}");
+        return;
+    }
+    if (n == 0) {
+        printf("%s: no site grows step after step (%u steps; a step: one allocation at %s)\n",
+               l->path, r->step_count, step);
+        return;
+    }
+    double total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += rows[i].per_step;
+    printf("%s: %zu growing site%s, %s per step in all over %u steps (a step: one "
+           "allocation at %s)", l->path, n, n == 1 ? "" : "s",
+           gmt_size(c, a, (int64_t)total), r->step_count, step);
+    /* a step mark of another period gets its own column */
+    bool other = mname && r->mark[mark].count != r->step_count;
+    if (mname)
+        printf("; per interval of mark \"%s\" (%u marks)", mname, r->mark[mark].count);
+    printf("\n");
+    char per[48];
+    snprintf(per, sizeof per, "per %.40s", mname ? mname : "");
+    const char *h[] = {"per step", "rate/s", "rise", "from", "to", "from step", per, "site"};
+    static const bool right[] = {true, true, true, true, true, true, true, false};
+    if (!other)
+        h[6] = "site";
+    struct table *t = table_new(other ? 8 : 7, h, right + (other ? 0 : 1));
+    for (size_t i = 0; i < shown; i++) {
+        char ps[40] = "+", rate[32], rise[32], fs[16];
+        gmt_size(c, ps + 1, (int64_t)(rows[i].per_step + 0.5));
+        gmt_size(c, rate, (int64_t)rows[i].bytes_per_s);
+        gmt_size(c, rise, rows[i].net);
+        gmt_size(c, b, rows[i].from_bytes);
+        gmt_size(c, e, rows[i].to_bytes);
+        if (rows[i].first_step)
+            snprintf(fs, sizeof fs, "%u", rows[i].first_step);
+        else
+            snprintf(fs, sizeof fs, "set-up");
+        if (other) {
+            char pi[40] = "+";
+            gmt_size(c, pi + (rows[i].per_interval > 0), rows[i].per_interval);
+            table_row(t, ps, rate, rise, b, e, fs, pi, rows[i].label);
+        } else {
+            table_row(t, ps, rate, rise, b, e, fs, rows[i].label);
+        }
+    }
+    table_print(t, c->markdown);
+    table_free(t);
+}
+
+static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
 {
     (void)ctx;
     struct growth_row *rows;
-    size_t n = gmt_growth(l, c, &rows);
+    struct loaded *ls;
+    size_t n = gmt_growth_steps(l0, c, &rows, &ls);
+    if (ls) {
+        by_steps(ls, c, rows, n, c->top && (size_t)c->top < n ? (size_t)c->top : n);
+        free(rows);
+        gmt_unload(ls);
+        return;
+    }
+    struct loaded *l = l0;
     size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
     double total = 0;
     for (size_t i = 0; i < n; i++)

@@ -154,9 +154,23 @@ struct growth_row {
      * the rise per interval between its occurrences, first to last */
     bool has_interval;
     int64_t per_interval;
+    /* with steps (replay_opts.step_anchor): the slope per step, and the
+     * step its site first allocated in (1-based; 0: before the first) */
+    bool by_step;
+    double per_step;
+    uint32_t first_step;
 };
 size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
                   struct growth_row **out);
+/* gmt_growth by steps when the run has them (gmt_growth_anchor): then
+ * the trace is replayed again with the step's site as the anchor, and
+ * *stepped is that replay - the rows' labels are its, so unload it after
+ * them; else by time on l, *stepped NULL. */
+size_t gmt_growth_steps(struct loaded *l, const struct gmt_common *c,
+                        struct growth_row **out, struct loaded **stepped);
+/* The step of a run without markers (a first replay with growth): the
+ * stack id of the site allocated once a step, and how many steps. */
+bool gmt_growth_anchor(const struct loaded *l, uint32_t *anchor, uint32_t *count);
 /* The mark that divides the run into steps, as an index into l->r.mark;
  * -1 if none (or the replay did not follow marks): gmt_step_mark. */
 int gmt_growth_mark(const struct loaded *l);

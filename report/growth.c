@@ -33,6 +33,7 @@
 #include "common.h"
 
 #define MIN_GROWTH (1u << 20)
+#define MIN_STEP_GROWTH (4u << 10) /* by steps: a rise in most steps is no noise */
 
 static int cmp_rate(const void *a, const void *b)
 {
@@ -100,6 +101,41 @@ int gmt_growth_mark(const struct loaded *l)
     return gmt_step_mark(l->r.nmarks, replay_mark_name, replay_mark_count, &l->r);
 }
 
+/* Steps without markers. A training loop makes the same allocations in
+ * the same order every step, so a site allocated once a step recurs at
+ * an exact period in the sequence of allocations: its gaps (counted in
+ * allocations, the first gap left out - the first step builds optimizer
+ * state, caches, workspaces) vary by at most 5% of their mean. A site
+ * allocated several times a step recurs at uneven gaps. Of the regular
+ * sites that recur at least 4 times over at least half of the run's
+ * allocations, the most frequent is the step (the innermost loop that
+ * allocates; ties: the one that began first). */
+bool gmt_growth_anchor(const struct loaded *l, uint32_t *anchor, uint32_t *count)
+{
+    const struct site *best = NULL;
+    for (size_t i = 0; i < l->r.nsites; i++) {
+        const struct site *s = &l->r.sites[i];
+        const struct site_growth *g = s->growth;
+        if (g == NULL || s->total_count < 4 || g->gaps < 2 ||
+            s->total_count > UINT32_MAX ||
+            (g->ord_last - g->ord_first) * 2 < l->r.allocs)
+            continue;
+        double mean = g->gap_sum / g->gaps;
+        double var = g->gap_sq / g->gaps - mean * mean;
+        if (mean < 1 || var > 0.0025 * mean * mean) /* sd <= 5% of the mean */
+            continue;
+        if (best == NULL || s->total_count > best->total_count ||
+            (s->total_count == best->total_count &&
+             g->ord_first < best->growth->ord_first))
+            best = s;
+    }
+    if (best == NULL)
+        return false;
+    *anchor = best->stack;
+    *count = (uint32_t)best->total_count;
+    return true;
+}
+
 size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
                   struct growth_row **out)
 {
@@ -113,11 +149,16 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
     }
     uint64_t t0 = l->r.t0;
     int mark = gmt_growth_mark(l);
+    bool by_step = l->r.step_anchor != 0;
+    double step_s = 0; /* seconds a step, for the rate per second */
+    if (by_step && l->r.last_time > l->r.first_step_time)
+        step_s = (double)(l->r.last_time - l->r.first_step_time) / 1e9 / l->r.step_count;
     /* sites grouped by label: sum their series, widen their spans */
     struct series {
         const char *label;
         int64_t v[REPLAY_GROWTH_BUCKETS];
         uint64_t first, last;
+        uint32_t first_step;
         int64_t at_first_mark, at_last_mark;
         UT_hash_handle hh;
     } *map = NULL, *e, *tmp;
@@ -132,6 +173,7 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
                 continue;
             e->label = label;
             e->first = UINT64_MAX;
+            e->first_step = UINT32_MAX;
             HASH_ADD_KEYPTR(hh, map, e->label, strlen(e->label), e);
         }
         for (int k = 0; k < nb; k++)
@@ -140,6 +182,8 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
             e->first = s->growth->first_time;
         if (s->growth->last_time > e->last)
             e->last = s->growth->last_time;
+        if (s->growth->first_step < e->first_step)
+            e->first_step = s->growth->first_step;
         int64_t mf, ml;
         if (mark >= 0 && replay_site_mark(&l->r, s, mark, &mf, &ml)) {
             e->at_first_mark += mf;
@@ -149,6 +193,11 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
     HASH_ITER(hh, map, e, tmp) {
         int lo = e->first > t0 ? (int)((e->first - t0) / width) : 0;
         int hi = e->last > t0 ? (int)((e->last - t0) / width) + 1 : nb;
+        if (by_step) { /* from its first step to the end */
+            uint32_t fs = e->first_step ? e->first_step - 1 : 0;
+            lo = (int)((uint64_t)fs * (uint64_t)nb / l->r.step_count);
+            hi = nb;
+        }
         if (hi > nb)
             hi = nb;
         if (lo > hi)
@@ -173,7 +222,8 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
         int64_t net = nb_site - from >= 4 ? e->v[nb_site - 1] - e->v[from] : 0;
         /* steady: a line explains it, it rose in several steps, and no one
          * step (a buffer allocated once, late) made half of it */
-        if (slope > 0 && r2 >= 0.8 && ups >= 3 && net >= (int64_t)MIN_GROWTH &&
+        if (slope > 0 && r2 >= 0.8 && ups >= 3 &&
+            net >= (int64_t)(by_step ? MIN_STEP_GROWTH : MIN_GROWTH) &&
             biggest_rise * 2 <= net) {
             if (n == cap) {
                 struct growth_row *g = realloc(rows, (cap *= 2) * sizeof *rows);
@@ -181,12 +231,27 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
                     break;
                 rows = g;
             }
+            /* per step: the floor's rise over the steps between the ends
+             * of the first and last buckets judged (bucket b ends where
+             * step ceil((b + 1) * steps / nb) begins) - exact for a
+             * steady leak, however the steps fell into buckets */
+            double per_step = 0;
+            if (by_step) {
+                uint64_t k = l->r.step_count;
+                uint64_t s0 = ((uint64_t)from + 1) * k / (uint64_t)nb +
+                              (((uint64_t)from + 1) * k % (uint64_t)nb != 0);
+                uint64_t s1 = (uint64_t)nb_site * k / (uint64_t)nb +
+                              ((uint64_t)nb_site * k % (uint64_t)nb != 0);
+                per_step = s1 > s0 ? (double)net / (double)(s1 - s0) : 0;
+            }
             rows[n++] = (struct growth_row){
-                e->label, slope * 1e9 / (double)width, net, r2,
-                (double)ups / steps, e->v[from], e->v[nb_site - 1], mark >= 0,
+                e->label,
+                by_step ? (step_s > 0 ? per_step / step_s : 0) : slope * 1e9 / (double)width,
+                net, r2, (double)ups / steps, e->v[from], e->v[nb_site - 1], mark >= 0,
                 mark >= 0 ? (e->at_last_mark - e->at_first_mark) /
                                 (int64_t)(l->r.mark[mark].count - 1)
-                          : 0};
+                          : 0,
+                by_step, per_step, e->first_step};
         }
         HASH_DEL(map, e);
         free(e);
@@ -194,4 +259,23 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
     qsort(rows, n, sizeof *rows, cmp_rate);
     *out = rows;
     return n;
+}
+
+size_t gmt_growth_steps(struct loaded *l, const struct gmt_common *c,
+                        struct growth_row **out, struct loaded **stepped)
+{
+    uint32_t anchor, count;
+    *stepped = NULL;
+    if (gmt_growth_anchor(l, &anchor, &count)) {
+        struct replay_opts o = {.growth = true, .mark_sites = l->r.want_marks,
+                                .step_anchor = anchor, .step_count = count};
+        struct loaded *ls = gmt_load(l->path, c, &o);
+        if (ls && ls->r.step_anchor) {
+            *stepped = ls;
+            return gmt_growth(ls, c, out);
+        }
+        if (ls)
+            gmt_unload(ls);
+    }
+    return gmt_growth(l, c, out);
 }

@@ -212,6 +212,44 @@ static void merge_growth(struct replay *r)
  * every bucket from the last one written up to `b` gets the current value
  * of every site (carried forward), so a site untouched in a bucket keeps
  * its value there. */
+static void growth_fill_to(struct replay *r, int b)
+{
+    while (r->g_last < b) {
+        r->g_last++;
+        for (size_t k = 0; k < r->nsites; k++)
+            if (r->sites[k].growth)
+                r->sites[k].growth->live[r->g_last] = r->sites[k].live_bytes;
+    }
+}
+
+/* The buckets of steps (replay_opts.step_anchor): buckets in use, and the
+ * bucket of step j. */
+static int step_buckets(const struct replay *r)
+{
+    return r->step_count < REPLAY_GROWTH_BUCKETS ? (int)r->step_count
+                                                 : REPLAY_GROWTH_BUCKETS;
+}
+
+static int step_bucket(const struct replay *r, uint64_t j)
+{
+    return (int)(j * (uint64_t)step_buckets(r) / r->step_count);
+}
+
+/* A step begins (before the anchor's allocation is applied): the buckets
+ * of the steps that ended get their end values. Occurrences beyond the
+ * count the first replay saw (none, for the same file) are ignored. */
+static void step_begins(struct replay *r, uint64_t t)
+{
+    uint64_t j = r->steps_begun++;
+    if (j == 0)
+        r->first_step_time = t;
+    if (j == 0 || j >= r->step_count)
+        return;
+    int b = step_bucket(r, j);
+    if (b > step_bucket(r, j - 1))
+        growth_fill_to(r, b - 1);
+}
+
 static void growth_advance(struct replay *r, uint64_t t)
 {
     if (t < r->t0)
@@ -594,9 +632,20 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
         if (s) {
             marks_before_change(r, s);
             if (s->growth) {
-                if (s->growth->first_time == 0)
-                    s->growth->first_time = rec->time;
-                s->growth->last_time = rec->time;
+                struct site_growth *g = s->growth;
+                if (g->first_time == 0)
+                    g->first_time = rec->time;
+                g->last_time = rec->time;
+                if (g->ord_first == 0) {
+                    g->ord_first = r->allocs;
+                    g->first_step = r->steps_begun;
+                } else if (g->ord_last != g->ord_first) { /* not the first gap */
+                    double gap = (double)(r->allocs - g->ord_last);
+                    g->gaps++;
+                    g->gap_sum += gap;
+                    g->gap_sq += gap * gap;
+                }
+                g->ord_last = r->allocs;
             }
             s->live_bytes += (int64_t)rec->size;
             s->live_alloc_bytes += (int64_t)LIVE_BLOCK(l);
@@ -850,6 +899,10 @@ int replay_trace(const char *path, struct replay *r,
 {
     memset(r, 0, sizeof *r);
     r->want_growth = opts && opts->growth;
+    if (r->want_growth && opts->step_anchor && opts->step_count >= 2) {
+        r->step_anchor = opts->step_anchor;
+        r->step_count = opts->step_count;
+    }
     r->want_marks = opts && opts->mark_sites;
     r->on_marker = opts ? opts->on_marker : NULL;
     r->marker_ctx = opts ? opts->marker_ctx : NULL;
@@ -889,11 +942,13 @@ int replay_trace(const char *path, struct replay *r,
         if (r->first_time == 0)
             r->first_time = rec.time;
         r->last_time = rec.time;
-        if (r->want_growth)
+        if (r->want_growth && !r->step_anchor)
             growth_advance(r, rec.time);
         switch (rec.kind) {
         case GMT_K_ALLOC:
             rec.stack = gmt_bw_site(&r->bw, &r->defs, &rec);
+            if (r->step_anchor && rec.stack == r->step_anchor && rec.result == 0)
+                step_begins(r, rec.time);
             on_alloc(r, &rec);
             note_series(r, rec.time);
             break;
@@ -943,7 +998,9 @@ int replay_trace(const char *path, struct replay *r,
         gmt_reader_close(rd);
         return -1;
     }
-    if (r->want_growth)
+    if (r->want_growth && r->step_anchor)
+        growth_fill_to(r, step_buckets(r) - 1);
+    else if (r->want_growth)
         growth_advance(r, r->last_time);
     gmt_damage(rd, &r->defs, r->damage, sizeof r->damage);
     gmt_reader_close(rd);

@@ -73,6 +73,13 @@ struct site_rare {
 struct site_growth {
     int64_t live[REPLAY_GROWTH_BUCKETS]; /* live bytes at the end of each bucket */
     uint64_t first_time, last_time; /* of its allocations and frees */
+    /* its device allocations' ordinals (replay.allocs): the first, the
+     * latest, and the gaps between them after the first gap - how
+     * regularly it recurs (gmt_growth_anchor) */
+    uint64_t ord_first, ord_last;
+    uint32_t gaps;
+    double gap_sum, gap_sq;
+    uint32_t first_step; /* step mode: steps begun at its first allocation */
 };
 
 /* Live bytes of a site at the first and the latest occurrence of each
@@ -213,6 +220,9 @@ struct replay {
     /* blocks of autograd's engine counted under the backward call's line
      * (backward.h): the synthetic stack ids the sites may carry */
     struct bw_state *bw;
+    /* growth by steps (replay_opts.step_anchor) */
+    uint32_t step_anchor, step_count, steps_begun;
+    uint64_t first_step_time;
 };
 
 /* What a command needs beyond the basics. */
@@ -229,6 +239,11 @@ struct replay_opts {
      * first); rec->api is its type (GMT_MARK, _PUSH, _POP). */
     void (*on_marker)(struct replay *r, const struct gmt_rec *rec, void *ctx);
     void *marker_ctx;
+    /* With growth: the growth buckets are steps, not time. A step begins
+     * at each device allocation counted under stack id step_anchor, which
+     * occurs step_count times (gmt_growth_anchor found both in a first
+     * replay); bucket b ends where step b * step_count / buckets begins. */
+    uint32_t step_anchor, step_count;
 };
 
 /* Replay a whole trace. 0 on success; -1 with err set (one line). A trace

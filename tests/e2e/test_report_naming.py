@@ -99,3 +99,40 @@ def test_layers_inside_a_library_under_the_users_line():
                      under[0]) and
            re.search(r"2\.00 MiB\s+2\s+Attention\.forward \(__init__\.py:%d\)$" %
                      M["attention_mm"], under[1]), "\n".join(text))
+
+
+# ---- growth per step (item 4) ------------------------------------------------
+
+STEP_APP = os.path.join(HERE, "py", "step_app.py")
+KiB = 1 << 10
+
+
+def steps_trace(steps, leak, *extra):
+    name = f"s{steps}-{leak}{'-m' if extra else ''}.gmt"
+    p = run([sys.executable, STEP_APP, str(steps), str(leak), *extra],
+            PYALLOC_LIB=prog("libpyalloc.so"), GPUMEMTRACE_OUTPUT=name)
+    expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
+    return json.loads(report("growth", "--json", name).stdout)["traces"][0], name
+
+
+def test_growth_per_step_found_without_marks():
+    """A leak of 1 MiB a step over 10 steps is found per step, marked or
+    not, and over 50 steps the same; 8 KiB a step too; a flat loop is
+    not flagged. The steps come from the allocations: the 1 MiB
+    temporary, made once a step."""
+    L = lines(STEP_APP)
+    leak_site = f"<module> (step_app.py:{L['leak']}) > pyalloc_alloc"
+    tmp_site = f"<module> (step_app.py:{L['tmp']}) > pyalloc_alloc"
+    for steps, leak, extra in [(10, MiB, ()), (10, MiB, ("--mark",)), (50, MiB, ()),
+                               (20, 8 * KiB, ())]:
+        g, t = steps_trace(steps, leak, *extra)
+        got = [(s["site"], s["per_step"], s["first_step"]) for s in g["sites"]]
+        expect(g["steps"] == steps and g["step_site"] == tmp_site and
+               got == [(leak_site, leak, 1)],
+               f"{steps} steps, {leak} bytes a step {extra}: {g}")
+        text = report("growth", t).stdout
+        expect(f"over {steps} steps" in text and leak_site in text, text)
+    g, t = steps_trace(10, 0)
+    expect(g["steps"] == 10 and g["growing_sites"] == 0 and g["sites"] == [], f"flat: {g}")
+    expect("no site grows step after step (10 steps" in report("growth", t).stdout,
+           report("growth", t).stdout)
