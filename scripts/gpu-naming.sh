@@ -25,3 +25,12 @@ done
 echo "== leaf --json"
 "$B/gpumemreport" peak --json "$O/leaf.gmt"
 echo
+# growth per step, steps found without markers: the graph-keeping loop
+# and its fix (tests/gpu/graph_keep.py)
+for v in keep detach; do
+    flag=; [ $v = detach ] && flag=--detach
+    env LD_PRELOAD="$B/libgpumemtrace.so" GPUMEMTRACE_OUTPUT="$O/graph-$v.gmt" \
+        GPUMEMTRACE_CACHE="$O/cache" python3 tests/gpu/graph_keep.py $flag > "$O/graph-$v.out" 2>&1
+    echo "== graph_keep $v: $(tail -1 "$O/graph-$v.out")"
+    "$B/gpumemreport" growth "$O/graph-$v.gmt"
+done
