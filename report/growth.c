@@ -105,34 +105,68 @@ int gmt_growth_mark(const struct loaded *l)
  * the same order every step, so a site allocated once a step recurs at
  * an exact period in the sequence of allocations: its gaps (counted in
  * allocations, the first gap left out - the first step builds optimizer
- * state, caches, workspaces) vary by at most 5% of their mean. A site
- * allocated several times a step recurs at uneven gaps. Of the regular
- * sites that recur at least 4 times over at least half of the run's
- * allocations, the most frequent is the step (the innermost loop that
- * allocates; ties: the one that began first). */
+ * state, caches, workspaces) vary by at most 5% of their mean. The
+ * regular sites that recur at least 4 times over at least half of the
+ * run's allocations mostly recur once a step; a few recur more often (two
+ * layers alike, one op apart, make one stack regular at half the step) or
+ * less (logging every tenth step). So the step count is the count most
+ * regular sites share (ties: the smaller), and the step begins at the
+ * first-beginning site of that count. */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 bool gmt_growth_anchor(const struct loaded *l, uint32_t *anchor, uint32_t *count)
 {
-    const struct site *best = NULL;
-    for (size_t i = 0; i < l->r.nsites; i++) {
-        const struct site *s = &l->r.sites[i];
-        const struct site_growth *g = s->growth;
-        if (g == NULL || s->total_count < 4 || g->gaps < 2 ||
-            s->total_count > UINT32_MAX ||
-            (g->ord_last - g->ord_first) * 2 < l->r.allocs)
-            continue;
-        double mean = g->gap_sum / g->gaps;
-        double var = g->gap_sq / g->gaps - mean * mean;
-        if (mean < 1 || var > 0.0025 * mean * mean) /* sd <= 5% of the mean */
-            continue;
-        if (best == NULL || s->total_count > best->total_count ||
-            (s->total_count == best->total_count &&
-             g->ord_first < best->growth->ord_first))
-            best = s;
-    }
-    if (best == NULL)
+    uint64_t *counts = malloc((l->r.nsites ? l->r.nsites : 1) * sizeof *counts);
+    if (counts == NULL)
         return false;
-    *anchor = best->stack;
-    *count = (uint32_t)best->total_count;
+    size_t nc = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t want = 0;
+        if (pass == 1) { /* the count most regular sites share */
+            qsort(counts, nc, sizeof *counts, cmp_u64);
+            size_t best_run = 0;
+            for (size_t i = 0, j; i < nc; i = j) {
+                for (j = i; j < nc && counts[j] == counts[i]; j++)
+                    ;
+                if (j - i > best_run) {
+                    best_run = j - i;
+                    want = counts[i];
+                }
+            }
+        }
+        const struct site *best = NULL;
+        for (size_t i = 0; i < l->r.nsites; i++) {
+            const struct site *s = &l->r.sites[i];
+            const struct site_growth *g = s->growth;
+            if (g == NULL || s->total_count < 4 || g->gaps < 2 ||
+                s->total_count > UINT32_MAX ||
+                (g->ord_last - g->ord_first) * 2 < l->r.allocs)
+                continue;
+            double mean = g->gap_sum / g->gaps;
+            double var = g->gap_sq / g->gaps - mean * mean;
+            if (mean < 1 || var > 0.0025 * mean * mean) /* sd <= 5% of the mean */
+                continue;
+            if (pass == 0) {
+                counts[nc++] = s->total_count;
+            } else if (s->total_count == want &&
+                       (best == NULL || g->ord_first < best->growth->ord_first)) {
+                best = s;
+            }
+        }
+        if (pass == 1 && best != NULL) {
+            *anchor = best->stack;
+            *count = (uint32_t)best->total_count;
+        }
+        if (nc == 0 || (pass == 1 && best == NULL)) {
+            free(counts);
+            return false;
+        }
+    }
+    free(counts);
     return true;
 }
 

@@ -136,3 +136,16 @@ def test_growth_per_step_found_without_marks():
     expect(g["steps"] == 10 and g["growing_sites"] == 0 and g["sites"] == [], f"flat: {g}")
     expect("no site grows step after step (10 steps" in report("growth", t).stdout,
            report("growth", t).stdout)
+
+
+def test_steps_are_not_a_layer_repeated_within_the_step():
+    """Two layers alike one op apart make one stack recur regularly twice a
+    step (tests/gpu/graph_keep.py on a GPU found 40 "steps" in 20); the
+    step is the count most regular sites share."""
+    L = lines(STEP_APP)
+    g, _ = steps_trace(20, 8 * KiB, "--twin")
+    got = [(s["site"], s["per_step"]) for s in g["sites"]]
+    mid = f"<module> (step_app.py:{L['mid']}) > pyalloc_alloc"
+    expect(g["steps"] == 20 and got == [(mid, 8 * KiB)], f"{g}")
+    g, _ = steps_trace(20, 0, "--twin")
+    expect(g["steps"] == 20 and g["growing_sites"] == 0, f"flat: {g}")

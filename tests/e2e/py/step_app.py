@@ -5,7 +5,13 @@ once) and, with LEAK > 0, keep LEAK bytes in a list - the classic leak of
 keeping a step's output. With --mark each step is a region "step" (as an
 NVTX range would be); without it nothing marks the steps.
 
-usage: step_app.py STEPS LEAK [--mark]
+With --twin, a step is instead two layers alike one op apart, as a
+two-layer model's: an input (pre), the layer's output (lin, one line and
+one stack for both layers), an activation between them (mid), the layer
+again - so lin recurs regularly twice a step - and with LEAK > 0 each
+step's activation (LEAK bytes) is kept, as a graph kept alive keeps it.
+
+usage: step_app.py STEPS LEAK [--mark] [--twin]
 """
 import ctypes
 import os
@@ -21,6 +27,28 @@ steps, leak = int(sys.argv[1]), int(sys.argv[2])
 
 weights = [lib.pyalloc_alloc(8 * MiB) for _ in range(2)]  # SITE weights
 kept = []
+
+
+def layer():
+    return lib.pyalloc_alloc(64 * 1024)  # SITE lin
+
+
+if "--twin" in sys.argv:
+    for step in range(steps):
+        p = lib.pyalloc_alloc(64 * 1024)  # SITE pre
+        outs = []
+        for i in range(2):
+            outs.append(layer())
+            if i == 0:
+                m = lib.pyalloc_alloc(leak or 4096)  # SITE mid
+        for q in [p] + outs:
+            lib.pyalloc_free(q)
+        if leak:
+            kept.append(m)
+        else:
+            lib.pyalloc_free(m)
+    print("ok")
+    sys.exit(0)
 for step in range(steps):
     if marks:
         marks.gpumemtrace_push(b"step")
