@@ -27,6 +27,7 @@ struct bw_state {
     size_t n, cap;
     uint32_t call;        /* the open call's stack, 0: none */
     uint32_t call_thread;
+    uint32_t calls;       /* calls opened so far */
 };
 
 static bool ends_with(const char *s, const char *tail)
@@ -128,6 +129,8 @@ uint32_t gmt_bw_site(struct bw_state **stp, const struct gmt_defs *d,
     uint8_t f = stack_flags(st, d, rec->stack);
     if (f & C_PYTHON) {
         if (f & C_CALL) {
+            if (st->call == 0)
+                st->calls++;
             st->call = rec->stack;
             st->call_thread = rec->thread;
         } else if (st->call && rec->thread == st->call_thread) {
@@ -171,4 +174,19 @@ void gmt_bw_free(struct bw_state *st)
     }
     free(st->by_index);
     free(st);
+}
+
+uint32_t gmt_bw_open_call(const struct bw_state *st)
+{
+    return st && st->call ? st->calls : 0;
+}
+
+bool gmt_bw_engine_thread(struct bw_state *st, const struct gmt_defs *d, uint32_t thread)
+{
+    return st && engine_thread(st, d, thread);
+}
+
+bool gmt_bw_call_stack(struct bw_state *st, const struct gmt_defs *d, uint32_t id)
+{
+    return st && id && (stack_flags(st, d, id) & C_CALL);
 }

@@ -44,6 +44,14 @@ uint32_t gmt_bw_site(struct bw_state **st, const struct gmt_defs *d,
 bool gmt_bw_pair(const struct bw_state *st, uint32_t id, uint32_t *stack,
                  uint32_t *caller);
 void gmt_bw_free(struct bw_state *st);
+/* The backward call open now, numbered from 1 in the order calls began;
+ * 0 when none is (memory kinds: kinds.c). */
+uint32_t gmt_bw_open_call(const struct bw_state *st);
+/* Is stack id inside a backward call (one of its Python frames a call
+ * frame)? */
+bool gmt_bw_call_stack(struct bw_state *st, const struct gmt_defs *d, uint32_t id);
+/* Is thread index `thread` one of autograd's engine threads? */
+bool gmt_bw_engine_thread(struct bw_state *st, const struct gmt_defs *d, uint32_t thread);
 /* Is a Python frame of code `name` in `file` torch.autograd's backward or
  * grad (autograd/__init__.py) or _engine_run_backward (autograd/graph.py,
  * PyTorch 2.2+)? */

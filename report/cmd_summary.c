@@ -11,12 +11,17 @@
  * torch.cuda.max_memory_allocated/max_memory_reserved report), and the
  * peak of what was allocated outside it. Figures over devices are sums of
  * each device's peak, as peak allocated is.
+ *
+ * A trace with Python stacks opens with the bytes at the peak by kind
+ * (parameters, gradients, optimizer state, activations, ...: kinds.h),
+ * from a second replay that follows the blocks live at the peak.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "kinds.h"
 
 static void usage(FILE *f)
 {
@@ -33,6 +38,70 @@ static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
     v[1] = s->peak_count;
     v[2] = s->peak_alloc_bytes;
     return s->peak_bytes > 0;
+}
+
+/* The bytes at the peak by kind: a second replay with kinds_seq, for a
+ * trace with Python stacks (the rules read them). false: none. */
+static bool kinds_of(struct loaded *l, const struct gmt_common *c,
+                     struct kind_row rows[GMT_KIND_COUNT])
+{
+    if (!(l->r.hdr.features & GMT_FEAT_PYTHON_STACKS) || l->r.peak_requested_seq == 0)
+        return false;
+    struct replay_opts o = {.kinds_seq = l->r.peak_requested_seq};
+    struct loaded *k = gmt_load(l->path, c, &o);
+    bool ok = k && gmt_kinds(k, rows);
+    gmt_unload(k);
+    return ok;
+}
+
+static void kinds_text(struct loaded *l, const struct gmt_common *c)
+{
+    struct kind_row rows[GMT_KIND_COUNT];
+    if (!kinds_of(l, c, rows))
+        return;
+    const struct replay *r = &l->r;
+    printf("\nat the peak, by kind (inferred from stacks and lifetimes; "
+           "docs/usage.md, \"Memory by kind\"):\n");
+    static const char *const h[] = {"bytes", "share", "blocks", "kind", "known by"};
+    static const bool right[] = {true, true, true, false, false};
+    struct table *t = table_new(5, h, right);
+    for (int i = 0; i < GMT_KIND_COUNT; i++) {
+        if (rows[i].bytes == 0)
+            continue;
+        char a[32], share[16], n[32];
+        snprintf(share, sizeof share, "%.1f%%",
+                 r->peak_requested ? 100.0 * (double)rows[i].bytes / (double)r->peak_requested
+                                   : 0.0);
+        snprintf(n, sizeof n, "%" PRIu64, rows[i].blocks);
+        table_row(t, gmt_size(c, a, rows[i].bytes), share, n, rows[i].name, rows[i].how);
+    }
+    enum beyond_source src;
+    int64_t beyond = replay_beyond(r, -1, &src);
+    if (src != BEYOND_NONE && beyond > 0) {
+        char a[32];
+        table_row(t, gmt_size(c, a, beyond), "", "", "beyond the trace: CUDA context, "
+                  "libraries", src == BEYOND_PROCESS ? "NVML, this process"
+                                                     : "driver, whole device");
+    }
+    table_print(t, c->markdown);
+    table_free(t);
+}
+
+static void kinds_json(struct loaded *l, const struct gmt_common *c)
+{
+    struct kind_row rows[GMT_KIND_COUNT];
+    if (!kinds_of(l, c, rows)) {
+        printf(",\"kinds\":null");
+        return;
+    }
+    printf(",\"kinds\":[");
+    for (int i = 0; i < GMT_KIND_COUNT; i++) {
+        printf("%s{\"kind\":\"%s\",\"bytes\":%" PRId64 ",\"blocks\":%" PRIu64
+               ",\"basis\":", i ? "," : "", rows[i].key, rows[i].bytes, rows[i].blocks);
+        gmt_json_str(stdout, rows[i].basis);
+        printf("}");
+    }
+    printf("]");
 }
 
 static double at_s(const struct replay *r, uint64_t t)
@@ -189,6 +258,7 @@ static void text(struct loaded *l, const struct gmt_common *c)
            gmt_seconds(a, replay_duration(r)), r->events, total_allocs(r),
            r->pool && r->segments_taken ? ", gpumemtrace pool on" : "",
            r->cut ? ", CUT SHORT" : "");
+    kinds_text(l, c);
     printf("\npeak requested:  %-12s at %.3f s (what the program asked for)\n",
            gmt_size(c, a, (int64_t)r->peak_requested), at_s(r, r->peak_requested_time));
     printf("peak allocated:  %-12s (blocks behind the requests, rounded)\n",
@@ -337,7 +407,9 @@ static void json(struct loaded *l, const struct gmt_common *c)
                ",\"allocations\":%" PRId64 "}", rows[i].v[0], rows[i].v[2], rows[i].v[1]);
     }
     free(rows);
-    printf("]}");
+    printf("]");
+    kinds_json(l, c);
+    printf("}");
 }
 
 int cmd_summary(int argc, char **argv)

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backward.h"
+#include "kinds.h"
 #include "replay.h"
 
 #define DENSE_IDS (1u << 20)
@@ -899,6 +900,7 @@ int replay_trace(const char *path, struct replay *r,
 {
     memset(r, 0, sizeof *r);
     r->want_growth = opts && opts->growth;
+    r->kinds_seq = opts ? opts->kinds_seq : 0;
     if (r->want_growth && opts->step_anchor && opts->step_count >= 2) {
         r->step_anchor = opts->step_anchor;
         r->step_count = opts->step_count;
@@ -950,10 +952,14 @@ int replay_trace(const char *path, struct replay *r,
             if (r->step_anchor && rec.stack == r->step_anchor && rec.result == 0)
                 step_begins(r, rec.time);
             on_alloc(r, &rec);
+            if (r->kinds_seq)
+                gmt_kinds_alloc(r, &rec);
             note_series(r, rec.time);
             break;
         case GMT_K_FREE:
             on_free(r, &rec);
+            if (r->kinds_seq)
+                gmt_kinds_free(r, &rec);
             note_series(r, rec.time);
             break;
         case GMT_K_FREE_COMPLETED:
@@ -992,6 +998,8 @@ int replay_trace(const char *path, struct replay *r,
         default:
             break;
         }
+        if (r->kinds_seq && rec.seq == r->kinds_seq)
+            gmt_kinds_snapshot(r);
     }
     if (got < 0) {
         snprintf(err, errlen, "%s", gmt_reader_error(rd));
@@ -1080,5 +1088,7 @@ void replay_free(struct replay *r)
     gmt_defs_free(&r->defs);
     gmt_bw_free(r->bw);
     r->bw = NULL;
+    gmt_kinds_release(r->kinds);
+    r->kinds = NULL;
     memset(r, 0, sizeof *r);
 }

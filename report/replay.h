@@ -223,6 +223,9 @@ struct replay {
     /* growth by steps (replay_opts.step_anchor) */
     uint32_t step_anchor, step_count, steps_begun;
     uint64_t first_step_time;
+    /* memory kinds at the peak (replay_opts.kinds_seq; kinds.c) */
+    uint64_t kinds_seq;
+    struct kinds_state *kinds;
 };
 
 /* What a command needs beyond the basics. */
@@ -244,6 +247,9 @@ struct replay_opts {
      * occurs step_count times (gmt_growth_anchor found both in a first
      * replay); bucket b ends where step b * step_count / buckets begins. */
     uint32_t step_anchor, step_count;
+    /* Memory kinds at the peak (kinds.h): the seq of the event of the
+     * peak of requested memory, from a first replay; 0: none. */
+    uint64_t kinds_seq;
 };
 
 /* Replay a whole trace. 0 on success; -1 with err set (one line). A trace

@@ -656,6 +656,17 @@ void sym_site_parts(struct symbolizer *s, uint32_t stack, const char **op,
     }
 }
 
+bool sym_native_any(struct symbolizer *s, uint32_t stack, bool (*pred)(const char *fn))
+{
+    struct sym frames[512];
+    int npy = 0;
+    int n = stack ? user_frames(s, stack, frames, 512, &npy) : 0;
+    for (int i = 0; i < n - npy; i++)
+        if (pred(frames[i].function))
+            return true;
+    return false;
+}
+
 /* A library's module: a method named forward. */
 static bool forward_frame(const struct sym *f)
 {

@@ -36,7 +36,8 @@ report_src=$(ls report/*.c | grep -v -e '^report/main\.c$' -e '^report/launcher\
 case $target in
 reader)
     $CC -o "$out/fuzz_reader" tests/fuzz/fuzz_reader.c report/reader.c report/defs.c \
-        report/stacks.c report/output.c report/replay.c report/poolview.c report/backward.c
+        report/stacks.c report/output.c report/replay.c report/poolview.c report/backward.c \
+        report/kinds.c
     corpus=tests/fuzz/corpus prefix="$out/" extra= ;;
 commands)
     # shellcheck disable=SC2086

@@ -149,3 +149,40 @@ def test_steps_are_not_a_layer_repeated_within_the_step():
     expect(g["steps"] == 20 and got == [(mid, 8 * KiB)], f"{g}")
     g, _ = steps_trace(20, 0, "--twin")
     expect(g["steps"] == 20 and g["growing_sites"] == 0, f"flat: {g}")
+
+
+# ---- memory by kind (item 0) -------------------------------------------------
+
+def test_memory_by_kind_at_the_peak():
+    """tests/e2e/py/train_app.py's two training steps over the stand-in:
+    at the peak (the second backward, when the gradient is made) each
+    block is named by its kind, from its stack, thread and lifetime."""
+    os.mkdir("cache", 0o700)
+    app = os.path.join(HERE, "py", "train_app.py")
+    p = run([sys.executable, app], SIM_TORCH_LIB=STANDIN, GMT_BUILD=BUILD,
+            GPUMEMTRACE_OUTPUT="k.gmt", GPUMEMTRACE_CACHE=os.path.abspath("cache"))
+    expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
+    s = json.loads(report("summary", "--json", "k.gmt").stdout)["traces"][0]
+    got = {k["kind"]: (k["bytes"], k["blocks"]) for k in s["kinds"] if k["bytes"]}
+    want = {"parameters": (16 * MiB, 2), "optimizer_state": (16 * MiB, 2),
+            "gradients": (8 * MiB, 1), "activations": (4 * MiB, 1),
+            # the intermediate gradient, and the 4-byte seed of backward
+            "temporaries": (2 * MiB + 4, 2), "workspaces": (MiB, 1)}
+    expect(got == want and s["peak_requested"] == sum(b for b, _ in want.values()),
+           f"kinds at the peak: {got}\nwant {want}\npeak {s['peak_requested']}")
+    expect(all(k["basis"] for k in s["kinds"]), s["kinds"])
+    text = report("summary", "k.gmt").stdout
+    lines_ = text.splitlines()
+    i = next(i for i, l in enumerate(lines_) if l.startswith("at the peak, by kind"))
+    expect(i < next(i for i, l in enumerate(lines_) if l.startswith("peak requested")),
+           "the summary opens with the kinds:\n" + text)
+    expect(re.search(r"16\.00 MiB\s+34\.0%\s+2\s+parameters and buffers\s+stack", text) and
+           re.search(r"4\.00 MiB\s+8\.5%\s+1\s+activations saved for backward\s+lifetime",
+                     text), text)
+
+
+def test_no_kinds_without_python_stacks():
+    run([prog("report_known")])
+    s = json.loads(report("summary", "--json", one_trace()).stdout)["traces"][0]
+    expect(s["kinds"] is None, f"{s.get('kinds')}")
+    expect("by kind" not in report("summary", one_trace()).stdout, "table without Python")

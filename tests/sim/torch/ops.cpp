@@ -60,6 +60,16 @@ NOINLINE void *empty_cuda(size_t n)
 }
 } // namespace detail
 
+namespace cuda {
+/* cuBLAS's workspace, as PyTorch allocates it from its caching allocator */
+NOINLINE void *getCUDABlasLtWorkspace(size_t n)
+{
+    void *p = at::detail::empty_cuda(n);
+    KEEP_FRAME();
+    return p;
+}
+} // namespace cuda
+
 namespace native {
 NOINLINE void *mul(size_t n)
 {
@@ -166,10 +176,16 @@ struct AccumulateGrad : Node {
     NOINLINE void *apply(size_t) override { return nullptr; } /* steals the gradient */
 };
 
-/* One backward pass: the nodes to run and the blocks they made. */
+/* One backward pass: the nodes to run and the blocks they made. With
+ * release, the engine gives back the first node's output (an
+ * intermediate gradient) and the saved tensors once the second has run,
+ * as autograd does. */
 struct GraphTask {
-    size_t n = 0;
+    size_t n = 0, n2 = 0;
     void *out[2] = {nullptr, nullptr};
+    bool release = false;
+    void **saved = nullptr;
+    int nsaved = 0;
     bool done = false;
 };
 
@@ -194,8 +210,14 @@ class Engine {
             AccumulateGrad acc;
             void *none = nullptr;
             evaluate_function(mean, t->n, &t->out[0]);
-            evaluate_function(mul, t->n, &t->out[1]);
+            evaluate_function(mul, t->n2 ? t->n2 : t->n, &t->out[1]);
             evaluate_function(acc, t->n, &none);
+            if (t->release) {
+                sim_torch_free(t->out[0]);
+                t->out[0] = nullptr;
+                for (int i = 0; i < t->nsaved; i++)
+                    sim_torch_free(t->saved[i]);
+            }
             lk.lock();
             task_ = nullptr;
             t->done = true;
@@ -245,6 +267,29 @@ extern "C" SIM_TORCH_API void *sim_torch_op_mul(size_t n)
 extern "C" SIM_TORCH_API void *sim_torch_op_mm(size_t n)
 {
     return torch::autograd::THPVariable_mm(n);
+}
+
+extern "C" SIM_TORCH_API void *sim_torch_workspace(size_t n)
+{
+    return at::cuda::getCUDABlasLtWorkspace(n);
+}
+
+extern "C" SIM_TORCH_API void *sim_torch_run_backward_release(size_t n_intermediate,
+                                                              size_t n_grad, void **saved,
+                                                              int nsaved)
+{
+    try {
+        torch::autograd::GraphTask t;
+        t.n = n_intermediate;
+        t.n2 = n_grad;
+        t.release = true;
+        t.saved = saved;
+        t.nsaved = nsaved;
+        torch::autograd::default_engine().execute(t);
+        return t.out[1];
+    } catch (...) {
+        return nullptr;
+    }
 }
 
 extern "C" SIM_TORCH_API int sim_torch_run_backward(size_t n, void *out[2])

@@ -105,6 +105,14 @@ int sim_torch_synchronize(void);
 void *sim_torch_op_mul(size_t n);
 void *sim_torch_op_mm(size_t n);
 int sim_torch_run_backward(size_t n, void *out[2]);
+/* A backward pass that cleans up as autograd does: MeanBackward0 makes an
+ * intermediate gradient of n_intermediate bytes, MulBackward0 the
+ * gradient (n_grad bytes, returned), then the engine's thread gives back
+ * the intermediate and the nsaved saved tensors. */
+void *sim_torch_run_backward_release(size_t n_intermediate, size_t n_grad, void **saved,
+                                     int nsaved);
+/* cuBLAS's workspace, n bytes, from at::cuda::getCUDABlasLtWorkspace. */
+void *sim_torch_workspace(size_t n);
 
 #ifdef __cplusplus
 }

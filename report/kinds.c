@@ -1,0 +1,271 @@
+/* kinds.c - what kind of memory the bytes at the peak are (kinds.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backward.h"
+#include "kinds.h"
+#include "replay.h"
+#include "uthash.h"
+
+/* What a stack says, found once per stack id. */
+enum { S_KNOWN = 1, S_PYTHON = 2 }; /* KEPT_OPTIM, KEPT_PARAMS: kinds.h */
+
+struct stack_class {
+    uint32_t id;
+    uint8_t flags;
+    UT_hash_handle hh;
+};
+
+/* The context a live block was made in: the backward call and optimizer
+ * step open then (numbered from 1; 0: none). An open-addressing table by
+ * address, as the replay's own. */
+struct ctx {
+    uint64_t addr; /* 0: empty */
+    uint32_t call, step;
+    uint8_t flags; /* KEPT_* */
+};
+
+
+struct kinds_state {
+    struct stack_class *stacks;
+    struct ctx *slot;
+    size_t cap, n;
+    uint32_t step, steps, step_thread; /* the optimizer step open now */
+    struct kept *kept;                 /* by address, after the snapshot */
+    size_t nkept;
+    bool snapped;
+};
+
+static size_t slot_of(uint64_t addr, size_t cap)
+{
+    return (size_t)((addr >> 8) * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
+}
+
+static struct ctx *ctx_find(struct kinds_state *st, uint64_t addr)
+{
+    if (st->cap == 0)
+        return NULL;
+    for (size_t j = slot_of(addr, st->cap); st->slot[j].addr; j = (j + 1) & (st->cap - 1))
+        if (st->slot[j].addr == addr)
+            return &st->slot[j];
+    return NULL;
+}
+
+static bool ctx_grow(struct kinds_state *st)
+{
+    size_t cap = st->cap ? 2 * st->cap : 1024;
+    struct ctx *n = calloc(cap, sizeof *n);
+    if (n == NULL)
+        return false;
+    for (size_t i = 0; i < st->cap; i++) {
+        if (!st->slot[i].addr)
+            continue;
+        size_t j = slot_of(st->slot[i].addr, cap);
+        while (n[j].addr)
+            j = (j + 1) & (cap - 1);
+        n[j] = st->slot[i];
+    }
+    free(st->slot);
+    st->slot = n;
+    st->cap = cap;
+    return true;
+}
+
+static void ctx_remove(struct kinds_state *st, struct ctx *c)
+{
+    size_t cap = st->cap, hole = (size_t)(c - st->slot), j = hole;
+    for (;;) {
+        j = (j + 1) & (cap - 1);
+        if (!st->slot[j].addr)
+            break;
+        size_t home = slot_of(st->slot[j].addr, cap);
+        if (((j - home) & (cap - 1)) >= ((j - hole) & (cap - 1))) {
+            st->slot[hole] = st->slot[j];
+            hole = j;
+        }
+    }
+    memset(&st->slot[hole], 0, sizeof st->slot[hole]);
+    st->n--;
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+/* Parameters and buffers are made where torch.nn puts a module on the
+ * device (Module.to / cuda / _apply / to_empty), loads a state dict, or
+ * builds a module (a torch.nn module's __init__ or reset_parameters, with
+ * device="cuda"). */
+static bool params_frame(const char *qualname, const char *file)
+{
+    static const char *const apply[] = {"_apply", "to", "cuda", "to_empty",
+                                        "_load_from_state_dict", "load_state_dict", NULL};
+    const char *dot = strrchr(qualname, '.'), *name = dot ? dot + 1 : qualname;
+    if (ends_with(file, "torch/nn/modules/module.py"))
+        for (int i = 0; apply[i]; i++)
+            if (strcmp(name, apply[i]) == 0)
+                return true;
+    return strstr(file, "-packages/torch/nn/") &&
+           (ends_with(name, "__init__") || ends_with(name, "reset_parameters"));
+}
+
+static uint8_t stack_flags(struct kinds_state *st, const struct gmt_defs *d, uint32_t id)
+{
+    struct stack_class *c;
+    HASH_FIND(hh, st->stacks, &id, sizeof id, c);
+    if (c)
+        return c->flags;
+    uint8_t f = S_KNOWN;
+    struct gmt_stack_def def;
+    if (id && gmt_defs_stack(d, id, &def)) {
+        if (def.npy)
+            f |= S_PYTHON;
+        for (uint32_t i = 0; i < def.npy; i++) {
+            const struct gmt_pycode_def *pc = gmt_defs_pycode(d, def.py[i].code);
+            if (pc == NULL || pc->name == NULL || pc->file == NULL)
+                continue;
+            if (strstr(pc->file, "-packages/torch/optim/"))
+                f |= KEPT_OPTIM;
+            if (params_frame(pc->name, pc->file))
+                f |= KEPT_PARAMS;
+        }
+    }
+    if ((c = calloc(1, sizeof *c)) != NULL) {
+        c->id = id;
+        c->flags = f;
+        HASH_ADD(hh, st->stacks, id, sizeof c->id, c);
+    }
+    return f;
+}
+
+void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec)
+{
+    if (rec->result != 0 || rec->addr == 0)
+        return;
+    if (r->kinds == NULL && (r->kinds = calloc(1, sizeof *r->kinds)) == NULL)
+        return;
+    struct kinds_state *st = r->kinds;
+    uint32_t real = rec->stack, caller;
+    bool synthetic = gmt_bw_pair(r->bw, rec->stack, &real, &caller);
+    uint8_t f = synthetic ? S_KNOWN : stack_flags(st, &r->defs, real);
+    /* the optimizer's step: open from its first allocation to its
+     * thread's next allocation outside torch.optim */
+    if (f & KEPT_OPTIM) {
+        if (st->step == 0) {
+            st->step = ++st->steps;
+            st->step_thread = rec->thread;
+        }
+    } else if ((f & S_PYTHON) && st->step && rec->thread == st->step_thread) {
+        st->step = 0;
+    }
+    if (st->snapped)
+        return;
+    bool engine = gmt_bw_engine_thread(r->bw, &r->defs, rec->thread);
+    struct ctx *c = ctx_find(st, rec->addr);
+    if (c == NULL) {
+        if ((st->n + 1) * 4 > st->cap * 3 && !ctx_grow(st))
+            return;
+        size_t j = slot_of(rec->addr, st->cap);
+        while (st->slot[j].addr)
+            j = (j + 1) & (st->cap - 1);
+        c = &st->slot[j];
+        c->addr = rec->addr;
+        st->n++;
+    }
+    /* the backward call's: made on the engine's thread while it was open,
+     * or inside the call's own frames (the seed gradient) */
+    bool in_call = engine || synthetic || gmt_bw_call_stack(r->bw, &r->defs, real);
+    c->call = in_call ? gmt_bw_open_call(r->bw) : 0;
+    c->step = (f & KEPT_OPTIM) ? st->step : 0;
+    c->flags = (uint8_t)((f & (KEPT_PARAMS | KEPT_OPTIM)) | (engine ? KEPT_ENGINE : 0));
+}
+
+static int cmp_kept(const void *a, const void *b)
+{
+    uint64_t x = ((const struct kept *)a)->addr, y = ((const struct kept *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+void gmt_kinds_free(struct replay *r, const struct gmt_rec *rec)
+{
+    struct kinds_state *st = r->kinds;
+    if (st == NULL || rec->result != 0 || rec->addr == 0)
+        return;
+    if (!st->snapped) {
+        struct ctx *c = ctx_find(st, rec->addr);
+        if (c)
+            ctx_remove(st, c);
+        return;
+    }
+    size_t lo = 0, hi = st->nkept;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (st->kept[mid].addr < rec->addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < st->nkept && st->kept[lo].addr == rec->addr && !st->kept[lo].freed) {
+        struct kept *k = &st->kept[lo];
+        k->freed = true;
+        k->free_call = gmt_bw_open_call(r->bw);
+        k->free_step = st->step;
+    }
+}
+
+void gmt_kinds_snapshot(struct replay *r)
+{
+    if (r->kinds == NULL && (r->kinds = calloc(1, sizeof *r->kinds)) == NULL)
+        return;
+    struct kinds_state *st = r->kinds;
+    size_t n = 0;
+    REPLAY_FOREACH_LIVE(r, l) {
+        if (l->mem != MEM_HOST)
+            n++;
+    }
+    st->kept = calloc(n ? n : 1, sizeof *st->kept);
+    if (st->kept == NULL)
+        return;
+    REPLAY_FOREACH_LIVE(r, l) {
+        if (l->mem == MEM_HOST)
+            continue;
+        struct kept *k = &st->kept[st->nkept++];
+        struct ctx *c = ctx_find(st, l->addr);
+        k->addr = l->addr;
+        k->size = l->size;
+        k->stack = l->stack;
+        if (c) {
+            k->call = c->call;
+            k->step = c->step;
+            k->flags = c->flags;
+        }
+    }
+    qsort(st->kept, st->nkept, sizeof *st->kept, cmp_kept);
+    free(st->slot); /* only the kept blocks matter from here */
+    st->slot = NULL;
+    st->cap = st->n = 0;
+    st->snapped = true;
+}
+
+void gmt_kinds_release(struct kinds_state *st)
+{
+    if (st == NULL)
+        return;
+    struct stack_class *c, *t;
+    HASH_ITER(hh, st->stacks, c, t) {
+        HASH_DEL(st->stacks, c);
+        free(c);
+    }
+    free(st->slot);
+    free(st->kept);
+    free(st);
+}
+
+
+size_t gmt_kinds_kept(const struct kinds_state *st, const struct kept **out)
+{
+    *out = st && st->snapped ? st->kept : NULL;
+    return st && st->snapped ? st->nkept : 0;
+}

@@ -1,0 +1,86 @@
+/* kinds.h - what kind of memory the bytes at the peak are (issue 18).
+ *
+ * The first question about a training step is what its memory is:
+ * parameters, gradients, the optimizer's state, activations saved for
+ * backward, temporaries, library workspaces - and what lies beyond the
+ * trace (the CUDA context, libraries). PyTorch's MemTracker answers it
+ * from inside the program; here it is inferred from what the trace
+ * already has, with no change to the program:
+ *
+ *   - where a block was made: its Python stack (torch.nn's Module.to /
+ *     cuda / _apply / load_state_dict and module construction: parameters
+ *     and buffers; torch.optim: the optimizer), its thread (autograd's
+ *     engine: backward), its native frames (a "workspace" function:
+ *     cuBLAS's and cuDNN's workspaces);
+ *   - when it was given back, relative to the call it was made in: a
+ *     block made in a backward call and kept past it is a gradient, one
+ *     given back within it a temporary; a block made in an optimizer step
+ *     and kept past it is the optimizer's state; a block made outside
+ *     both and given back during a backward call is an activation saved
+ *     for it; one never given back is held to the end.
+ *
+ * The replay (replay_opts.kinds_seq: the event of the peak, from a first
+ * replay) follows the calls and each live block's context, takes the
+ * blocks live at that event, and then watches when each is given back;
+ * gmt_kinds() classifies them. docs/usage.md states the rules.
+ */
+#ifndef GMT_KINDS_H
+#define GMT_KINDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reader.h"
+
+struct replay;
+struct loaded;
+struct kinds_state;
+
+/* A block live at the peak, and what became of it. */
+enum { KEPT_OPTIM = 4, KEPT_PARAMS = 8, KEPT_ENGINE = 16 };
+struct kept {
+    uint64_t addr, size;
+    uint32_t stack;      /* its site's stack id */
+    uint32_t call, step; /* backward call, optimizer step it was made in
+                            (numbered from 1; 0: none) */
+    uint8_t flags;       /* KEPT_*: its stack's, and its thread's */
+    bool freed;
+    uint32_t free_call, free_step; /* open when it was given back */
+};
+
+/* Replay side (replay.c calls these when kinds_seq is set). */
+void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec);
+void gmt_kinds_free(struct replay *r, const struct gmt_rec *rec);
+void gmt_kinds_snapshot(struct replay *r);
+void gmt_kinds_release(struct kinds_state *st);
+/* The blocks kept at the snapshot, by address; 0 and NULL before it. */
+size_t gmt_kinds_kept(const struct kinds_state *st, const struct kept **out);
+
+enum gmt_mem_kind {
+    GMT_KIND_PARAMS,
+    GMT_KIND_GRADS,
+    GMT_KIND_OPTIM,
+    GMT_KIND_ACTS,
+    GMT_KIND_TEMPS,
+    GMT_KIND_WORKSPACE,
+    GMT_KIND_HELD,
+    GMT_KIND_OTHER,
+    GMT_KIND_COUNT
+};
+
+struct kind_row {
+    const char *name;  /* "parameters and buffers", ... */
+    const char *key;   /* JSON: "parameters", ... */
+    const char *basis; /* how it is known */
+    const char *how;   /* the same in a word or two */
+    int64_t bytes;
+    uint64_t blocks;
+};
+
+/* The bytes live at the peak by kind (rows in enum order, all of them);
+ * false when the replay took no snapshot (no kinds_seq, or no Python
+ * stacks to infer from). */
+bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT]);
+
+#endif /* GMT_KINDS_H */

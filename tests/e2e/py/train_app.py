@@ -1,0 +1,67 @@
+"""A training loop over the PyTorch stand-in for the tests of memory by
+kind (issue 18): parameters placed by torch.nn's Module.to, a cuBLAS
+workspace, activations saved for backward (given back by the autograd
+engine's thread during backward), an intermediate gradient (made and
+given back within backward), the gradient (kept past backward, given
+back by zero_grad), Adam's state (made in the first step, kept) and a
+temporary in each optimizer step. Two steps; the peak is in the second
+backward, when the gradient is made:
+
+  parameters 16 MiB, optimizer state 16 MiB, gradients 8 MiB,
+  activations 4 MiB, temporaries 2 MiB (the intermediate gradient),
+  library workspaces 1 MiB: 47 MiB
+
+usage: train_app.py
+"""
+import importlib.util
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SITE = os.path.join(HERE, "site-packages")
+sys.path.insert(0, SITE)
+import simtorch  # noqa: E402
+
+MiB = 1 << 20
+
+
+def load(name, *path):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(SITE, *path))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+module = load("standin_module", "torch", "nn", "modules", "module.py")
+adam = load("standin_adam", "torch", "optim", "adam.py")
+
+
+def forward(model):
+    act = simtorch.empty(4 * MiB)  # SITE act
+    tmp = simtorch.empty(MiB)  # SITE fwd_temp
+    tmp.free()
+    return act
+
+
+def main():
+    if simtorch.init() != 0:
+        sys.exit("train_app: init failed")
+    model = module.Module([8 * MiB, 8 * MiB]).to("cuda")  # SITE model
+    opt = adam.Adam(model.params, MiB)
+    ws = simtorch.lib.sim_torch_workspace(MiB)  # SITE workspace
+    grad = None
+    for step in range(2):
+        if grad:
+            simtorch.lib.sim_torch_free(grad)  # zero_grad(set_to_none=True)
+        act = forward(model)
+        grad = simtorch.autograd.backward(act, (2 * MiB, 8 * MiB, [act]))  # SITE backward
+        opt.step()
+    simtorch.lib.sim_torch_free(grad)
+    simtorch.lib.sim_torch_free(ws)
+    for t in model.params + opt.state:
+        t.free()
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
