@@ -9,11 +9,25 @@
 
 #include "common.h"
 
+enum { OPT_LAYERS = OPT_CMD_BASE };
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: %s leaks [options] TRACE|DIR...\n\n"
                "Allocations still live when the trace ended, by site.\n\n"
+               "      --layers              under each site, the layers inside\n"
+               "                            libraries that allocated; always in --json\n"
                GMT_COMMON_HELP, gmt_prog);
+}
+
+static int option(int opt, const char *arg, void *ctx)
+{
+    (void)arg;
+    if (opt == OPT_LAYERS) {
+        *(bool *)ctx = true;
+        return 1;
+    }
+    return 0;
 }
 
 static bool live_dev(const struct site *s, int64_t v[GROUP_VALUES])
@@ -27,7 +41,7 @@ static bool live_dev(const struct site *s, int64_t v[GROUP_VALUES])
 
 static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
-    (void)ctx;
+    bool layers = *(bool *)ctx;
     struct group_row *rows;
     size_t n = gmt_group(l, c, live_dev, &rows);
     int64_t total = 0, count = 0, host = 0;
@@ -47,8 +61,10 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
         for (size_t i = 0; i < shown; i++) {
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
-            printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 ",\"host\":%" PRId64
-                   "}", rows[i].v[0], rows[i].v[1], rows[i].v[2]);
+            printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 ",\"host\":%" PRId64,
+                   rows[i].v[0], rows[i].v[1], rows[i].v[2]);
+            gmt_json_site_parts(l, c, live_dev, &rows[i]);
+            printf("}");
         }
         printf("]}");
     } else {
@@ -66,6 +82,15 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
                 table_row(t, gmt_size(c, a, rows[i].v[0]), k,
                           rows[i].v[2] ? gmt_size(c, b, rows[i].v[2]) : "",
                           rows[i].label);
+                struct group_row *lr = NULL;
+                size_t nl = layers ? gmt_group_layers(l, c, live_dev, rows[i].label, &lr) : 0;
+                for (size_t j = 0; j < nl; j++) {
+                    char lk[32], text[1024];
+                    snprintf(lk, sizeof lk, "%" PRId64, lr[j].v[1]);
+                    snprintf(text, sizeof text, "    %s", lr[j].label);
+                    table_row(t, gmt_size(c, a, lr[j].v[0]), lk, "", text);
+                }
+                free(lr);
             }
             table_print(t, c->markdown);
             table_free(t);
@@ -76,7 +101,14 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 
 int cmd_leaks(int argc, char **argv)
 {
-    static const struct gmt_command cmd = {
-        .schema = "gpumemtrace.leaks/1", .usage = usage, .each = each, .default_top = 20};
-    return gmt_run(argc, argv, &cmd, NULL);
+    static const struct option opts[] = {{"layers", no_argument, NULL, OPT_LAYERS},
+                                         {NULL, 0, NULL, 0}};
+    static const struct gmt_command cmd = {.schema = "gpumemtrace.leaks/1",
+                                           .options = opts,
+                                           .option = option,
+                                           .usage = usage,
+                                           .each = each,
+                                           .default_top = 20};
+    bool layers = false;
+    return gmt_run(argc, argv, &cmd, &layers);
 }

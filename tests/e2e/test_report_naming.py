@@ -29,9 +29,9 @@ def lines(path):
     return out
 
 
-def traced_app():
+def traced_app(*args):
     os.mkdir("cache", 0o700)
-    p = run([sys.executable, APP], SIM_TORCH_LIB=STANDIN, GMT_BUILD=BUILD,
+    p = run([sys.executable, APP, *args], SIM_TORCH_LIB=STANDIN, GMT_BUILD=BUILD,
             GPUMEMTRACE_OUTPUT="t.gmt", GPUMEMTRACE_CACHE=os.path.abspath("cache"))
     expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
     return "t.gmt"
@@ -99,6 +99,23 @@ def test_layers_inside_a_library_under_the_users_line():
                      under[0]) and
            re.search(r"2\.00 MiB\s+2\s+Attention\.forward \(__init__\.py:%d\)$" %
                      M["attention_mm"], under[1]), "\n".join(text))
+
+
+def test_layers_of_leaks():
+    """leaks --layers and leaks --json's layers: the model's blocks, kept."""
+    t = traced_app("--keep-model")
+    L, M = lines(APP), lines(MODELS)
+    site = f"model (ops_app.py:{L['model_call']}) > aten::mm"
+    doc = json.loads(report("leaks", "--json", t).stdout)["traces"][0]
+    sites = {s["site"]: s for s in doc["sites"]}
+    expect(list(sites) == [site] and sites[site]["bytes"] == 6 * MiB, f"{doc}")
+    layers = {l["layer"]: (l["bytes"], l["allocations"]) for l in sites[site]["layers"]}
+    want = {f"MLP.forward (__init__.py:{M['mlp_mm']})": (4 * MiB, 2),
+            f"Attention.forward (__init__.py:{M['attention_mm']})": (2 * MiB, 2)}
+    expect(layers == want and sites[site]["op"] == "aten::mm", f"{sites[site]}")
+    text = report("leaks", "--layers", t).stdout
+    expect(re.search(r"4\.00 MiB\s+2\s+MLP\.forward \(__init__\.py:%d\)" % M["mlp_mm"],
+                     text), text)
 
 
 # ---- growth per step (item 4) ------------------------------------------------

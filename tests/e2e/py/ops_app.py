@@ -10,9 +10,11 @@ Every allocation's line carries a "# SITE name" comment.
             Attention makes 1 MiB and its MLP 2 MiB, all under the one
             line of this file that calls the model
 
-All of it is held until the end (the peak), then freed; prints "ok".
+All of it is held until the end (the peak), then freed - but with
+--keep-model the model's blocks are left allocated (a leak) - and prints
+"ok".
 
-usage: ops_app.py
+usage: ops_app.py [--keep-model]
 """
 import os
 import sys
@@ -39,8 +41,8 @@ def model():
 def main():
     if simtorch.init() != 0:
         sys.exit("ops_app: init failed")
-    held = leaf() + model()
-    for t in held:
+    grads, outs = leaf(), model()
+    for t in grads + ([] if "--keep-model" in sys.argv else outs):
         t.free()
     print("ok")
 
