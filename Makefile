@@ -225,7 +225,7 @@ BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 # one install-deps.sh provides).
 FUZZ_SRC := tests/fuzz/fuzz_reader.c report/reader.c report/defs.c report/stacks.c \
             report/output.c report/replay.c report/poolview.c report/backward.c \
-            report/kinds.c
+            report/kinds.c report/pyclass.c
 $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) preload/gmt_format.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)

@@ -4,11 +4,12 @@
 #include <string.h>
 
 #include "backward.h"
+#include "pyclass.h"
 #include "uthash.h"
 
 enum { C_KNOWN = 1, C_CALL = 2, C_PYTHON = 4 };
 
-struct cls { /* what a stack or thread is, found once */
+struct cls { /* what a thread is, found once */
     uint32_t key;
     uint8_t flags;
     UT_hash_handle hh;
@@ -21,7 +22,8 @@ struct pair {
 };
 
 struct bw_state {
-    struct cls *stacks, *threads;
+    struct pyclass *stacks;
+    struct cls *threads;
     struct pair *pairs;   /* by key */
     uint64_t *by_index;   /* index -> key */
     size_t n, cap;
@@ -44,33 +46,17 @@ bool gmt_bw_call_frame(const char *name, const char *file)
              ends_with(file, "/autograd/__init__.py")));
 }
 
-/* A stack inside torch.autograd.backward / grad: one of its Python frames
- * is a call frame (gmt_bw_call_frame). */
+static uint8_t call_frame(const char *name, const char *file)
+{
+    return gmt_bw_call_frame(name, file) ? C_CALL : 0;
+}
+
+/* C_CALL: a stack inside torch.autograd.backward / grad (one of its
+ * Python frames is a call frame); C_PYTHON: it has Python frames. */
 static uint8_t stack_flags(struct bw_state *st, const struct gmt_defs *d, uint32_t id)
 {
-    struct cls *c;
-    HASH_FIND(hh, st->stacks, &id, sizeof id, c);
-    if (c)
-        return c->flags;
-    uint8_t f = C_KNOWN;
-    struct gmt_stack_def def;
-    if (gmt_defs_stack(d, id, &def)) {
-        if (def.npy)
-            f |= C_PYTHON;
-        for (uint32_t i = 0; i < def.npy; i++) {
-            const struct gmt_pycode_def *pc = gmt_defs_pycode(d, def.py[i].code);
-            if (pc && gmt_bw_call_frame(pc->name, pc->file)) {
-                f |= C_CALL;
-                break;
-            }
-        }
-    }
-    if ((c = calloc(1, sizeof *c)) != NULL) {
-        c->key = id;
-        c->flags = f;
-        HASH_ADD(hh, st->stacks, key, sizeof c->key, c);
-    }
-    return f;
+    uint8_t f = gmt_pyclass(&st->stacks, d, id, call_frame);
+    return (uint8_t)((f & C_CALL) | (f & PYCLASS_PYTHON ? C_PYTHON : 0));
 }
 
 /* An engine thread: PyTorch names its device threads pt_autograd_N. */
@@ -159,10 +145,7 @@ void gmt_bw_free(struct bw_state *st)
     if (st == NULL)
         return;
     struct cls *c, *ct;
-    HASH_ITER(hh, st->stacks, c, ct) {
-        HASH_DEL(st->stacks, c);
-        free(c);
-    }
+    gmt_pyclass_free(st->stacks);
     HASH_ITER(hh, st->threads, c, ct) {
         HASH_DEL(st->threads, c);
         free(c);

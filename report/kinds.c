@@ -4,17 +4,12 @@
 
 #include "backward.h"
 #include "kinds.h"
+#include "pyclass.h"
 #include "replay.h"
-#include "uthash.h"
 
-/* What a stack says, found once per stack id. */
-enum { S_KNOWN = 1, S_PYTHON = 2 }; /* KEPT_OPTIM, KEPT_PARAMS: kinds.h */
-
-struct stack_class {
-    uint32_t id;
-    uint8_t flags;
-    UT_hash_handle hh;
-};
+/* What a stack says (KEPT_OPTIM, KEPT_PARAMS: kinds.h), found once per
+ * stack id. */
+enum { S_KNOWN = 1, S_PYTHON = 2 };
 
 /* The context a live block was made in: the backward call and optimizer
  * step open then (numbered from 1; 0: none). An open-addressing table by
@@ -27,7 +22,7 @@ struct ctx {
 
 
 struct kinds_state {
-    struct stack_class *stacks;
+    struct pyclass *stacks;
     struct ctx *slot;
     size_t cap, n;
     uint32_t step, steps, step_thread; /* the optimizer step open now */
@@ -111,33 +106,16 @@ static bool params_frame(const char *qualname, const char *file)
            (ends_with(name, "__init__") || ends_with(name, "reset_parameters"));
 }
 
+static uint8_t frame_kind(const char *name, const char *file)
+{
+    return (uint8_t)((strstr(file, "-packages/torch/optim/") ? KEPT_OPTIM : 0) |
+                     (params_frame(name, file) ? KEPT_PARAMS : 0));
+}
+
 static uint8_t stack_flags(struct kinds_state *st, const struct gmt_defs *d, uint32_t id)
 {
-    struct stack_class *c;
-    HASH_FIND(hh, st->stacks, &id, sizeof id, c);
-    if (c)
-        return c->flags;
-    uint8_t f = S_KNOWN;
-    struct gmt_stack_def def;
-    if (id && gmt_defs_stack(d, id, &def)) {
-        if (def.npy)
-            f |= S_PYTHON;
-        for (uint32_t i = 0; i < def.npy; i++) {
-            const struct gmt_pycode_def *pc = gmt_defs_pycode(d, def.py[i].code);
-            if (pc == NULL || pc->name == NULL || pc->file == NULL)
-                continue;
-            if (strstr(pc->file, "-packages/torch/optim/"))
-                f |= KEPT_OPTIM;
-            if (params_frame(pc->name, pc->file))
-                f |= KEPT_PARAMS;
-        }
-    }
-    if ((c = calloc(1, sizeof *c)) != NULL) {
-        c->id = id;
-        c->flags = f;
-        HASH_ADD(hh, st->stacks, id, sizeof c->id, c);
-    }
-    return f;
+    uint8_t f = gmt_pyclass(&st->stacks, d, id, frame_kind);
+    return (uint8_t)((f & (KEPT_OPTIM | KEPT_PARAMS)) | (f & PYCLASS_PYTHON ? S_PYTHON : 0));
 }
 
 void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec)
@@ -253,11 +231,7 @@ void gmt_kinds_release(struct kinds_state *st)
 {
     if (st == NULL)
         return;
-    struct stack_class *c, *t;
-    HASH_ITER(hh, st->stacks, c, t) {
-        HASH_DEL(st->stacks, c);
-        free(c);
-    }
+    gmt_pyclass_free(st->stacks);
     free(st->slot);
     free(st->kept);
     free(st);

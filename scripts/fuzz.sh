@@ -37,7 +37,7 @@ case $target in
 reader)
     $CC -o "$out/fuzz_reader" tests/fuzz/fuzz_reader.c report/reader.c report/defs.c \
         report/stacks.c report/output.c report/replay.c report/poolview.c report/backward.c \
-        report/kinds.c
+        report/kinds.c report/pyclass.c
     corpus=tests/fuzz/corpus prefix="$out/" extra= ;;
 commands)
     # shellcheck disable=SC2086
