@@ -198,6 +198,9 @@ void gmt_kinds_snapshot(struct replay *r)
     if (r->kinds == NULL && (r->kinds = calloc(1, sizeof *r->kinds)) == NULL)
         return;
     struct kinds_state *st = r->kinds;
+    /* once: a damaged trace may repeat the peak's sequence number */
+    if (st->snapped || st->kept)
+        return;
     size_t n = 0;
     REPLAY_FOREACH_LIVE(r, l) {
         if (l->mem != MEM_HOST)
