@@ -26,10 +26,13 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: %s summary [options] TRACE|DIR...\n\n"
-               "Peak requested/allocated/reserved device memory, memory the\n"
-               "driver reports beyond the trace, leaks at exit, out-of-memory\n"
-               "events and the top sites at the peak.\n\n" GMT_COMMON_HELP,
-            gmt_prog);
+               "For a program with Python stacks, first the bytes at the peak by\n"
+               "kind (parameters, gradients, optimizer state, activations saved\n"
+               "for backward, temporaries, workspaces; inferred from stacks and\n"
+               "lifetimes: docs/usage.md). Then peak requested/allocated/reserved\n"
+               "device memory, memory the driver reports beyond the trace, leaks\n"
+               "at exit, out-of-memory events and the top sites at the peak.\n\n"
+               GMT_COMMON_HELP, gmt_prog);
 }
 
 static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
