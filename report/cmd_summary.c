@@ -77,6 +77,12 @@ static void kinds_text(struct loaded *l, const struct gmt_common *c)
                                    : 0.0);
         snprintf(n, sizeof n, "%" PRIu64, rows[i].blocks);
         table_row(t, gmt_size(c, a, rows[i].bytes), share, n, rows[i].name, rows[i].how);
+        for (int j = 0; j < rows[i].nlayers; j++) {
+            char text[1024];
+            snprintf(n, sizeof n, "%" PRIu64, rows[i].layers[j].blocks);
+            snprintf(text, sizeof text, "    %s", rows[i].layers[j].layer);
+            table_row(t, gmt_size(c, a, rows[i].layers[j].bytes), "", n, text, "");
+        }
     }
     enum beyond_source src;
     int64_t beyond = replay_beyond(r, -1, &src);
@@ -102,7 +108,14 @@ static void kinds_json(struct loaded *l, const struct gmt_common *c)
         printf("%s{\"kind\":\"%s\",\"bytes\":%" PRId64 ",\"blocks\":%" PRIu64
                ",\"basis\":", i ? "," : "", rows[i].key, rows[i].bytes, rows[i].blocks);
         gmt_json_str(stdout, rows[i].basis);
-        printf("}");
+        printf(",\"layers\":[");
+        for (int j = 0; j < rows[i].nlayers; j++) {
+            printf("%s{\"layer\":", j ? "," : "");
+            gmt_json_str(stdout, rows[i].layers[j].layer);
+            printf(",\"bytes\":%" PRId64 ",\"blocks\":%" PRIu64 "}",
+                   rows[i].layers[j].bytes, rows[i].layers[j].blocks);
+        }
+        printf("]}");
     }
     printf("]");
 }

@@ -69,6 +69,7 @@ enum gmt_mem_kind {
     GMT_KIND_COUNT
 };
 
+#define KIND_LAYERS 3
 struct kind_row {
     const char *name;  /* "parameters and buffers", ... */
     const char *key;   /* JSON: "parameters", ... */
@@ -76,6 +77,14 @@ struct kind_row {
     const char *how;   /* the same in a word or two */
     int64_t bytes;
     uint64_t blocks;
+    /* the layers inside libraries that hold most of it (sym_layer), by
+     * bytes; blocks made under no layer are not among them */
+    struct kind_layer {
+        const char *layer;
+        int64_t bytes;
+        uint64_t blocks;
+    } layers[KIND_LAYERS];
+    int nlayers;
 };
 
 /* The bytes live at the peak by kind (rows in enum order, all of them);

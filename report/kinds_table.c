@@ -1,5 +1,6 @@
 /* kinds_table.c - the bytes at the peak by kind, from the blocks the
  * replay kept (kinds.h has the rules). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -37,6 +38,12 @@ bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT])
     size_t n = gmt_kinds_kept(l->r.kinds, &kept);
     if (kept == NULL)
         return false;
+    struct layer_sum {
+        const char *layer;
+        int64_t bytes;
+        uint64_t blocks;
+        UT_hash_handle hh;
+    } *by_layer[GMT_KIND_COUNT] = {0};
     for (size_t i = 0; i < n; i++) {
         const struct kept *k = &kept[i];
         enum gmt_mem_kind kind;
@@ -58,6 +65,39 @@ bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT])
             kind = GMT_KIND_HELD;
         rows[kind].bytes += (int64_t)k->size;
         rows[kind].blocks++;
+        const char *layer = sym_layer(l->sym, k->stack);
+        if (layer == NULL)
+            continue;
+        struct layer_sum *e;
+        HASH_FIND_STR(by_layer[kind], layer, e);
+        if (e == NULL) {
+            if ((e = calloc(1, sizeof *e)) == NULL)
+                continue;
+            e->layer = layer;
+            HASH_ADD_KEYPTR(hh, by_layer[kind], e->layer, strlen(e->layer), e);
+        }
+        e->bytes += (int64_t)k->size;
+        e->blocks++;
+    }
+    /* each kind's top layers */
+    for (int kind = 0; kind < GMT_KIND_COUNT; kind++) {
+        struct layer_sum *e, *t;
+        HASH_ITER(hh, by_layer[kind], e, t) {
+            struct kind_row *row = &rows[kind];
+            int at = row->nlayers < KIND_LAYERS ? row->nlayers++ : KIND_LAYERS;
+            /* insertion into the sorted top list (bytes, then name) */
+            while (at > 0 && (row->layers[at - 1].bytes < e->bytes ||
+                              (row->layers[at - 1].bytes == e->bytes &&
+                               strcmp(row->layers[at - 1].layer, e->layer) > 0))) {
+                if (at < KIND_LAYERS)
+                    row->layers[at] = row->layers[at - 1];
+                at--;
+            }
+            if (at < KIND_LAYERS)
+                row->layers[at] = (struct kind_layer){e->layer, e->bytes, e->blocks};
+            HASH_DEL(by_layer[kind], e);
+            free(e);
+        }
     }
     return true;
 }

@@ -188,6 +188,11 @@ def test_memory_by_kind_at_the_peak():
     expect(got == want and s["peak_requested"] == sum(b for b, _ in want.values()),
            f"kinds at the peak: {got}\nwant {want}\npeak {s['peak_requested']}")
     expect(all(k["basis"] for k in s["kinds"]), s["kinds"])
+    # by module: the activation was made by the model library's layer
+    M = lines(MODELS)
+    acts = next(k for k in s["kinds"] if k["kind"] == "activations")
+    expect(acts["layers"] == [{"layer": f"Attention.forward (__init__.py:{M['attention_mm']})",
+                               "bytes": 4 * MiB, "blocks": 1}], f"{acts}")
     text = report("summary", "k.gmt").stdout
     lines_ = text.splitlines()
     i = next(i for i, l in enumerate(lines_) if l.startswith("at the peak, by kind"))

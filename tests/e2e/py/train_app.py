@@ -20,6 +20,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 SITE = os.path.join(HERE, "site-packages")
 sys.path.insert(0, SITE)
+import simmodels  # noqa: E402
 import simtorch  # noqa: E402
 
 MiB = 1 << 20
@@ -37,7 +38,7 @@ adam = load("standin_adam", "torch", "optim", "adam.py")
 
 
 def forward(model):
-    act = simtorch.empty(4 * MiB)  # SITE act
+    act = simmodels.Attention().forward(4 * MiB)  # SITE act (a layer of a library)
     tmp = simtorch.empty(MiB)  # SITE fwd_temp
     tmp.free()
     return act
