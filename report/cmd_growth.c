@@ -29,6 +29,30 @@ static void usage(FILE *f)
                GMT_COMMON_HELP, gmt_prog);
 }
 
+/* The layers inside libraries under a growing site's label, by the bytes
+ * its sites hold at the end (sym_layer; what keeps the memory). */
+static bool live_at_end(const struct site *s, int64_t v[GROUP_VALUES])
+{
+    v[0] = s->live_bytes;
+    v[1] = s->live_count;
+    return s->live_bytes > 0;
+}
+
+static void json_layers(struct loaded *l, const struct gmt_common *c, const char *label)
+{
+    struct group_row *lr = NULL;
+    size_t n = gmt_group_layers(l, c, live_at_end, label, &lr);
+    printf(",\"layers\":[");
+    for (size_t j = 0; j < n; j++) {
+        printf("%s{\"layer\":", j ? "," : "");
+        gmt_json_str(stdout, lr[j].label);
+        printf(",\"bytes_at_end\":%" PRId64 ",\"allocations\":%" PRId64 "}", lr[j].v[0],
+               lr[j].v[1]);
+    }
+    printf("]");
+    free(lr);
+}
+
 /* A run whose allocations repeat step after step is judged by steps: a
  * second replay with the step's site as the anchor (gmt_growth_anchor). */
 static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth_row *rows,
@@ -63,9 +87,11 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
                    rows[i].per_step, rows[i].first_step, rows[i].bytes_per_s, rows[i].net,
                    rows[i].from_bytes, rows[i].to_bytes, rows[i].r2, rows[i].rising);
             if (rows[i].has_interval)
-                printf(",\"rise_per_interval\":%" PRId64 "}", rows[i].per_interval);
+                printf(",\"rise_per_interval\":%" PRId64, rows[i].per_interval);
             else
-                printf(",\"rise_per_interval\":null}");
+                printf(",\"rise_per_interval\":null");
+            json_layers(l, c, rows[i].label);
+            printf("}");
         }
         printf("]}");
         return;
@@ -154,9 +180,11 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
                    rows[i].bytes_per_s, rows[i].net, rows[i].from_bytes,
                    rows[i].to_bytes, rows[i].r2, rows[i].rising);
             if (rows[i].has_interval)
-                printf(",\"rise_per_interval\":%" PRId64 "}", rows[i].per_interval);
+                printf(",\"rise_per_interval\":%" PRId64, rows[i].per_interval);
             else
-                printf(",\"rise_per_interval\":null}");
+                printf(",\"rise_per_interval\":null");
+            json_layers(l, c, rows[i].label);
+            printf("}");
         }
         printf("]}");
     } else if (n == 0) {

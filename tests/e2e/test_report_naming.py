@@ -208,3 +208,20 @@ def test_no_kinds_without_python_stacks():
     s = json.loads(report("summary", "--json", one_trace()).stdout)["traces"][0]
     expect(s["kinds"] is None, f"{s.get('kinds')}")
     expect("by kind" not in report("summary", one_trace()).stdout, "table without Python")
+
+
+def test_growth_names_the_layer_that_keeps_memory():
+    """growth --json gives each growing site's layers, by what they hold at
+    the end: the model's Attention, whose output is kept every step."""
+    os.mkdir("cache", 0o700)
+    app = os.path.join(HERE, "py", "model_leak_app.py")
+    p = run([sys.executable, app], SIM_TORCH_LIB=STANDIN, GMT_BUILD=BUILD,
+            GPUMEMTRACE_OUTPUT="g.gmt", GPUMEMTRACE_CACHE=os.path.abspath("cache"))
+    expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
+    L, M = lines(app), lines(MODELS)
+    g = json.loads(report("growth", "--json", "g.gmt").stdout)["traces"][0]
+    got = [(s["site"], s["per_step"], s["layers"]) for s in g["sites"]]
+    want = [(f"<module> (model_leak_app.py:{L['call']}) > aten::mm", 64 * 1024,
+             [{"layer": f"Attention.forward (__init__.py:{M['attention_mm']})",
+               "bytes_at_end": 12 * 64 * 1024, "allocations": 12}])]
+    expect(g["steps"] == 12 and got == want, f"{g}")
