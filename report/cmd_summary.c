@@ -44,23 +44,27 @@ static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
 }
 
 /* The bytes at the peak by kind: a second replay with kinds_seq, for a
- * trace with Python stacks (the rules read them). false: none. */
-static bool kinds_of(struct loaded *l, const struct gmt_common *c,
-                     struct kind_row rows[GMT_KIND_COUNT])
+ * trace with Python stacks (the rules read them). NULL: none. The rows'
+ * layer names are the returned replay's: unload it after them. */
+static struct loaded *kinds_of(struct loaded *l, const struct gmt_common *c,
+                               struct kind_row rows[GMT_KIND_COUNT])
 {
     if (!(l->r.hdr.features & GMT_FEAT_PYTHON_STACKS) || l->r.peak_requested_seq == 0)
-        return false;
+        return NULL;
     struct replay_opts o = {.kinds_seq = l->r.peak_requested_seq};
     struct loaded *k = gmt_load(l->path, c, &o);
-    bool ok = k && gmt_kinds(k, rows);
-    gmt_unload(k);
-    return ok;
+    if (k && !gmt_kinds(k, rows)) {
+        gmt_unload(k);
+        k = NULL;
+    }
+    return k;
 }
 
 static void kinds_text(struct loaded *l, const struct gmt_common *c)
 {
     struct kind_row rows[GMT_KIND_COUNT];
-    if (!kinds_of(l, c, rows))
+    struct loaded *k = kinds_of(l, c, rows);
+    if (k == NULL)
         return;
     const struct replay *r = &l->r;
     printf("\nat the peak, by kind (inferred from stacks and lifetimes; "
@@ -94,12 +98,14 @@ static void kinds_text(struct loaded *l, const struct gmt_common *c)
     }
     table_print(t, c->markdown);
     table_free(t);
+    gmt_unload(k);
 }
 
 static void kinds_json(struct loaded *l, const struct gmt_common *c)
 {
     struct kind_row rows[GMT_KIND_COUNT];
-    if (!kinds_of(l, c, rows)) {
+    struct loaded *k = kinds_of(l, c, rows);
+    if (k == NULL) {
         printf(",\"kinds\":null");
         return;
     }
@@ -118,6 +124,7 @@ static void kinds_json(struct loaded *l, const struct gmt_common *c)
         printf("]}");
     }
     printf("]");
+    gmt_unload(k);
 }
 
 static double at_s(const struct replay *r, uint64_t t)

@@ -10,7 +10,8 @@ from gmt import *
 
 SAN = os.path.join(BUILD, "tests", "gpumemreport-san")
 COMMANDS = [["summary"], ["summary", "--json"], ["peak"], ["peak", "--group", "stack"],
-            ["peak", "--markdown"], ["leaks"], ["growth"], ["timeline"], ["timeline", "--csv"],
+            ["peak", "--markdown"], ["peak", "--layers"], ["peak", "--json"], ["leaks"],
+            ["leaks", "--layers", "--json"], ["growth"], ["growth", "--json"], ["timeline"], ["timeline", "--csv"],
             ["transfers"], ["frag"], ["frag", "--json"], ["flamegraph"], ["phases"],
             ["phases", "--occurrences"], ["phases", "--json"], ["info"], ["info", "--json"],
             ["ranks"], ["ranks", "--json"]]
@@ -31,13 +32,22 @@ def traces_of_programs():
         check=False, GPUMEMTRACE_OUTPUT="torch.gmt", GPUMEMTRACE_CACHE=os.path.abspath("cache"))
     if os.path.exists("torch.gmt"):
         out.append("torch.gmt")
+    # issue 18's names, layers, kinds and steps: a training loop and the
+    # ops and autograd engine over the stand-in
+    for app in ("train_app.py", "ops_app.py", "model_leak_app.py"):
+        t = app.replace(".py", ".gmt")
+        run([sys.executable, os.path.join(here, "py", app)], check=False, GPUMEMTRACE_OUTPUT=t,
+            GPUMEMTRACE_CACHE=os.path.abspath("cache"), GMT_BUILD=BUILD,
+            SIM_TORCH_LIB=os.path.join(BUILD, "tests", "torch", "lib", "libc10_cuda.so"))
+        if os.path.exists(t):
+            out.append(t)
     return out
 
 
 def test_every_command_clean_under_sanitizers():
     expect(os.access(SAN, os.X_OK), f"{SAN} not built")
     ts = traces_of_programs()
-    expect(len(ts) >= 4, f"traces: {ts}")
+    expect(len(ts) >= 8, f"traces: {ts}")
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1")
     bad = []
