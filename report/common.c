@@ -7,6 +7,7 @@
  * Markdown). Output order is always
  * deterministic: ties are broken by name, so CI can diff reports.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <glob.h>
 #include <inttypes.h>
@@ -218,10 +219,92 @@ struct loaded *gmt_load(const char *path, const struct gmt_common *c,
     return l;
 }
 
+/* The forward line that made an autograd node's input (issue 18): the
+ * node is named for its op (MulBackward0: mul, NativeLayerNormBackward0:
+ * native_layer_norm), and when the program made that op at one line
+ * only - outside backward - that line is the node's. Ops are gathered
+ * from every site once, on first use. */
+struct fwd_op {
+    const char *op;   /* "aten::mul" */
+    const char *line; /* its one line; NULL: several */
+    UT_hash_handle hh;
+};
+
+static void fwd_make(struct loaded *l)
+{
+    l->fwd_made = true;
+    for (size_t i = 0; i < l->r.nsites; i++) {
+        uint32_t id = l->r.sites[i].stack;
+        const char *op, *node, *bw;
+        sym_site_parts(l->sym, id, &op, &node, &bw);
+        if (op == NULL || node != NULL || bw != NULL)
+            continue;
+        /* the label's line: what comes before " > op" */
+        const char *label = sym_site(l->sym, id, GRAIN_LINE, 0);
+        const char *gt = strstr(label, " > ");
+        if (gt == NULL)
+            continue; /* no Python line */
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(gt - label), label);
+        struct fwd_op *e;
+        HASH_FIND_STR(l->fwd, op, e);
+        if (e == NULL) {
+            if ((e = calloc(1, sizeof *e)) == NULL)
+                continue;
+            e->op = op;
+            e->line = strdup(line);
+            HASH_ADD_KEYPTR(hh, l->fwd, e->op, strlen(e->op), e);
+        } else if (e->line && strcmp(e->line, line) != 0) {
+            free((char *)e->line);
+            e->line = NULL;
+        }
+    }
+}
+
+const char *gmt_forward_line(struct loaded *l, const char *node)
+{
+    if (!l->fwd_made)
+        fwd_make(l);
+    /* MulBackward0 -> aten::mul; NativeLayerNormBackward0 -> aten::native_layer_norm */
+    const char *end = strstr(node, "Backward");
+    if (end == NULL || end == node)
+        return NULL;
+    char op[160] = "aten::";
+    size_t n = strlen(op);
+    for (const char *p = node; p < end && n + 2 < sizeof op; p++) {
+        if (isupper((unsigned char)*p)) {
+            if (p != node)
+                op[n++] = '_';
+            op[n++] = (char)tolower((unsigned char)*p);
+        } else {
+            op[n++] = *p;
+        }
+    }
+    op[n] = '\0';
+    /* the op itself, or it under an overload the display kept (mean_dim) */
+    const char *found = NULL;
+    struct fwd_op *e, *t;
+    HASH_ITER(hh, l->fwd, e, t) {
+        size_t k = strlen(op);
+        if (strncmp(e->op, op, k) != 0 || (e->op[k] != '\0' && e->op[k] != '_'))
+            continue;
+        if (e->line == NULL || (found && strcmp(found, e->line) != 0))
+            return NULL; /* made at several lines */
+        found = e->line;
+    }
+    return found;
+}
+
 void gmt_unload(struct loaded *l)
 {
     if (l == NULL)
         return;
+    struct fwd_op *e, *t;
+    HASH_ITER(hh, l->fwd, e, t) {
+        HASH_DEL(l->fwd, e);
+        free((char *)e->line);
+        free(e);
+    }
     sym_free(l->sym);
     replay_free(&l->r);
     free(l);
@@ -423,8 +506,10 @@ void gmt_json_site_parts(struct loaded *l, const struct gmt_common *c,
 {
     const char *op, *node, *bw;
     sym_site_parts(l->sym, row->stack, &op, &node, &bw);
-    const char *names[] = {"op", "node", "backward_of"}, *vals[] = {op, node, bw};
-    for (int i = 0; i < 3; i++)
+    const char *fwd = node ? gmt_forward_line(l, node) : NULL;
+    const char *names[] = {"op", "node", "backward_of", "forward_line"},
+               *vals[] = {op, node, bw, fwd};
+    for (int i = 0; i < 4; i++)
         if (vals[i]) {
             printf(",\"%s\":", names[i]);
             gmt_json_str(stdout, vals[i]);

@@ -60,10 +60,13 @@ int gmt_trace_list(int argc, char **argv, char ***out, size_t *n);
 void gmt_trace_list_free(char **list, size_t n);
 
 /* A replayed trace with its symbolizer. NULL after one error line. */
+struct fwd_op;
 struct loaded {
     const char *path;
     struct replay r;
     struct symbolizer *sym;
+    struct fwd_op *fwd; /* forward lines by op, made on first use */
+    bool fwd_made;
 };
 struct loaded *gmt_load(const char *path, const struct gmt_common *c,
                         const struct replay_opts *ro);
@@ -105,7 +108,12 @@ size_t gmt_group(struct loaded *l, const struct gmt_common *c,
 size_t gmt_group_layers(struct loaded *l, const struct gmt_common *c,
                         bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
                         const char *label, struct group_row **out);
-/* Print a row's "op", "node", "backward_of" and "layers" JSON fields
+/* The one line outside backward that made the op an autograd node is
+ * named for (MulBackward0: aten::mul); NULL when the op was made at
+ * several lines or none. */
+const char *gmt_forward_line(struct loaded *l, const char *node);
+/* Print a row's "op", "node", "backward_of", "forward_line" and "layers"
+ * JSON fields
  * (those it has), each preceded by a comma. */
 void gmt_json_site_parts(struct loaded *l, const struct gmt_common *c,
                          bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),

@@ -61,6 +61,10 @@ def test_sites_name_ops_nodes_and_the_backward_line():
     mul = sites[f"{bw} > MulBackward0"]
     expect(mul.get("node") == "MulBackward0" and mul.get("op") == "aten::mul" and
            mul.get("backward_of") == bw, f"MulBackward0's site: {mul}")
+    # the forward line of a node: the one line that made its op (y = mul(x));
+    # MeanBackward0's op was never made in forward here: none
+    expect(mul.get("forward_line") == f"leaf (ops_app.py:{L['leaf_y']})", f"{mul}")
+    expect("forward_line" not in sites[f"{bw} > MeanBackward0"], f"{sites}")
     fwd = sites[f"leaf (ops_app.py:{L['leaf_y']}) > aten::mul"]
     expect(fwd.get("op") == "aten::mul" and "node" not in fwd, f"forward mul: {fwd}")
     # the machinery never names a site
