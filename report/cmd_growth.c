@@ -38,19 +38,20 @@ static bool live_at_end(const struct site *s, int64_t v[GROUP_VALUES])
     return s->live_bytes > 0;
 }
 
-static void json_layers(struct loaded *l, const struct gmt_common *c, const char *label)
+/* The end of a growing site's JSON object: its fit, its rise per
+ * interval of the step mark, and its layers by what they hold at the end. */
+static void json_site_tail(struct loaded *l, const struct gmt_common *c,
+                           const struct growth_row *g)
 {
-    struct group_row *lr = NULL;
-    size_t n = gmt_group_layers(l, c, live_at_end, label, &lr);
-    printf(",\"layers\":[");
-    for (size_t j = 0; j < n; j++) {
-        printf("%s{\"layer\":", j ? "," : "");
-        gmt_json_str(stdout, lr[j].label);
-        printf(",\"bytes_at_end\":%" PRId64 ",\"allocations\":%" PRId64 "}", lr[j].v[0],
-               lr[j].v[1]);
-    }
-    printf("]");
-    free(lr);
+    printf(",\"bytes_per_s\":%.0f,\"rise\":%" PRId64 ",\"from\":%" PRId64
+           ",\"to\":%" PRId64 ",\"r2\":%.3f,\"rising_share\":%.3f",
+           g->bytes_per_s, g->net, g->from_bytes, g->to_bytes, g->r2, g->rising);
+    if (g->has_interval)
+        printf(",\"rise_per_interval\":%" PRId64, g->per_interval);
+    else
+        printf(",\"rise_per_interval\":null");
+    gmt_json_layers(l, c, live_at_end, g->label, "bytes_at_end", true);
+    printf("}");
 }
 
 /* A run whose allocations repeat step after step is judged by steps: a
@@ -81,17 +82,9 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
         for (size_t i = 0; i < shown; i++) {
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
-            printf(",\"per_step\":%.0f,\"first_step\":%u,\"bytes_per_s\":%.0f,"
-                   "\"rise\":%" PRId64 ",\"from\":%" PRId64 ",\"to\":%" PRId64
-                   ",\"r2\":%.3f,\"rising_share\":%.3f",
-                   rows[i].per_step, rows[i].first_step, rows[i].bytes_per_s, rows[i].net,
-                   rows[i].from_bytes, rows[i].to_bytes, rows[i].r2, rows[i].rising);
-            if (rows[i].has_interval)
-                printf(",\"rise_per_interval\":%" PRId64, rows[i].per_interval);
-            else
-                printf(",\"rise_per_interval\":null");
-            json_layers(l, c, rows[i].label);
-            printf("}");
+            printf(",\"per_step\":%.0f,\"first_step\":%u", rows[i].per_step,
+                   rows[i].first_step);
+            json_site_tail(l, c, &rows[i]);
         }
         printf("]}");
         return;
@@ -175,16 +168,7 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
         for (size_t i = 0; i < shown; i++) {
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
-            printf(",\"bytes_per_s\":%.0f,\"rise\":%" PRId64 ",\"from\":%" PRId64
-                   ",\"to\":%" PRId64 ",\"r2\":%.3f,\"rising_share\":%.3f",
-                   rows[i].bytes_per_s, rows[i].net, rows[i].from_bytes,
-                   rows[i].to_bytes, rows[i].r2, rows[i].rising);
-            if (rows[i].has_interval)
-                printf(",\"rise_per_interval\":%" PRId64, rows[i].per_interval);
-            else
-                printf(",\"rise_per_interval\":null");
-            json_layers(l, c, rows[i].label);
-            printf("}");
+            json_site_tail(l, c, &rows[i]);
         }
         printf("]}");
     } else if (n == 0) {

@@ -514,15 +514,22 @@ void gmt_json_site_parts(struct loaded *l, const struct gmt_common *c,
             printf(",\"%s\":", names[i]);
             gmt_json_str(stdout, vals[i]);
         }
+    gmt_json_layers(l, c, pick, row->label, "bytes", false);
+}
+
+void gmt_json_layers(struct loaded *l, const struct gmt_common *c,
+                     bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                     const char *label, const char *bytes_key, bool always)
+{
     struct group_row *layers;
-    size_t n = gmt_group_layers(l, c, pick, row->label, &layers);
-    if (n) {
+    size_t n = gmt_group_layers(l, c, pick, label, &layers);
+    if (n || always) {
         printf(",\"layers\":[");
         for (size_t i = 0; i < n; i++) {
             printf("%s{\"layer\":", i ? "," : "");
             gmt_json_str(stdout, layers[i].label);
-            printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", layers[i].v[0],
-                   layers[i].v[1]);
+            printf(",\"%s\":%" PRId64 ",\"allocations\":%" PRId64 "}", bytes_key,
+                   layers[i].v[0], layers[i].v[1]);
         }
         printf("]");
     }

@@ -118,6 +118,11 @@ const char *gmt_forward_line(struct loaded *l, const char *node);
 void gmt_json_site_parts(struct loaded *l, const struct gmt_common *c,
                          bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
                          const struct group_row *row);
+/* ,"layers":[{layer, BYTES_KEY, allocations}...] of gmt_group_layers
+ * (pick, label); nothing when there are none, unless always. */
+void gmt_json_layers(struct loaded *l, const struct gmt_common *c,
+                     bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
+                     const char *label, const char *bytes_key, bool always);
 /* Does v[a] differ from v[b] in any of the first n rows? */
 bool gmt_group_differ(const struct group_row *rows, size_t n, int a, int b);
 
