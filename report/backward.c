@@ -7,7 +7,7 @@
 #include "pyclass.h"
 #include "uthash.h"
 
-enum { C_KNOWN = 1, C_CALL = 2, C_PYTHON = 4 };
+enum { C_KNOWN = 1, C_CALL = 2, C_PYTHON = 4, C_USER = 8 };
 
 struct cls { /* what a thread is, found once */
     uint32_t key;
@@ -48,15 +48,17 @@ bool gmt_bw_call_frame(const char *name, const char *file)
 
 static uint8_t call_frame(const char *name, const char *file)
 {
-    return gmt_bw_call_frame(name, file) ? C_CALL : 0;
+    return (uint8_t)((gmt_bw_call_frame(name, file) ? C_CALL : 0) |
+                     (gmt_library_file(file) ? 0 : C_USER));
 }
 
 /* C_CALL: a stack inside torch.autograd.backward / grad (one of its
- * Python frames is a call frame); C_PYTHON: it has Python frames. */
+ * Python frames is a call frame); C_PYTHON: it has Python frames; C_USER:
+ * one of them is the user's own code (gmt_library_file). */
 static uint8_t stack_flags(struct bw_state *st, const struct gmt_defs *d, uint32_t id)
 {
     uint8_t f = gmt_pyclass(&st->stacks, d, id, call_frame);
-    return (uint8_t)((f & C_CALL) | (f & PYCLASS_PYTHON ? C_PYTHON : 0));
+    return (uint8_t)((f & (C_CALL | C_USER)) | (f & PYCLASS_PYTHON ? C_PYTHON : 0));
 }
 
 /* An engine thread: PyTorch names its device threads pt_autograd_N. */
@@ -113,6 +115,13 @@ uint32_t gmt_bw_site(struct bw_state **stp, const struct gmt_defs *d,
         return rec->stack;
     struct bw_state *st = *stp;
     uint8_t f = stack_flags(st, d, rec->stack);
+    /* Python on the engine's thread: a hook or a custom Function's backward
+     * in the user's code names its own blocks; a framework's own Python
+     * there (a dispatch mode such as MemTracker, torch.ops) is the
+     * engine's work, named as the rest of it */
+    if ((f & (C_PYTHON | C_USER | C_CALL)) == C_PYTHON && st->call &&
+        engine_thread(st, d, rec->thread))
+        return pair_id(st, rec->stack, st->call);
     if (f & C_PYTHON) {
         if (f & C_CALL) {
             if (st->call == 0)

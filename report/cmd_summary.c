@@ -32,6 +32,8 @@ static void usage(FILE *f)
                "lifetimes: docs/usage.md). Then peak requested/allocated/reserved\n"
                "device memory, memory the driver reports beyond the trace, leaks\n"
                "at exit, out-of-memory events and the top sites at the peak.\n\n"
+               "  --kinds-at MARK  the bytes by kind at the last mark named MARK\n"
+               "                   (gpumemtrace_mark, NVTX), not at the peak\n"
                GMT_COMMON_HELP, gmt_prog);
 }
 
@@ -43,15 +45,54 @@ static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
     return s->peak_bytes > 0;
 }
 
-/* The bytes at the peak by kind: a second replay with kinds_seq, for a
- * trace with Python stacks (the rules read them). NULL: none. The rows'
- * layer names are the returned replay's: unload it after them. */
+static double at_s(const struct replay *r, uint64_t t);
+
+/* --kinds-at: the mark the kinds are taken at (NULL: the peak), and what
+ * the search for it found in the trace at hand. */
+static const char *kinds_mark;
+static bool kinds_failed;
+struct mark_find {
+    const char *name;
+    uint64_t seq, time, count;
+    int64_t requested;
+};
+
+static void find_mark(struct replay *r, const struct gmt_rec *rec, void *ctx)
+{
+    struct mark_find *f = ctx;
+    const char *name = gmt_defs_string(&r->defs, rec->value);
+    if ((rec->api == GMT_MARK || rec->api == GMT_MARK_PUSH) && name &&
+        strcmp(name, f->name) == 0) {
+        f->seq = rec->seq;
+        f->time = rec->time;
+        f->requested = r->requested;
+        f->count++;
+    }
+}
+
+/* The bytes by kind at the peak (or at --kinds-at's mark, *at filled): a
+ * second replay with kinds_seq, for a trace with Python stacks (the rules
+ * read them). NULL: none. The rows' layer names are the returned
+ * replay's: unload it after them. */
 static struct loaded *kinds_of(struct loaded *l, const struct gmt_common *c,
-                               struct kind_row rows[GMT_KIND_COUNT])
+                               struct kind_row rows[GMT_KIND_COUNT], struct mark_find *at)
 {
     if (!(l->r.hdr.features & GMT_FEAT_PYTHON_STACKS) || l->r.peak_requested_seq == 0)
         return NULL;
     struct replay_opts o = {.kinds_seq = l->r.peak_requested_seq};
+    *at = (struct mark_find){.name = kinds_mark};
+    if (kinds_mark) {
+        struct replay_opts m = {.on_marker = find_mark, .marker_ctx = at};
+        struct loaded *f = gmt_load(l->path, c, &m);
+        gmt_unload(f);
+        if (at->count == 0) {
+            fprintf(stderr, "%s: summary: %s: no mark named \"%s\"\n", gmt_prog, l->path,
+                    kinds_mark);
+            kinds_failed = true;
+            return NULL;
+        }
+        o.kinds_seq = at->seq;
+    }
     struct loaded *k = gmt_load(l->path, c, &o);
     if (k && !gmt_kinds(k, rows)) {
         gmt_unload(k);
@@ -63,12 +104,21 @@ static struct loaded *kinds_of(struct loaded *l, const struct gmt_common *c,
 static void kinds_text(struct loaded *l, const struct gmt_common *c)
 {
     struct kind_row rows[GMT_KIND_COUNT];
-    struct loaded *k = kinds_of(l, c, rows);
+    struct mark_find at;
+    struct loaded *k = kinds_of(l, c, rows, &at);
     if (k == NULL)
         return;
     const struct replay *r = &l->r;
-    printf("\nat the peak, by kind (inferred from stacks and lifetimes; "
-           "docs/usage.md, \"Memory by kind\"):\n");
+    int64_t total = r->peak_requested;
+    if (kinds_mark) {
+        total = at.requested;
+        printf("\nat mark \"%s\" (the last of %" PRIu64 ", at %.3f s), by kind (inferred "
+               "from stacks and lifetimes; docs/usage.md, \"Memory by kind\"):\n",
+               kinds_mark, at.count, at_s(r, at.time));
+    } else {
+        printf("\nat the peak, by kind (inferred from stacks and lifetimes; "
+               "docs/usage.md, \"Memory by kind\"):\n");
+    }
     static const char *const h[] = {"bytes", "share", "blocks", "kind", "known by"};
     static const bool right[] = {true, true, true, false, false};
     struct table *t = table_new(5, h, right);
@@ -77,8 +127,7 @@ static void kinds_text(struct loaded *l, const struct gmt_common *c)
             continue;
         char a[32], share[16], n[32];
         snprintf(share, sizeof share, "%.1f%%",
-                 r->peak_requested ? 100.0 * (double)rows[i].bytes / (double)r->peak_requested
-                                   : 0.0);
+                 total > 0 ? 100.0 * (double)rows[i].bytes / (double)total : 0.0);
         snprintf(n, sizeof n, "%" PRIu64, rows[i].blocks);
         table_row(t, gmt_size(c, a, rows[i].bytes), share, n, rows[i].name, rows[i].how);
         for (int j = 0; j < rows[i].nlayers; j++) {
@@ -104,10 +153,21 @@ static void kinds_text(struct loaded *l, const struct gmt_common *c)
 static void kinds_json(struct loaded *l, const struct gmt_common *c)
 {
     struct kind_row rows[GMT_KIND_COUNT];
-    struct loaded *k = kinds_of(l, c, rows);
+    struct mark_find at;
+    struct loaded *k = kinds_of(l, c, rows, &at);
     if (k == NULL) {
-        printf(",\"kinds\":null");
+        printf(",\"kinds_at\":null,\"kinds\":null");
         return;
+    }
+    if (kinds_mark) {
+        printf(",\"kinds_at\":{\"mark\":");
+        gmt_json_str(stdout, kinds_mark);
+        printf(",\"count\":%" PRIu64 ",\"at_ns\":%" PRIu64 ",\"requested\":%" PRId64 "}",
+               at.count, at.time > l->r.hdr.start_monotonic_ns
+                             ? at.time - l->r.hdr.start_monotonic_ns : 0,
+               at.requested);
+    } else {
+        printf(",\"kinds_at\":\"peak\"");
     }
     printf(",\"kinds\":[");
     for (int i = 0; i < GMT_KIND_COUNT; i++) {
@@ -437,12 +497,21 @@ static void json(struct loaded *l, const struct gmt_common *c)
 
 int cmd_summary(int argc, char **argv)
 {
-    static const struct option opts[] = {GMT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+    enum { OPT_KINDS_AT = OPT_CMD_BASE };
+    static const struct option opts[] = {
+        GMT_COMMON_LONGOPTS, {"kinds-at", required_argument, NULL, OPT_KINDS_AT},
+        {NULL, 0, NULL, 0}};
     struct gmt_common c;
     gmt_common_init(&c);
     int o;
     optind = 1;
+    kinds_mark = NULL;
+    kinds_failed = false;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (o == OPT_KINDS_AT) {
+            kinds_mark = optarg;
+            continue;
+        }
         int k = gmt_common_opt(&c, o, optarg);
         if (k < 0)
             return EXIT_ERROR;
@@ -519,5 +588,5 @@ int cmd_summary(int argc, char **argv)
     }
     table_free(procs);
     gmt_trace_list_free(paths, n);
-    return gmt_finish_output(rc);
+    return gmt_finish_output(kinds_failed ? EXIT_ERROR : rc);
 }

@@ -17,7 +17,8 @@ enum { S_KNOWN = 1, S_PYTHON = 2 };
 struct ctx {
     uint64_t addr; /* 0: empty */
     uint32_t call, step;
-    uint8_t flags; /* KEPT_* */
+    uint32_t begun; /* backward calls begun when it was made */
+    uint8_t flags;  /* KEPT_* */
 };
 
 
@@ -26,6 +27,7 @@ struct kinds_state {
     struct ctx *slot;
     size_t cap, n;
     uint32_t step, steps, step_thread; /* the optimizer step open now */
+    uint32_t open, begun, ended;       /* backward calls: open now, begun, ended */
     struct kept *kept;                 /* by address, after the snapshot */
     size_t nkept;
     bool snapped;
@@ -118,6 +120,18 @@ static uint8_t stack_flags(struct kinds_state *st, const struct gmt_defs *d, uin
     return (uint8_t)((f & (KEPT_OPTIM | KEPT_PARAMS)) | (f & PYCLASS_PYTHON ? S_PYTHON : 0));
 }
 
+/* Backward calls begin and end in turn: a call that is no longer the
+ * open one has ended. */
+static void follow_calls(struct kinds_state *st, const struct bw_state *bw)
+{
+    uint32_t now = gmt_bw_open_call(bw);
+    if (st->open && now != st->open && st->open > st->ended)
+        st->ended = st->open;
+    if (now > st->begun)
+        st->begun = now;
+    st->open = now;
+}
+
 void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec)
 {
     if (rec->result != 0 || rec->addr == 0)
@@ -125,6 +139,7 @@ void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec)
     if (r->kinds == NULL && (r->kinds = calloc(1, sizeof *r->kinds)) == NULL)
         return;
     struct kinds_state *st = r->kinds;
+    follow_calls(st, r->bw);
     uint32_t real = rec->stack, caller;
     bool synthetic = gmt_bw_pair(r->bw, rec->stack, &real, &caller);
     uint8_t f = synthetic ? S_KNOWN : stack_flags(st, &r->defs, real);
@@ -157,6 +172,7 @@ void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec)
     bool in_call = engine || synthetic || gmt_bw_call_stack(r->bw, &r->defs, real);
     c->call = in_call ? gmt_bw_open_call(r->bw) : 0;
     c->step = (f & KEPT_OPTIM) ? st->step : 0;
+    c->begun = st->begun;
     c->flags = (uint8_t)((f & (KEPT_PARAMS | KEPT_OPTIM)) | (engine ? KEPT_ENGINE : 0));
 }
 
@@ -171,6 +187,7 @@ void gmt_kinds_free(struct replay *r, const struct gmt_rec *rec)
     struct kinds_state *st = r->kinds;
     if (st == NULL || rec->result != 0 || rec->addr == 0)
         return;
+    follow_calls(st, r->bw);
     if (!st->snapped) {
         struct ctx *c = ctx_find(st, rec->addr);
         if (c)
@@ -190,6 +207,7 @@ void gmt_kinds_free(struct replay *r, const struct gmt_rec *rec)
         k->freed = true;
         k->free_call = gmt_bw_open_call(r->bw);
         k->free_step = st->step;
+        k->ended = st->ended;
     }
 }
 
@@ -220,6 +238,7 @@ void gmt_kinds_snapshot(struct replay *r)
         if (c) {
             k->call = c->call;
             k->step = c->step;
+            k->begun = c->begun;
             k->flags = c->flags;
         }
     }

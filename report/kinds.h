@@ -47,6 +47,8 @@ struct kept {
     uint8_t flags;       /* KEPT_*: its stack's, and its thread's */
     bool freed;
     uint32_t free_call, free_step; /* open when it was given back */
+    uint32_t begun;    /* backward calls begun when it was made */
+    uint32_t ended;    /* backward calls ended when it was given back */
 };
 
 /* Replay side (replay.c calls these when kinds_seq is set). */

@@ -6,9 +6,29 @@
 #include "common.h"
 #include "kinds.h"
 
-static bool workspace_fn(const char *fn)
+/* A library workspace: a frame whose function names a workspace
+ * (PyTorch's cuBLAS and cuDNN workspaces, taken from its own allocator;
+ * the functions that allocate nothing else),
+ * or memory a CUDA library allocated itself - the innermost frame past the
+ * runtime is in cuBLAS, cuDNN, cuFFT, cuSPARSE, cuSOLVER, cuRAND or NCCL
+ * (cuBLAS's handle on a new thread, NCCL's buffers). */
+static bool workspace_frame(const struct sym *f, int index)
 {
-    return fn && (strstr(fn, "Workspace") || strstr(fn, "workspace"));
+    static const char *const libs[] = {"libcublas", "libcudnn", "libcufft", "libcusparse",
+                                       "libcusolver", "libcurand", "libnccl", NULL};
+    /* PyTorch's cuBLAS handle for a new thread or stream takes the
+     * handle's workspace; cuDNN's convolution plans, theirs */
+    static const char *const fns[] = {"Workspace", "workspace", "getCurrentCUDABlasHandle",
+                                      "getCurrentCUDABlasLtHandle", "run_conv_plan",
+                                      "try_plans", "try_configs", NULL};
+    const char *fn = f->function;
+    for (int i = 0; fn && fns[i]; i++)
+        if (strstr(fn, fns[i]))
+            return true;
+    for (int i = 0; index == 0 && f->module && libs[i]; i++)
+        if (strncmp(f->module, libs[i], strlen(libs[i])) == 0)
+            return true;
+    return false;
 }
 
 bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT])
@@ -28,9 +48,11 @@ bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT])
                             "given back within the call or step that made them, or "
                             "outside backward (lifetime)", "lifetime"},
         [GMT_KIND_WORKSPACE] = {"library workspaces", "workspaces",
-                                "a workspace function on the native stack (stack)", "stack"},
-        [GMT_KIND_HELD] = {"other, held to the end", "held",
-                           "never given back, no rule above (lifetime)", "lifetime"},
+                                "a workspace function on the native stack, or a CUDA "
+                                "library's own allocation (stack)", "stack"},
+        [GMT_KIND_HELD] = {"other, held across steps", "held",
+                           "never given back, or kept across a whole backward call, "
+                           "no rule above (lifetime)", "lifetime"},
         [GMT_KIND_OTHER] = {"other", "other", "no rule above", "-"},
     };
     memcpy(rows, names, sizeof names);
@@ -48,7 +70,7 @@ bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT])
         const struct kept *k = &kept[i];
         enum gmt_mem_kind kind;
         bool backward = k->call != 0 || (k->flags & KEPT_ENGINE);
-        if (sym_native_any(l->sym, k->stack, workspace_fn))
+        if (sym_native_any(l->sym, k->stack, workspace_frame))
             kind = GMT_KIND_WORKSPACE;
         else if (k->flags & KEPT_PARAMS)
             kind = GMT_KIND_PARAMS;
@@ -59,9 +81,9 @@ bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT])
                                                                   : GMT_KIND_GRADS;
         else if (k->freed && k->free_call)
             kind = GMT_KIND_ACTS;
-        else if (k->freed)
+        else if (k->freed && k->ended <= k->begun)
             kind = GMT_KIND_TEMPS;
-        else
+        else /* never given back, or kept across a whole backward call */
             kind = GMT_KIND_HELD;
         rows[kind].bytes += (int64_t)k->size;
         rows[kind].blocks++;

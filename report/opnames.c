@@ -35,6 +35,33 @@ static void strip_overload(char *name)
         }
 }
 
+/* The op of a registered kernel's wrapper, from what follows "wrapper_":
+ * the dispatch key, '_', then the op's name and overload. Structured
+ * kernels put the name first (CUDA_mm, CUDA_div_Tensor), the others the
+ * overload first, empty or not (CUDA__empty_strided,
+ * CUDA___cudnn_attention_forward, CompositeExplicitAutograd_Scalar_div).
+ * Read as: a leading '_' is the empty overload's; a capitalized first or
+ * last part is the overload; else the whole (CUDA_nll_loss_forward; a
+ * lowercase overload first, CUDA_low_randint, stays in the name). */
+static bool kernel_op(const char *p, char *name, size_t len)
+{
+    while (isalnum((unsigned char)*p))
+        p++;
+    char op[128];
+    if (*p != '_' || ident(p + 1, op, sizeof op) == 0)
+        return false;
+    char *o = op;
+    if (o[0] == '_' && o[1] != '\0') {
+        o++;
+    } else if (isupper((unsigned char)o[0]) && strchr(o, '_')) {
+        o = strchr(o, '_') + 1;
+    } else {
+        strip_overload(o);
+    }
+    snprintf(name, len, "aten::%s", o);
+    return true;
+}
+
 /* Frames that hand memory out or move a call along: never the answer to
  * "what allocated this". */
 static const char *const machinery[] = {
@@ -131,6 +158,10 @@ enum gmt_frame_role gmt_frame_role(const char *fn, char *name, size_t len)
     for (int i = 0; engine[i]; i++)
         if (starts(fn, engine[i]))
             return GMT_FRAME_ENGINE;
+    /* c10::impl::...<...&at::(anonymous namespace)::wrapper_CUDA_mm>::call */
+    if (starts(fn, "c10::impl::") && (p = strstr(fn, "::wrapper_")) != NULL &&
+        kernel_op(p + strlen("::wrapper_"), name, len))
+        return GMT_FRAME_KERNEL;
     for (int i = 0; machinery[i]; i++)
         if (starts(fn, machinery[i]))
             return GMT_FRAME_MACHINERY;

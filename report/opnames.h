@@ -23,6 +23,10 @@ enum gmt_frame_role {
     GMT_FRAME_BINDING,   /* an op's Python binding; name: "mul" */
     GMT_FRAME_NODE,      /* an autograd node's apply; name: "MulBackward0" */
     GMT_FRAME_ENGINE,    /* the autograd engine evaluating nodes */
+    GMT_FRAME_KERNEL,    /* the dispatcher calling an op's registered kernel
+                            (wrapper_CUDA_mm); name: "aten::mm". Names the op
+                            only when no op frame does: a call boxed from
+                            Python (torch.ops, a dispatch mode) has none */
 };
 
 /* The role of a frame whose function is fn (demangled; NULL: unknown),

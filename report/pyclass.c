@@ -1,6 +1,7 @@
 /* pyclass.c - what a stack's Python frames say, found once per stack id
  * (pyclass.h). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "pyclass.h"
 
@@ -43,4 +44,11 @@ void gmt_pyclass_free(struct pyclass *cache)
         HASH_DEL(cache, c);
         free(c);
     }
+}
+
+bool gmt_library_file(const char *file)
+{
+    return file == NULL || strstr(file, "/site-packages/") ||
+           strstr(file, "/dist-packages/") || !strncmp(file, "<frozen ", 8) ||
+           (strstr(file, "/lib/python3") && !strstr(file, "-packages/"));
 }

@@ -9,6 +9,7 @@
 #ifndef GMT_PYCLASS_H
 #define GMT_PYCLASS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "defs.h"
@@ -24,5 +25,10 @@ struct pyclass;
 uint8_t gmt_pyclass(struct pyclass **cache, const struct gmt_defs *d, uint32_t id,
                     uint8_t (*of_frame)(const char *name, const char *file));
 void gmt_pyclass_free(struct pyclass *cache);
+
+/* Python code of installed packages and the standard library (NULL:
+ * unknown), not the user's own: a site is named by the innermost frame of
+ * the user's code instead. */
+bool gmt_library_file(const char *file);
 
 #endif /* GMT_PYCLASS_H */

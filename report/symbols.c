@@ -18,6 +18,7 @@
 
 #include "backward.h"
 #include "opnames.h"
+#include "pyclass.h"
 #include "report.h"
 #include "symbols.h"
 
@@ -213,15 +214,21 @@ static const char *demangled(struct symbolizer *s, const char *name)
     return intern0(s, name);
 }
 
-static const char *die_name(Dwarf_Die *die)
+/* A function's name from its debug info: the linkage (mangled) name, else
+ * the bare name (*bare set) - all a function with internal linkage (in an
+ * anonymous namespace, or a template instantiated on one) has there. */
+static const char *die_name(Dwarf_Die *die, bool *bare)
 {
     Dwarf_Attribute attr;
     const char *n = NULL;
+    *bare = false;
     if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
         dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
         n = dwarf_formstring(&attr);
-    if (n == NULL && dwarf_attr_integrate(die, DW_AT_name, &attr))
+    if (n == NULL && dwarf_attr_integrate(die, DW_AT_name, &attr)) {
         n = dwarf_formstring(&attr);
+        *bare = n != NULL;
+    }
     return n;
 }
 
@@ -277,7 +284,13 @@ static int resolve(struct symbolizer *s, Dwfl_Module *mod, uint64_t ip,
         int tag = dwarf_tag(&scopes[i]);
         if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
             continue;
-        const char *name = die_name(&scopes[i]);
+        bool bare;
+        const char *name = die_name(&scopes[i], &bare);
+        /* the function itself (not inlined): the symbol table's name at pc
+         * is qualified where the bare one is not ("call" vs
+         * "c10::impl::...<...>::call(...)") */
+        if (bare && tag == DW_TAG_subprogram && fn)
+            name = fn;
         out[n] = (struct sym){demangled(s, name ? name : fn), intern0(s, cur_file),
                               cur_line, modname, offset,
                               tag == DW_TAG_inlined_subroutine};
@@ -414,7 +427,7 @@ static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
      * the call's Python frames, from the backward call outwards (not what
      * it did on its own thread before handing over, _make_grads) */
     uint32_t from = 0;
-    if (caller && st->npy == 0) {
+    if (caller) {
         if (!gmt_defs_stack(s->defs, caller, &def))
             def.npy = 0;
         for (uint32_t i = 0; i < def.npy; i++) {
@@ -440,16 +453,6 @@ static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
     }
     *npy_out = npy;
     return n;
-}
-
-/* Python code of installed packages and the standard library: a site is
- * named by the innermost frame of the user's own code instead (the line
- * of their model, not the torch.nn module it called). */
-static bool library_file(const char *file)
-{
-    return file == NULL || strstr(file, "/site-packages/") ||
-           strstr(file, "/dist-packages/") || !strncmp(file, "<frozen ", 8) ||
-           (strstr(file, "/lib/python3") && !strstr(file, "-packages/"));
 }
 
 /* A native function name without its parameter list, or the return type
@@ -496,13 +499,14 @@ static bool factory_op(const char *name)
 /* What made the memory, from a stack's native user frames frames[0..n)
  * (innermost first): the autograd node being evaluated (innermost), else
  * the innermost op that is not a mere factory (the outermost op when all
- * are), else the outermost op binding - and op_out gets the op as well
+ * are), else the innermost kernel that is not a factory's, else the
+ * outermost op binding - and op_out gets the op as well
  * (NULL if none); NULL when the stack shows none of them. The names are
  * interned. */
 static const char *what_of(struct symbolizer *s, const struct sym *frames, int n,
                            const char **op_out, const char **node_out)
 {
-    const char *node = NULL, *op = NULL, *outer_op = NULL, *binding = NULL;
+    const char *node = NULL, *op = NULL, *outer_op = NULL, *binding = NULL, *kernel = NULL;
     char name[160];
     for (int i = 0; i < n; i++) {
         switch (gmt_frame_role(frames[i].function, name, sizeof name)) {
@@ -518,12 +522,16 @@ static const char *what_of(struct symbolizer *s, const struct sym *frames, int n
         case GMT_FRAME_BINDING:
             binding = intern0(s, name);
             break;
+        case GMT_FRAME_KERNEL:
+            if (kernel == NULL && !factory_op(name))
+                kernel = intern0(s, name);
+            break;
         default:
             break;
         }
     }
     if (op == NULL)
-        op = outer_op;
+        op = outer_op ? outer_op : kernel;
     *op_out = op ? op : binding;
     *node_out = node;
     return node ? node : *op_out;
@@ -537,7 +545,7 @@ static const struct sym *first_plain(const struct sym *frames, int n)
     char name[8];
     for (int i = 0; i < n; i++) {
         enum gmt_frame_role r = gmt_frame_role(frames[i].function, name, sizeof name);
-        if (r != GMT_FRAME_MACHINERY && r != GMT_FRAME_ENGINE)
+        if (r != GMT_FRAME_MACHINERY && r != GMT_FRAME_ENGINE && r != GMT_FRAME_KERNEL)
             return &frames[i];
     }
     return NULL;
@@ -587,7 +595,7 @@ const char *sym_site(struct symbolizer *s, uint32_t stack, enum site_grain grain
     int nf = npy ? npy : n;
     if (npy) {
         int user = 0;
-        while (user < nf && library_file(f[user].file))
+        while (user < nf && gmt_library_file(f[user].file))
             user++;
         if (user < nf) {
             f += user;
@@ -650,19 +658,20 @@ void sym_site_parts(struct symbolizer *s, uint32_t stack, const char **op,
         /* the innermost frame of the user's code among the call's */
         const struct sym *f = frames + (n - npy);
         int i = 0;
-        while (i < npy - 1 && library_file(f[i].file))
+        while (i < npy - 1 && gmt_library_file(f[i].file))
             i++;
         *backward_of = intern0(s, sym_format(s, &f[i], true));
     }
 }
 
-bool sym_native_any(struct symbolizer *s, uint32_t stack, bool (*pred)(const char *fn))
+bool sym_native_any(struct symbolizer *s, uint32_t stack,
+                    bool (*pred)(const struct sym *f, int index))
 {
     struct sym frames[512];
     int npy = 0;
     int n = stack ? user_frames(s, stack, frames, 512, &npy) : 0;
     for (int i = 0; i < n - npy; i++)
-        if (pred(frames[i].function))
+        if (pred(&frames[i], i))
             return true;
     return false;
 }
@@ -685,7 +694,7 @@ const char *sym_layer(struct symbolizer *s, uint32_t stack)
     int n = stack ? user_frames(s, stack, frames, 512, &npy) : 0;
     const struct sym *f = frames + (n - npy), *any = NULL, *own = NULL;
     /* the library frames under the user's innermost line */
-    for (int i = 0; i < npy && library_file(f[i].file); i++) {
+    for (int i = 0; i < npy && gmt_library_file(f[i].file); i++) {
         if (!forward_frame(&f[i]))
             continue;
         if (any == NULL)

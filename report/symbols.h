@@ -68,8 +68,10 @@ const char *sym_site(struct symbolizer *s, uint32_t stack,
  * NULL for what the stack does not show. */
 void sym_site_parts(struct symbolizer *s, uint32_t stack, const char **op,
                     const char **node, const char **backward_of);
-/* Does any native user frame of the stack have a function pred accepts? */
-bool sym_native_any(struct symbolizer *s, uint32_t stack, bool (*pred)(const char *fn));
+/* Does pred accept any native user frame of the stack (index 0: the
+ * innermost, past the CUDA runtime's and driver's own frames)? */
+bool sym_native_any(struct symbolizer *s, uint32_t stack,
+                    bool (*pred)(const struct sym *f, int index));
 /* The layer inside a library that allocated: the innermost library
  * Python frame of a method named forward outside torch's own package
  * ("GPT2Attention.forward (modeling_gpt2.py:NNN)"), else the innermost

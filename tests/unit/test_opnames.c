@@ -1,4 +1,5 @@
 /* test_opnames.c - the frame roles that name sites (report/opnames.c). */
+#include <stdio.h>
 #include <string.h>
 
 #include "../../report/opnames.h"
@@ -57,6 +58,33 @@ int main(void)
     CHECK(role("c10::impl::wrap_kernel_functor_unboxed_<at::(anonymous namespace)::"
                "MulFunctor, false>::call(void* (*)(unsigned long), unsigned long)", "") ==
           GMT_FRAME_MACHINERY);
+    /* a registered kernel's wrapper (as the dispatcher calls it boxed from
+     * Python): its op, with the key and overload taken off - names seen in
+     * PyTorch 2.11's frames */
+    static const char *const kernels[][2] = {
+        {"CUDA_mm", "aten::mm"},
+        {"CUDA_addmm", "aten::addmm"},
+        {"CUDA_div_Tensor", "aten::div"},
+        {"CUDA_nll_loss_forward", "aten::nll_loss_forward"},
+        {"CUDA__empty_strided", "aten::empty_strided"},
+        {"CUDA__cudnn_convolution", "aten::cudnn_convolution"},
+        {"CUDA___cudnn_attention_forward", "aten::_cudnn_attention_forward"},
+        {"CompositeExplicitAutograd_Scalar_div", "aten::div"},
+        {"CompositeExplicitAutograd__ones_like", "aten::ones_like"},
+    };
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        char fn[512];
+        snprintf(fn, sizeof fn,
+                 "c10::impl::make_boxed_from_unboxed_functor<c10::impl::detail::"
+                 "WrapFunctionIntoFunctor_<c10::CompileTimeFunctionPointer<at::Tensor "
+                 "(at::Tensor const&), &at::(anonymous namespace)::wrapper_%s>, at::Tensor, "
+                 "c10::guts::typelist::typelist<at::Tensor const&> >, false>::call("
+                 "c10::OperatorKernel*, c10::OperatorHandle const&, c10::DispatchKeySet, "
+                 "std::vector<c10::IValue, std::allocator<c10::IValue> >*)", kernels[i][0]);
+        CHECK(role(fn, kernels[i][1]) == GMT_FRAME_KERNEL);
+    }
+    CHECK(role("c10::impl::BoxedKernelWrapper<at::Tensor (at::Tensor const&)>::call("
+               "c10::BoxedKernel const&)", "") == GMT_FRAME_MACHINERY);
     /* ordinary code stays ordinary */
     CHECK(role("at::native::mul(unsigned long)", "") == GMT_FRAME_PLAIN);
     CHECK(role("my_app_alloc", "") == GMT_FRAME_PLAIN);

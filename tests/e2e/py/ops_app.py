@@ -12,10 +12,13 @@ Every allocation's line carries a "# SITE name" comment.
 
 All of it is held until the end (the peak), then freed - but with
 --keep-model the model's blocks are left allocated (a leak) - and prints
-"ok".
+"ok". With --dispatch-mode, leaf() runs inside simtorch.DispatchMode (as
+under PyTorch's MemTracker): its mul ops, forward and backward, go
+through the framework's Python and a boxed kernel call.
 
-usage: ops_app.py [--keep-model]
+usage: ops_app.py [--keep-model] [--dispatch-mode]
 """
+import contextlib
 import os
 import sys
 
@@ -41,7 +44,10 @@ def model():
 def main():
     if simtorch.init() != 0:
         sys.exit("ops_app: init failed")
-    grads, outs = leaf(), model()
+    mode = simtorch.DispatchMode() if "--dispatch-mode" in sys.argv else contextlib.nullcontext()
+    with mode:
+        grads = leaf()
+    outs = model()
     for t in grads + ([] if "--keep-model" in sys.argv else outs):
         t.free()
     print("ok")

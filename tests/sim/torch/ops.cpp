@@ -21,6 +21,13 @@
  *     expand / div ... -> the allocator; then MulBackward0::apply; then
  *     torch::autograd::AccumulateGrad::apply (no allocation).
  *
+ * With a Python dispatch mode set (sim_torch_set_dispatch_mode, as
+ * PyTorch's TorchDispatchMode), at::_ops::mul_Tensor::call hands the op
+ * to Python, which calls the kernel boxed: ... -> Python frames of the
+ * framework -> c10::impl::make_boxed_from_unboxed_functor<&at::(anonymous
+ * namespace)::wrapper_CUDA_mul_Tensor>::call -> the kernel - on the
+ * engine's thread too, which then runs Python.
+ *
  * The C API at the end is what tests/e2e/py/ops_app.py calls.
  */
 #include <condition_variable>
@@ -94,14 +101,56 @@ NOINLINE void *expand_div(size_t n)
 namespace {
 struct MulFunctor {};
 struct MmFunctor {};
-} // namespace
 
+/* the kernel as the dispatcher registers it */
+NOINLINE void *wrapper_CUDA_mul_Tensor(size_t n)
+{
+    void *p = at::native::mul(n);
+    KEEP_FRAME();
+    return p;
+}
+} // namespace
+} // namespace at
+
+namespace c10 {
+namespace impl {
+/* a kernel called boxed, as torch.ops' OpOverload.__call__ calls it */
+template <void *(*F)(size_t)> struct make_boxed_from_unboxed_functor {
+    NOINLINE static void *call(size_t n)
+    {
+        void *p = F(n);
+        KEEP_FRAME();
+        return p;
+    }
+};
+} // namespace impl
+} // namespace c10
+
+/* A Python dispatch mode (TorchDispatchMode, as PyTorch's MemTracker is):
+ * while one is set, the op hands itself to Python, which calls the
+ * kernel boxed (sim_torch_boxed_mul). */
+static void *(*g_dispatch_mode)(size_t);
+
+namespace torch {
+namespace detail {
+NOINLINE void *dispatch_to_python(size_t n)
+{
+    void *p = g_dispatch_mode(n);
+    KEEP_FRAME();
+    return p;
+}
+} // namespace detail
+} // namespace torch
+
+namespace at {
 namespace _ops {
 struct mul_Tensor {
     NOINLINE static void *call(size_t n)
     {
-        void *p = c10::impl::wrap_kernel_functor_unboxed_<MulFunctor, false>::call(
-            at::native::mul, n);
+        void *p = g_dispatch_mode
+                      ? torch::detail::dispatch_to_python(n)
+                      : c10::impl::wrap_kernel_functor_unboxed_<MulFunctor, false>::call(
+                            at::native::mul, n);
         KEEP_FRAME();
         return p;
     }
@@ -262,6 +311,17 @@ extern "C" SIM_TORCH_API void *sim_torch_op_mul(size_t n)
 {
     using namespace torch::autograd;
     return TypeError_to_NotImplemented_<&THPVariable_mul>(n);
+}
+
+extern "C" SIM_TORCH_API void sim_torch_set_dispatch_mode(void *(*mode)(size_t))
+{
+    g_dispatch_mode = mode;
+}
+
+extern "C" SIM_TORCH_API void *sim_torch_boxed_mul(size_t n)
+{
+    return c10::impl::make_boxed_from_unboxed_functor<
+        at::wrapper_CUDA_mul_Tensor>::call(n);
 }
 
 extern "C" SIM_TORCH_API void *sim_torch_op_mm(size_t n)

@@ -9,6 +9,7 @@
 #   $(O)/tests/torch/lib/libc10_cuda.so                     (soname libc10_cuda.so)
 #   $(O)/tests/torch/include/c10/cuda/CUDACachingAllocator.h (a copy)
 #   $(O)/tests/torch/check_standin                           (its own test)
+#   $(O)/tests/torch/lib/libcublas.so.13                     (cuBLAS's own cudaMalloc)
 #
 # The library links the simulated runtime ($(SIMLIB)) as PyTorch links
 # libcudart, found through an rpath relative to itself. There is no
@@ -29,7 +30,9 @@ TORCH_CXXFLAGS := -std=c++17 -O2 -g -pthread -Wall -Wextra -Werror -Wshadow \
                   -Wno-missing-field-initializers $(CUDA_INC) \
                   -Itests/sim/torch/include -Itests/sim/torch -Itests/sim
 
-TORCH_TEST_DEPS := $(TORCH_STANDIN) $(TORCH_HEADER) $(TORCH_CHECK)
+TORCH_CUBLAS   := $(TORCH_DIR)/lib/libcublas.so.13
+
+TORCH_TEST_DEPS := $(TORCH_STANDIN) $(TORCH_HEADER) $(TORCH_CHECK) $(TORCH_CUBLAS)
 
 # Hidden by default as PyTorch's libraries are: what the bridge uses is
 # marked default in the header (C10_CUDA_API there), the C API in the file.
@@ -40,6 +43,15 @@ $(TORCH_STANDIN): tests/sim/torch/c10_cuda.cpp tests/sim/torch/ops.cpp $(TORCH_S
 	$(Q)$(CXX) $(TORCH_CXXFLAGS) -fPIC -fvisibility=hidden -shared \
 	    -Wl,-soname,libc10_cuda.so -Wl,-z,defs -o $@ $(filter %.cpp,$^) \
 	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../../../sim' -lcudart
+
+# cuBLAS's own cudaMalloc, as a CUDA library makes its handles' memory
+# (tests/sim/torch/cublas.c)
+$(TORCH_CUBLAS): tests/sim/torch/cublas.c tests/sim/simcudart.h $(SIMLIB)
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror $(CUDA_INC) \
+	    -fPIC -fvisibility=hidden -shared -Wl,-soname,libcublas.so.13 -Wl,-z,defs \
+	    -o $@ $< -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../../../sim' -lcudart
 
 $(TORCH_HEADER): tests/sim/torch/include/c10/cuda/CUDACachingAllocator.h
 	$(call say,CP,$@)

@@ -113,6 +113,11 @@ void *sim_torch_run_backward_release(size_t n_intermediate, size_t n_grad, void 
                                      int nsaved);
 /* cuBLAS's workspace, n bytes, from at::cuda::getCUDABlasLtWorkspace. */
 void *sim_torch_workspace(size_t n);
+/* A Python dispatch mode (NULL: none): while set, the mul op (forward and
+ * MulBackward0's) calls mode(n), which calls sim_torch_boxed_mul(n) - the
+ * kernel called boxed, as from torch.ops. */
+void sim_torch_set_dispatch_mode(void *(*mode)(size_t));
+void *sim_torch_boxed_mul(size_t n);
 
 #ifdef __cplusplus
 }
