@@ -1,0 +1,131 @@
+/* cmd_export.c - `gpumemreport export`: a trace in another tool's format.
+ *
+ *   memory-viz  PyTorch's memory snapshot (a pickle), for
+ *               pytorch.org/memory_viz and torch.cuda._memory_viz
+ *   perfetto    Chrome Trace Event Format JSON, for ui.perfetto.dev and
+ *               chrome://tracing: memory counters, OOMs, markers, ranges
+ *   speedscope  speedscope's own JSON, weighted in bytes
+ *   pprof       a gzipped profile.proto, for `go tool pprof` and pprof's UI
+ *
+ * One trace in, one file out: -o FILE, or stdout when that is not a
+ * terminal (these are files for programs, not text for people). The
+ * trace is loaded as for the other commands (replay and symbolizer) and
+ * handed to the format's writer (export.h). A file left half-written by
+ * a failure is removed.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "export.h"
+
+struct format {
+    const char *name;
+    int (*write)(struct loaded *l, FILE *out, char *err, size_t errlen);
+    const char *what;
+};
+
+static const struct format formats[] = {
+    {"memory-viz", export_memviz, "PyTorch memory snapshot pickle (pytorch.org/memory_viz)"},
+};
+#define NFORMATS (sizeof formats / sizeof *formats)
+
+enum { OPT_FORMAT = OPT_CMD_BASE, OPT_OUTPUT };
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s export --format FORMAT [-o FILE] [--no-symbols] TRACE\n\n"
+               "The trace in another tool's format. Formats:\n",
+            gmt_prog);
+    for (size_t i = 0; i < NFORMATS; i++)
+        fprintf(f, "  %-12s %s\n", formats[i].name, formats[i].what);
+    fprintf(f, "\n  -o, --output FILE  write there (default: stdout, unless it is a terminal)\n"
+               "  --no-symbols       don't read binaries: frames as module+offset\n");
+}
+
+int cmd_export(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"output", required_argument, NULL, OPT_OUTPUT},
+        {"no-symbols", no_argument, NULL, OPT_NO_SYMBOLS},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    const struct format *fmt = NULL;
+    const char *output = NULL;
+    struct gmt_common c;
+    gmt_common_init(&c);
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        switch (o) {
+        case OPT_FORMAT:
+            fmt = NULL;
+            for (size_t i = 0; i < NFORMATS; i++)
+                if (!strcmp(optarg, formats[i].name))
+                    fmt = &formats[i];
+            if (fmt == NULL) {
+                gmt_errorf("export: no format '%s' (memory-viz)",
+                           optarg);
+                return EXIT_ERROR;
+            }
+            break;
+        case 'o':
+        case OPT_OUTPUT:
+            output = optarg;
+            break;
+        case OPT_NO_SYMBOLS:
+            c.no_symbols = true;
+            break;
+        case 'h':
+        case OPT_HELP:
+            usage(stdout);
+            return gmt_finish_output(EXIT_OK);
+        default:
+            usage(stderr);
+            return EXIT_ERROR;
+        }
+    }
+    if (fmt == NULL) {
+        gmt_errorf("export: --format is required (memory-viz)");
+        return EXIT_ERROR;
+    }
+    if (argc - optind != 1) {
+        gmt_errorf("export: one trace, please (%d given)", argc - optind);
+        return EXIT_ERROR;
+    }
+    if (output == NULL && isatty(STDOUT_FILENO)) {
+        gmt_errorf("export: not writing %s to a terminal; use -o FILE or a pipe", fmt->name);
+        return EXIT_ERROR;
+    }
+    const char *path = argv[optind];
+    struct replay_opts ro = {0};
+    struct loaded *l = gmt_load(path, &c, &ro);
+    if (l == NULL)
+        return EXIT_ERROR;
+    FILE *out = stdout;
+    if (output && (out = fopen(output, "wb")) == NULL) {
+        gmt_errorf("%s: %s", output, strerror(errno));
+        gmt_unload(l);
+        return EXIT_ERROR;
+    }
+    char err[512] = "";
+    int rc = fmt->write(l, out, err, sizeof err);
+    if (rc != 0)
+        gmt_errorf("%s: %s", path, err[0] ? err : "export failed");
+    gmt_unload(l);
+    if (output) {
+        bool bad = ferror(out) != 0;
+        if (fclose(out) != 0 || bad) {
+            if (rc == 0)
+                gmt_errorf("%s: cannot write: %s", output, strerror(errno));
+            rc = -1;
+        }
+        if (rc != 0)
+            unlink(output);
+        return rc ? EXIT_ERROR : EXIT_OK;
+    }
+    return gmt_finish_output(rc ? EXIT_ERROR : EXIT_OK);
+}

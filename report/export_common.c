@@ -1,0 +1,208 @@
+/* export_common.c - what the export writers share (export.h): a stack's
+ * user frames as structured frames, live allocations by address, the
+ * replay's rules for which allocations are host memory and which lie in
+ * segments.
+ *
+ * The frames are those the flamegraph shows (sym_folded): the recorded
+ * stack without its leading frames in the CUDA runtime or the tracer, cut
+ * at the interpreter when Python frames describe what ran there, then the
+ * Python frames - here as frames with function, file and line each, which
+ * the other formats keep apart. A block autograd's engine made while a
+ * backward call waited takes the call's Python frames, as it does in the
+ * other reports.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backward.h"
+#include "export.h"
+
+#define EX_INLINE 16 /* source frames per recorded frame (inlining) */
+
+static bool runtime_frame(const struct sym *f)
+{
+    const char *fn = f->function;
+    return !strncmp(f->module, "libcudart", 9) || !strncmp(f->module, "libgpumemtrace", 14) ||
+           !strncmp(f->module, "libcuda.so", 10) ||
+           (fn && (!strncmp(fn, "libcudart_static_", 17) ||
+                   (!strncmp(fn, "cuda", 4) && fn[4] >= 'A' && fn[4] <= 'Z')));
+}
+
+static bool interpreter_frame(const struct sym *f)
+{
+    return !strncmp(f->module, "libpython", 9) || !strncmp(f->module, "python", 6) ||
+           !strncmp(f->module, "_ctypes", 7) || !strncmp(f->module, "libffi", 6);
+}
+
+int export_frames(struct loaded *l, uint32_t stack, struct sym *out, int max)
+{
+    const struct gmt_defs *d = &l->r.defs;
+    uint32_t caller = 0;
+    if (!gmt_bw_pair(l->r.bw, stack, &stack, &caller))
+        caller = 0;
+    struct gmt_stack_def *def = malloc(sizeof *def); /* 8 KiB: not on the stack */
+    if (def == NULL || stack == 0 || !gmt_defs_stack(d, stack, def)) {
+        free(def);
+        return 0;
+    }
+    int n = 0;
+    bool leading = true;
+    for (uint32_t i = 0; i < def->n && n < max; i++) {
+        struct sym tmp[EX_INLINE];
+        int k = sym_frames(l->sym, &def->frames[i], tmp, EX_INLINE);
+        if (def->npy && interpreter_frame(&tmp[0]))
+            break;
+        for (int j = 0; j < k && n < max; j++) {
+            if (leading && runtime_frame(&tmp[j]))
+                continue;
+            leading = false;
+            out[n++] = tmp[j];
+        }
+    }
+    /* the Python frames: the stack's own, or the backward call's from the
+     * call outwards */
+    uint32_t from = 0;
+    if (caller) {
+        if (!gmt_defs_stack(d, caller, def))
+            def->npy = 0;
+        for (uint32_t i = 0; i < def->npy; i++) {
+            const struct gmt_pycode_def *pc = gmt_defs_pycode(d, def->py[i].code);
+            if (pc && gmt_bw_call_frame(pc->name, pc->file)) {
+                from = i;
+                break;
+            }
+        }
+    }
+    for (uint32_t i = from; i < def->npy && n < max; i++) {
+        const struct gmt_pycode_def *pc = gmt_defs_pycode(d, def->py[i].code);
+        struct sym f = {.module = "python", .python = true};
+        if (pc) {
+            f.function = pc->name;
+            f.file = pc->file;
+            f.line = gmt_pycode_line(pc, def->py[i].offset);
+        } else {
+            f.function = "?";
+        }
+        out[n++] = f;
+    }
+    free(def);
+    return n;
+}
+
+const char *export_frame_name(const struct sym *f, char *buf, size_t len)
+{
+    if (f->function)
+        return f->function;
+    snprintf(buf, len, "%s+0x%llx", f->module ? f->module : "?", f->offset);
+    return buf;
+}
+
+/* ---- live allocations ------------------------------------------------------ */
+
+static size_t ex_slot(uint64_t addr, size_t cap)
+{
+    uint64_t h = addr * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+struct ex_live *ex_find(struct ex_table *t, uint64_t addr)
+{
+    if (t->cap == 0 || addr == 0)
+        return NULL;
+    for (size_t i = ex_slot(addr, t->cap);; i = (i + 1) & (t->cap - 1)) {
+        if (t->slot[i].addr == addr)
+            return &t->slot[i];
+        if (t->slot[i].addr == 0)
+            return NULL;
+    }
+}
+
+static bool ex_grow(struct ex_table *t)
+{
+    size_t cap = t->cap ? 2 * t->cap : 1024;
+    struct ex_live *s = calloc(cap, sizeof *s);
+    if (s == NULL) {
+        t->nomem = true;
+        return false;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->slot[i].addr == 0)
+            continue;
+        size_t j = ex_slot(t->slot[i].addr, cap);
+        while (s[j].addr)
+            j = (j + 1) & (cap - 1);
+        s[j] = t->slot[i];
+    }
+    free(t->slot);
+    t->slot = s;
+    t->cap = cap;
+    return true;
+}
+
+struct ex_live *ex_put(struct ex_table *t, uint64_t addr)
+{
+    if (addr == 0)
+        return NULL;
+    struct ex_live *e = ex_find(t, addr);
+    if (e) {
+        *e = (struct ex_live){.addr = addr};
+        return e;
+    }
+    if ((t->n + 1) * 4 > t->cap * 3 && !ex_grow(t))
+        return NULL;
+    size_t i = ex_slot(addr, t->cap);
+    while (t->slot[i].addr)
+        i = (i + 1) & (t->cap - 1);
+    t->slot[i] = (struct ex_live){.addr = addr};
+    t->n++;
+    return &t->slot[i];
+}
+
+void ex_del(struct ex_table *t, struct ex_live *e)
+{
+    size_t i = (size_t)(e - t->slot), mask = t->cap - 1;
+    t->slot[i].addr = 0;
+    t->n--;
+    /* backward shift: move later members of the run into the hole when
+     * their home slot does not lie after it */
+    for (size_t j = (i + 1) & mask; t->slot[j].addr; j = (j + 1) & mask) {
+        size_t home = ex_slot(t->slot[j].addr, t->cap);
+        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (stays)
+            continue;
+        t->slot[i] = t->slot[j];
+        t->slot[j].addr = 0;
+        i = j;
+    }
+}
+
+void ex_free(struct ex_table *t)
+{
+    free(t->slot);
+    *t = (struct ex_table){0};
+}
+
+bool export_host_api(unsigned api)
+{
+    switch (api & ~GMT_API_PTDS) {
+    case GMT_API_MALLOC_HOST:
+    case GMT_API_HOST_ALLOC:
+    case GMT_API_CU_MEM_ALLOC_HOST:
+    case GMT_API_CU_MEM_HOST_ALLOC:
+    case GMT_API_CU_MEM_CREATE_HOST:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool export_pooled(const struct replay *r, unsigned api)
+{
+    api &= ~GMT_API_PTDS;
+    return (r->pool && api == GMT_API_MALLOC) || api == GMT_API_FW_ALLOC;
+}
+
+uint64_t export_rel_ns(const struct replay *r, uint64_t t)
+{
+    return t > r->hdr.start_monotonic_ns ? t - r->hdr.start_monotonic_ns : 0;
+}

@@ -1,0 +1,327 @@
+"""gpumemreport export (issue 19): a trace in the format of another tool's
+viewer, each read back here the way that viewer reads it.
+
+memory-viz: the pickle is loaded with Python's pickle and walked as
+torch.cuda._memory_viz and the viewer's MemoryViz.js do: segments ->
+blocks (which must tile their segment: the viewer computes each block's
+address from the sizes before it) -> frames; device_traces replayed
+forwards from nothing must end in the segments, and backwards from the
+segments (as the viewer's "Allocator State History" does) must find every
+block it touches and end with nothing.
+"""
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+from gmt import *
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STANDIN = os.path.join(BUILD, "tests", "torch", "lib", "libc10_cuda.so")
+MiB = 1 << 20
+ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+           "segment_map", "segment_unmap", "oom", "snapshot"}
+STATES = {"active_allocated", "active_pending_free", "inactive"}
+
+
+def export(fmt, t, out, *args, check_rc=0):
+    return report("export", "--format", fmt, "-o", out, *args, t, check_rc=check_rc)
+
+
+def summary(t):
+    return json.loads(report("summary", "--json", t).stdout)["traces"][0]
+
+
+def known_trace():
+    run([prog("report_known")])
+    return one_trace()
+
+
+def fw_traces():
+    writer = os.path.join(BUILD, "tests", "unit", "test_fw")
+    p = subprocess.run([writer, "--write", "."], capture_output=True, text=True, timeout=60)
+    expect(p.returncode == 0, f"test_fw --write: exit {p.returncode}\n{p.stderr}")
+    return "fw_basic.gmt", "fw_oom.gmt", "fw_expandable.gmt"
+
+
+def train_trace():
+    os.mkdir("cache", 0o700)
+    p = run([sys.executable, os.path.join(HERE, "py", "train_app.py")], SIM_TORCH_LIB=STANDIN,
+            GMT_BUILD=BUILD, GPUMEMTRACE_OUTPUT="train.gmt",
+            GPUMEMTRACE_CACHE=os.path.abspath("cache"))
+    expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
+    return "train.gmt"
+
+
+# ---- memory-viz ------------------------------------------------------------------
+
+
+def check_frames(frames):
+    expect(isinstance(frames, list), frames)
+    for f in frames:
+        expect(set(f) == {"filename", "line", "name"} and isinstance(f["filename"], str) and
+               isinstance(f["line"], int) and isinstance(f["name"], str), f)
+
+
+def check_segments(snap):
+    """As _memory_viz.segsum does: every segment's blocks add up to it."""
+    for s in snap["segments"]:
+        for k in ("device", "address", "total_size", "allocated_size", "active_size",
+                  "stream", "segment_type", "blocks", "frames"):
+            expect(k in s, f"segment without {k}: {s}")
+        check_frames(s["frames"])
+        addr = s["address"]
+        for b in s["blocks"]:
+            expect(b["state"] in STATES and b["address"] == addr and b["size"] > 0, (s, b))
+            expect(b["requested_size"] <= b["size"], b)
+            check_frames(b["frames"])
+            addr += b["size"]
+        expect(addr == s["address"] + s["total_size"], f"blocks do not tile {s}")
+        active = [b for b in s["blocks"] if b["state"] == "active_allocated"]
+        expect(s["allocated_size"] == sum(b["size"] for b in active), s)
+        expect(s["active_size"] == sum(b["size"] for b in s["blocks"]
+                                       if b["state"] != "inactive"), s)
+
+
+def replay_forward(snap):
+    """The device traces from nothing: blocks live in segments, and the end
+    is the snapshot's segments and their active blocks."""
+    for dev, events in enumerate(snap["device_traces"]):
+        segs, blocks, pending, mapped = {}, {}, set(), set()
+        for e in events:
+            expect(e["action"] in ACTIONS, e)
+            for k in ("addr", "size", "stream", "time_us", "frames"):
+                expect(k in e, f"entry without {k}: {e}")
+            check_frames(e["frames"])
+            a = e["action"]
+            if a in ("segment_alloc", "segment_map"):
+                segs[e["addr"]] = e["size"]
+                if a == "segment_map":
+                    mapped.add(e["addr"])
+            elif a in ("segment_free", "segment_unmap"):
+                if a == "segment_free":
+                    expect(segs.pop(e["addr"], None) == e["size"], e)
+                else:
+                    whole = next(x for x in segs if x <= e["addr"] < x + segs[x])
+                    end = whole + segs.pop(whole)
+                    if whole < e["addr"]:
+                        segs[whole] = e["addr"] - whole
+                    if e["addr"] + e["size"] < end:
+                        segs[e["addr"] + e["size"]] = end - e["addr"] - e["size"]
+                        mapped.add(e["addr"] + e["size"])
+            elif a == "alloc":
+                expect(e["addr"] not in blocks, e)
+                expect(any(x <= e["addr"] < x + segs[x] for x in segs), f"block outside: {e}")
+                blocks[e["addr"]] = e["size"]
+            elif a == "free_requested":
+                expect(blocks.get(e["addr"]) == e["size"] and e["addr"] not in pending, e)
+                pending.add(e["addr"])
+            elif a == "free_completed":
+                expect(e["addr"] in pending, e)
+                pending.discard(e["addr"])
+                del blocks[e["addr"]]
+            elif a == "oom":
+                expect("device_free" in e, e)
+            # expandable pieces merge as PyTorch shows them
+            for x in sorted(segs):
+                if x in segs and x in mapped and x + segs[x] in segs and x + segs[x] in mapped:
+                    segs[x] += segs.pop(x + segs[x])
+        mine = [s for s in snap["segments"] if s["device"] == dev]
+        want_blocks = {b["address"]: b["requested_size"] for s in mine for b in s["blocks"]
+                       if b["state"] != "inactive"}
+        want_pending = {b["address"] for s in mine for b in s["blocks"]
+                        if b["state"] == "active_pending_free"}
+        expect(blocks == want_blocks, f"device {dev}: blocks {blocks} != {want_blocks}")
+        expect(pending == want_pending, (pending, want_pending))
+        expect(segs == {s["address"]: s["total_size"] for s in mine}, (segs, mine))
+
+
+def viewer_backward(snap):
+    """MemoryViz.js's simulate_memory to the first event: it starts from the
+    snapshot's blocks and undoes each event; a free_requested of a block it
+    does not hold would throw in the viewer."""
+    for dev, events in enumerate(snap["device_traces"]):
+        blocks = {b["address"] for s in snap["segments"] if s["device"] == dev
+                  for b in s["blocks"] if b["state"] != "inactive"}
+        merged = []  # annotate_snapshot: free_requested + free_completed -> free
+        for e in events:
+            if (e["action"] == "free_completed" and merged and
+                    merged[-1]["action"] == "free_requested" and merged[-1]["addr"] == e["addr"]):
+                merged[-1] = dict(merged[-1], action="free")
+                continue
+            merged.append(e)
+        for e in reversed(merged):
+            a = e["action"]
+            if a in ("free", "free_completed"):
+                blocks.add(e["addr"])
+            elif a == "free_requested":
+                expect(e["addr"] in blocks, f"the viewer would throw at {e}")
+            elif a == "alloc":
+                expect(e["addr"] in blocks, e)
+                blocks.discard(e["addr"])
+        expect(not blocks, f"device {dev}: blocks before the first event: {blocks}")
+
+
+def memviz(t):
+    export("memory-viz", t, "s.pickle")
+    with open("s.pickle", "rb") as f:
+        snap = pickle.load(f)
+    expect(set(snap) >= {"segments", "device_traces"}, snap.keys())
+    check_segments(snap)
+    replay_forward(snap)
+    viewer_backward(snap)
+    return snap
+
+
+def actions(snap, dev=0):
+    out = {}
+    for e in snap["device_traces"][dev]:
+        out[e["action"]] = out.get(e["action"], 0) + 1
+    return out
+
+
+def test_memviz_pool_trace():
+    t = known_trace()
+    snap = memviz(t)
+    inf, s = info(t), summary(t)
+    n = actions(snap)
+    # the pool's blocks: every device cudaMalloc, cudaFree and completion
+    expect(n["alloc"] == inf["by_api"]["cudaMalloc"] and
+           n["free_requested"] == inf["by_api"]["cudaFree"] and
+           n["free_completed"] == inf["by_kind"]["free_completed"], (n, inf))
+    expect(n["segment_alloc"] == inf["pool"]["segments_allocated"] and
+           n["segment_free"] == inf["pool"]["segments_freed"], (n, inf["pool"]))
+    # the blocks live at the end are the trace's live bytes
+    active = [b for seg in snap["segments"] for b in seg["blocks"]
+              if b["state"] == "active_allocated"]
+    expect(sum(b["requested_size"] for b in active) == s["leaked"] == 5 * MiB and
+           len(active) == s["leaked_allocations"] == 20, (len(active), s["leaked"]))
+    # frames: the program's own lines, innermost first
+    hist = [b for b in active if b["frames"] and b["frames"][0]["name"] == "history"]
+    expect(len(hist) == 20 and hist[0]["frames"][0]["filename"].endswith("report_known.c") and
+           hist[0]["frames"][1]["name"] == "main", hist[:1])
+    expect(sum(seg["total_size"] for seg in snap["segments"]) ==
+           sum(e["size"] for e in snap["device_traces"][0] if e["action"] == "segment_alloc") -
+           sum(e["size"] for e in snap["device_traces"][0] if e["action"] == "segment_free"),
+           "segments at the end")
+
+
+def test_memviz_pytorch_blocks():
+    basic, oom, expandable = fw_traces()
+    snap = memviz(basic)
+    fw = info(basic)["framework"]
+    n = actions(snap)
+    # PyTorch's blocks, plus the program's own 1 MiB cudaMalloc as a segment of
+    # its own; the CUDA allocations under PyTorch's segments are no blocks
+    expect(n["alloc"] == fw["blocks"] + 1 and n["free_requested"] == fw["frees"] + 1 and
+           n["free_completed"] == fw["free_completed"] + 1, (n, fw))
+    expect(n["segment_alloc"] == fw["segments"] + 1 and
+           n["segment_free"] == fw["segment_frees"] + 1, (n, fw))
+    segs = {s["address"]: s for s in snap["segments"]}
+    S1 = 0x7f0000000000
+    # the block whose real size came later (1000 bytes in 1024)
+    expect([(b["state"], b["size"], b["requested_size"]) for b in segs[S1]["blocks"]] ==
+           [("inactive", 512, 0), ("active_allocated", 1024, 1000),
+            ("inactive", 2 * MiB - 1536, 0)], segs[S1]["blocks"])
+    expect(summary(basic)["leaked"] == 1000, "live at the end")
+    # an OOM: what PyTorch raised, with the device's free memory
+    snap = memviz(oom)
+    ooms = [e for d in snap["device_traces"] for e in d if e["action"] == "oom"]
+    expect([e["size"] for e in ooms] == [40 << 30, 50 << 30], ooms)
+    # expandable segments: pieces mapped and unmapped, one segment shown
+    snap = memviz(expandable)
+    expect([(s["address"], s["total_size"], s["is_expandable"]) for s in snap["segments"]] ==
+           [(0x7f2000000000, 20 * MiB, True)], snap["segments"])
+    expect([e["action"] for e in snap["device_traces"][0]] ==
+           ["segment_map", "alloc", "segment_map", "alloc", "free_requested",
+            "free_completed", "segment_unmap"], snap["device_traces"][0])
+
+
+def test_memviz_python_frames():
+    t = train_trace()
+    snap = memviz(t)
+    fw = info(t)["framework"]
+    allocs = [e for e in snap["device_traces"][0] if e["action"] == "alloc"]
+    # every block of PyTorch's allocator is an alloc; so is what cuBLAS
+    # took with cudaMalloc itself (a segment of its own)
+    own = [e for e in snap["device_traces"][0] if e["action"] == "segment_alloc"]
+    expect(len(allocs) >= fw["blocks"] and len(own) >= fw["segments"], (len(allocs), fw))
+    lines = {}
+    with open(os.path.join(HERE, "py", "train_app.py")) as f:
+        for no, text in enumerate(f, 1):
+            if "# SITE input" in text:
+                lines["input"] = no
+    # the input's block: train_app.py's line among its frames, as PyTorch's
+    # snapshot has the Python frame (filename, line, name)
+    hits = [e for e in allocs if any(fr["filename"].endswith("train_app.py") and
+                                     fr["line"] == lines["input"] and fr["name"] == "main"
+                                     for fr in e["frames"])]
+    expect(len(hits) == 1 and hits[0]["size"] == 512 * 1024, hits)
+    # the stack's list is written once and shared
+    expect(len({id(e["frames"]) for e in allocs}) < len(allocs), "frames memoized")
+
+
+def test_export_errors():
+    t = known_trace()
+    p = report("export", "--format", "svg", "-o", "x", t, check_rc=2)
+    expect(p.stderr.count("\n") == 1 and "no format 'svg'" in p.stderr, p.stderr)
+    p = report("export", "-o", "x", t, check_rc=2)
+    expect("--format is required" in p.stderr, p.stderr)
+    p = report("export", "--format", "memory-viz", "-o", "x", "missing.gmt", check_rc=2)
+    expect(p.stderr.count("\n") == 1 and not os.path.exists("x"), p.stderr)
+    # stdout when it is not a terminal (here: a pipe)
+    p = subprocess.run([REPORT, "export", "--format", "memory-viz", t], capture_output=True,
+                       timeout=60)
+    expect(p.returncode == 0 and pickle.loads(p.stdout)["segments"], p.stderr)
+    # a terminal gets one line and no bytes
+    try:
+        import pty
+        pid, fd = pty.fork()
+    except OSError:
+        return
+    if pid == 0:
+        os.execv(REPORT, [REPORT, "export", "--format", "memory-viz", t])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    expect(os.WEXITSTATUS(status) == 2 and b"not writing memory-viz to a terminal" in out and
+           out.count(b"\n") == 1, out)
+
+
+def test_export_hostile_traces():
+    """Damaged traces: a clear line and exit 2, or an export of what was
+    intact - never a crash (the sanitized build runs the same)."""
+    import random
+    t = known_trace()
+    data = open(t, "rb").read()
+    rnd = random.Random(19)
+    san = os.path.join(BUILD, "tests", "gpumemreport-san")
+    tools = [REPORT] + ([san] if os.path.exists(san) else [])
+    for i in range(12):
+        bad = bytearray(data)
+        for _ in range(rnd.randint(1, 40)):
+            bad[rnd.randrange(4096, len(bad))] = rnd.getrandbits(8)
+        open("bad.gmt", "wb").write(bad)
+        for fmt in FORMATS:
+            for tool in tools:
+                p = subprocess.run([tool, "export", "--format", fmt, "-o", "out", "bad.gmt"],
+                                   capture_output=True, text=True, timeout=120)
+                expect(p.returncode in (0, 2) and "Sanitizer" not in p.stderr and
+                       "runtime error" not in p.stderr, f"{fmt} {tool}: {p.returncode} {p.stderr}")
+                if p.returncode == 2:
+                    expect(not os.path.exists("out"), "a failed export leaves no file")
+    open("rand.gmt", "wb").write(bytes(rnd.getrandbits(8) for _ in range(9000)))
+    for fmt in FORMATS:
+        p = report("export", "--format", fmt, "-o", "out", "rand.gmt", check_rc=2)
+        expect(p.stderr.count("\n") == 1, p.stderr)
+
+
+FORMATS = ["memory-viz"]
