@@ -43,6 +43,8 @@ PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o
 LAUNCHER_SRC := report/launcher.c report/launch_traces.c
 REPORT_SRC  := $(filter-out $(LAUNCHER_SRC),$(wildcard report/*.c))
 REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o)
+HTML_PAGE   := $(O)/report/html_page.c
+REPORT_OBJ  += $(O)/report/html_page.o
 SIM_SRC     := $(filter-out tests/sim/selftest.c tests/sim/sim_driver.c tests/sim/sim_drv_%.c tests/sim/sim_nvml.c,$(wildcard tests/sim/*.c))
 SIMNVML     := $(O)/sim/libnvidia-ml.so.1
 SIMDRV      := $(O)/sim/libcuda.so.1
@@ -101,6 +103,23 @@ $(O)/report/%.o: report/%.c
 $(REPORT): $(REPORT_OBJ)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $(REPORT_OBJ) -ldw -lelf -ldl -lm
+
+# `gpumemreport html` carries its page (report/html/) as C strings: each
+# line a literal, with \ " and ? escaped (no trigraphs, no escapes by accident).
+$(HTML_PAGE): report/html/report.html report/html/report.css report/html/report.js
+	$(call say,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q){ echo '/* generated from report/html/ by the Makefile */'; \
+	  for f in report.html:gmt_html_page report.css:gmt_html_css report.js:gmt_html_js; do \
+	    echo "const char $${f#*:}[] ="; \
+	    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/    "/' -e 's/$$/\\n"/' \
+	        report/html/$${f%%:*}; \
+	    echo ';'; \
+	  done; } > $@.tmp && mv $@.tmp $@
+
+$(O)/report/html_page.o: $(HTML_PAGE)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
 
 # The launcher reads the library's options table (preload/internal.h) and
 # links the report code, minus its main, for the summary at exit.
@@ -234,7 +253,7 @@ $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) pre
 
 # The same smoke run for the command layer (every command in-process on
 # the input as a trace) and for check's baseline reader (the JSON parser).
-FUZZ_CMD_SRC := $(filter-out report/main.c,$(REPORT_SRC))
+FUZZ_CMD_SRC := $(filter-out report/main.c,$(REPORT_SRC)) $(HTML_PAGE)
 $(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) $(wildcard report/*.h) preload/gmt_format.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
@@ -246,11 +265,11 @@ $(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) 
 # (tests/e2e/test_sanitized.py): undefined behaviour on ordinary traces
 # fails them. Linked whole here, as the smoke test is, with clang.
 SAN_REPORT := $(O)/tests/gpumemreport-san
-$(SAN_REPORT): $(REPORT_SRC) $(wildcard report/*.h) preload/gmt_format.h
+$(SAN_REPORT): $(REPORT_SRC) $(HTML_PAGE) $(wildcard report/*.h) preload/gmt_format.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
-	    -fno-sanitize-recover=all -Ipreload -o $@ $(REPORT_SRC) -ldw -lelf -ldl -lm
+	    -fno-sanitize-recover=all -Ipreload -o $@ $(REPORT_SRC) $(HTML_PAGE) -ldw -lelf -ldl -lm
 
 # The PyTorch stand-in that the framework bridge's tests attach to.
 include tests/sim/torch/rules.mk

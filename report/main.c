@@ -25,6 +25,7 @@ static const struct command commands[] = {
     {"phases", cmd_phases, "the run sliced by markers: time, peak, memory kept per phase"},
     {"transfers", cmd_transfers, "copies and sets by direction, pinned/pageable, site"},
     {"flamegraph", cmd_flamegraph, "folded stacks (bytes at the peak or in total)"},
+    {"html", cmd_html, "one self-contained HTML page: timeline by site, flame graph, pool, tables"},
     {"export", cmd_export, "memory-viz, perfetto, speedscope or pprof files for their viewers"},
     {"info", cmd_info, "header, process, devices, threads and event counts"},
     {"dump", cmd_dump, "every record in order, readable (stacks as module+offset)"},

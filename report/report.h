@@ -27,6 +27,7 @@ int cmd_growth(int argc, char **argv);
 int cmd_phases(int argc, char **argv);
 int cmd_transfers(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
+int cmd_html(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

@@ -1,0 +1,207 @@
+/* cmd_html.c - `gpumemreport html`: the run as one self-contained page.
+ *
+ * One HTML file that opens from disk with no network: the timeline
+ * stacked by site (the top sites at the peak as bands, the rest as
+ * "other"), with allocated, reserved and driver-reported memory, marks,
+ * phases and out-of-memory events; a flame graph of the bytes at the peak
+ * or in total; the pool's segments at the peak and at each out-of-memory
+ * event; the summary, peak, leaks, growth and transfers tables. Several
+ * traces (ranks, processes) are sections of the same page on one time
+ * axis.
+ *
+ * The page is report/html/report.html, .css and .js, compiled in as
+ * strings (the Makefile generates $(O)/report/html_page.c). The template
+ * holds three markers, each alone on its line: the CSS goes in place of
+ * GMT_CSS, the traces' JSON in place of GMT_DATA, the script in place of
+ * GMT_JS. The JSON sits in a <script type="application/json"> element,
+ * escaped so that nothing in a trace can end it (html_json.c).
+ *
+ * Output: -o FILE is written beside itself and renamed into place when
+ * complete, so a failed run leaves no half page; without -o the page goes
+ * to stdout, which must not be a terminal. A trace that cannot be read is
+ * one error line and exit 2, and no page.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "html.h"
+
+enum { OPT_OUTPUT = 'o' };
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s html [-o FILE.html] [options] TRACE|DIR...\n\n"
+               "One self-contained HTML page (no network needed) to see the run:\n"
+               "the timeline stacked by the top sites at the peak (hover for the\n"
+               "site's stack, drag to zoom), a flame graph of the bytes at the\n"
+               "peak or in total, the pool's segments at the peak and at each\n"
+               "out-of-memory event, and the summary, peak, leaks, growth and\n"
+               "transfers tables. Several traces: one section each, on one time\n"
+               "axis. Without -o the page goes to stdout (not to a terminal).\n\n"
+               "  -o, --output FILE  write the page to FILE\n"
+               "  --top N            sites drawn as bands and rows per table\n"
+               "                     (default 10, at most 30 bands; 0: the most)\n"
+               "  --group G          group sites by function, line (default) or stack\n"
+               "  --depth N          frames per site (stack grouping)\n"
+               "  --no-symbols       don't read binaries: frames as module+offset\n",
+            gmt_prog);
+}
+
+/* The template's part from p up to the next marker line (or the end);
+ * *marker: which marker ends it (NULL at the end), *next: after it. */
+static size_t upto_marker(const char *p, const char **marker, const char **next)
+{
+    static const char *const markers[] = {"GMT_CSS", "GMT_DATA", "GMT_JS"};
+    for (const char *line = p; *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        const char *s = line;
+        while (s < line + len && (*s == ' ' || *s == '\t'))
+            s++;
+        for (size_t i = 0; i < 3; i++) {
+            size_t ml = strlen(markers[i]);
+            if ((size_t)(line + len - s) == ml && strncmp(s, markers[i], ml) == 0) {
+                *marker = markers[i];
+                *next = eol ? eol + 1 : line + len;
+                return (size_t)(line - p);
+            }
+        }
+        line = eol ? eol + 1 : line + len;
+    }
+    *marker = NULL;
+    *next = p + strlen(p);
+    return strlen(p);
+}
+
+/* Write the page: the template with its markers filled. */
+static int page(FILE *f, char **paths, size_t np, const struct gmt_common *c)
+{
+    const char *p = gmt_html_page, *marker, *next;
+    int rc = EXIT_OK;
+    for (;;) {
+        size_t len = upto_marker(p, &marker, &next);
+        fwrite(p, 1, len, f);
+        if (marker == NULL)
+            break;
+        if (strcmp(marker, "GMT_CSS") == 0) {
+            fputs(gmt_html_css, f);
+        } else if (strcmp(marker, "GMT_JS") == 0) {
+            fputs(gmt_html_js, f);
+        } else {
+            fprintf(f, "{\"schema\":\"gpumemtrace.html/1\",\"traces\":[");
+            for (size_t i = 0; i < np && rc == EXIT_OK; i++) {
+                struct loaded *l = gmt_load(paths[i], c, &(struct replay_opts){
+                                                             .growth = true,
+                                                             .mark_sites = true});
+                if (l == NULL) {
+                    rc = EXIT_ERROR;
+                    break;
+                }
+                if (i)
+                    fputc(',', f);
+                if (html_trace(f, l, c) != 0)
+                    rc = EXIT_ERROR;
+                gmt_unload(l);
+            }
+            fprintf(f, "]}\n");
+        }
+        p = next;
+    }
+    return rc;
+}
+
+/* The mode a new file gets (0666 less the umask): mkstemp's 0600 is for
+ * temporary files, the page is the user's. */
+static mode_t file_mode(void)
+{
+    mode_t m = umask(022);
+    umask(m);
+    return 0666 & ~m;
+}
+
+int cmd_html(int argc, char **argv)
+{
+    static const struct option common[] = {GMT_COMMON_LONGOPTS};
+    struct option opts[16];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof common / sizeof *common; i++)
+        opts[n++] = common[i];
+    opts[n++] = (struct option){"output", required_argument, NULL, OPT_OUTPUT};
+    opts[n] = (struct option){NULL, 0, NULL, 0};
+    struct gmt_common c;
+    gmt_common_init(&c);
+    const char *out = NULL;
+    int o;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        if (o == OPT_OUTPUT) {
+            out = optarg;
+            continue;
+        }
+        int k = gmt_common_opt(&c, o, optarg);
+        if (k < 0)
+            return EXIT_ERROR;
+        if (k == 0 || c.json || c.markdown) {
+            bool help = o == 'h' || o == OPT_HELP;
+            usage(help ? stdout : stderr);
+            return help ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return EXIT_ERROR;
+    }
+    if (out == NULL && isatty(STDOUT_FILENO)) {
+        gmt_errorf("html: stdout is a terminal; write the page to a file with -o FILE.html");
+        return EXIT_ERROR;
+    }
+    if (out && *out == '\0') {
+        gmt_errorf("html: -o needs a file name");
+        return EXIT_ERROR;
+    }
+    char **paths;
+    size_t np;
+    if (gmt_trace_list(argc - optind, argv + optind, &paths, &np) != 0)
+        return EXIT_ERROR;
+    FILE *f = stdout;
+    char *tmp = NULL;
+    if (out) {
+        size_t len = strlen(out) + 16;
+        tmp = malloc(len);
+        int fd = -1;
+        if (tmp) {
+            snprintf(tmp, len, "%s.XXXXXX", out);
+            fd = mkstemp(tmp);
+        }
+        if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
+            gmt_errorf("html: cannot write %s: %s", out, strerror(tmp ? errno : ENOMEM));
+            if (fd >= 0) {
+                close(fd);
+                unlink(tmp);
+            }
+            free(tmp);
+            gmt_trace_list_free(paths, np);
+            return EXIT_ERROR;
+        }
+    }
+    int rc = page(f, paths, np, &c);
+    gmt_trace_list_free(paths, np);
+    if (out == NULL)
+        return gmt_finish_output(rc);
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (rc == EXIT_OK && bad)
+        gmt_errorf("html: cannot write %s: %s", out, strerror(errno));
+    if (rc != EXIT_OK || bad || chmod(tmp, file_mode()) != 0 || rename(tmp, out) != 0) {
+        if (rc == EXIT_OK && !bad)
+            gmt_errorf("html: cannot write %s: %s", out, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return EXIT_ERROR;
+    }
+    free(tmp);
+    return EXIT_OK;
+}
