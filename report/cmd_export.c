@@ -28,6 +28,7 @@ struct format {
 
 static const struct format formats[] = {
     {"memory-viz", export_memviz, "PyTorch memory snapshot pickle (pytorch.org/memory_viz)"},
+    {"perfetto", export_perfetto, "Chrome Trace Event JSON (ui.perfetto.dev, chrome://tracing)"},
 };
 #define NFORMATS (sizeof formats / sizeof *formats)
 
@@ -67,7 +68,7 @@ int cmd_export(int argc, char **argv)
                 if (!strcmp(optarg, formats[i].name))
                     fmt = &formats[i];
             if (fmt == NULL) {
-                gmt_errorf("export: no format '%s' (memory-viz)",
+                gmt_errorf("export: no format '%s' (memory-viz, perfetto)",
                            optarg);
                 return EXIT_ERROR;
             }
@@ -89,7 +90,7 @@ int cmd_export(int argc, char **argv)
         }
     }
     if (fmt == NULL) {
-        gmt_errorf("export: --format is required (memory-viz)");
+        gmt_errorf("export: --format is required (memory-viz, perfetto)");
         return EXIT_ERROR;
     }
     if (argc - optind != 1) {

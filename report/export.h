@@ -54,6 +54,7 @@ enum {
     EX_PENDING = 2,  /* freed, not yet reusable */
     EX_BACKING = 4,  /* CUDA memory under PyTorch's segments: no block */
     EX_HOST = 8,     /* pinned host memory */
+    EX_FW = 16,      /* PyTorch's block */
 };
 struct ex_table {
     struct ex_live *slot;

@@ -324,4 +324,118 @@ def test_export_hostile_traces():
         expect(p.stderr.count("\n") == 1, p.stderr)
 
 
-FORMATS = ["memory-viz"]
+# ---- perfetto ------------------------------------------------------------------------
+
+
+def perfetto(t, *args):
+    export("perfetto", t, "t.json", *args)
+    with open("t.json") as f:
+        doc = json.load(f)
+    check_tef(doc)
+    return doc["traceEvents"]
+
+
+def check_tef(doc):
+    """The Trace Event Format's rules for what we write: the fields each
+    phase needs, numeric counter values, and every track in time order;
+    B and E pair up per thread."""
+    expect(isinstance(doc, dict) and isinstance(doc["traceEvents"], list), doc.keys())
+    last, open_ = {}, {}
+    for e in doc["traceEvents"]:
+        ph = e["ph"]
+        expect(ph in ("M", "C", "i", "B", "E") and isinstance(e["pid"], int), e)
+        if ph == "M":
+            expect(e["name"] in ("process_name", "thread_name") and
+                   isinstance(e["args"]["name"], str) and isinstance(e["tid"], int), e)
+            continue
+        expect(isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e)
+        expect(isinstance(e["tid"], int), e)
+        if ph != "E":
+            expect(isinstance(e["name"], str) and e["name"], e)
+        if ph == "C":
+            expect(e["args"] and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                     for v in e["args"].values()), e)
+        if ph == "i":
+            expect(e["s"] in ("g", "p", "t"), e)
+        track = (e["pid"], e["name"]) if ph == "C" else (e["pid"], e["tid"])
+        expect(e["ts"] >= last.get(track, 0), f"track {track} goes back in time at {e}")
+        last[track] = e["ts"]
+        if ph == "B":
+            open_[track] = open_.get(track, 0) + 1
+        elif ph == "E":
+            expect(open_.get(track, 0) > 0, f"E without B: {e}")
+            open_[track] -= 1
+    expect(not any(open_.values()), f"slices left open: {open_}")
+
+
+def series(events, name):
+    return [(e["ts"], e["args"]["bytes"]) for e in events if e["ph"] == "C" and
+            e["name"] == name]
+
+
+def test_perfetto_counters_are_the_peaks():
+    t = known_trace()
+    ev = perfetto(t)
+    s = summary(t)
+    d = s["devices"][0]
+    req, alloc, res = (series(ev, f"GPU 0 {k}") for k in ("requested", "allocated", "reserved"))
+    expect(max(v for _, v in req) == d["peak_requested"] == s["peak_requested"] and
+           max(v for _, v in alloc) == d["peak_allocated"] and
+           max(v for _, v in res) == d["peak_reserved"], (d, max(req), max(alloc), max(res)))
+    # at the end: what is live (the leaks) and what the pool still holds
+    expect(req[-1][1] == s["leaked"] == 5 * MiB, req[-1])
+    # microseconds since the start: the run lasted duration_ns
+    ts_ = [e["ts"] for e in ev if e["ph"] != "M"]
+    expect(0 <= min(ts_) and max(ts_) <= s["duration_ns"] / 1000 + 1, (max(ts_), s["duration_ns"]))
+    expect(max(ts_) > s["duration_ns"] / 1000 / 2, "times in microseconds, not ns or s")
+    names = [e for e in ev if e["ph"] == "M"]
+    expect(names[0]["name"] == "process_name" and "report_known" in names[0]["args"]["name"],
+           names)
+    # PyTorch's allocator: torch.cuda.max_memory_reserved and the program's MiB
+    basic, oom, _ = fw_traces()
+    ev = perfetto(basic)
+    d = summary(basic)["devices"][0]
+    expect(max(v for _, v in series(ev, "GPU 0 reserved")) == d["peak_reserved"] == 43 * MiB and
+           max(v for _, v in series(ev, "GPU 0 allocated")) == d["peak_allocated"], d)
+    ev = perfetto(oom)
+    ooms = [e for e in ev if e["ph"] == "i" and e.get("cat") == "oom"]
+    expect(len(ooms) == summary(oom)["ooms"] == 2 and ooms[0]["args"]["size"] == 40 << 30 and
+           ooms[0]["s"] == "p", ooms)
+
+
+def test_perfetto_ranges_and_marks():
+    run([prog("phases"), "basic"])
+    t = one_trace()
+    ev = perfetto(t)
+    slices = [(e["ph"], e.get("name")) for e in ev if e["ph"] in ("B", "E")]
+    step = [("B", "forward"), ("E", None), ("B", "backward"), ("B", "allreduce"), ("E", None),
+            ("E", None)]
+    expect(slices == [("B", "setup"), ("E", None)] + step * 3, slices)
+    marks = [e["name"] for e in ev if e["ph"] == "i" and e["s"] == "t"]
+    expect(marks == ["step"] * 3 + ["eval"], marks)
+    # the peak, 21 MiB, inside the third step's allreduce
+    req = series(ev, "GPU 0 requested")
+    peak_ts = next(ts for ts, v in req if v == 21 * MiB)
+    ar = [e["ts"] for e in ev if e.get("name") == "allreduce"][2]
+    expect(max(v for _, v in req) == 21 * MiB and peak_ts >= ar, (peak_ts, ar))
+    os.remove(t)
+    # pops without a push are dropped; a range left open ends with the trace
+    run([prog("phases"), "unbalanced"])
+    ev = perfetto(one_trace())
+    slices = [(e["ph"], e.get("name")) for e in ev if e["ph"] in ("B", "E")]
+    expect(slices == [("B", "a"), ("E", None), ("B", "left-open"), ("E", None)], slices)
+
+
+def test_perfetto_decimates_long_runs():
+    gen = os.path.join(BUILD, "tests", "gen_trace")
+    subprocess.run([gen, "400000", "big.gmt", "4"], check=True, capture_output=True, timeout=120)
+    ev = perfetto("big.gmt")
+    s = summary("big.gmt")
+    req = series(ev, "GPU 0 requested")
+    # at most two points per span of the run, and the peak exact
+    expect(len(req) <= 2 * 20000 + 2 and len(req) < s["allocations"], len(req))
+    expect(max(v for _, v in req) == s["peak_requested"], (max(v for _, v in req), s))
+    expect(max([v for _, v in series(ev, "GPU 0 reserved")] or [0]) == s["peak_reserved"], s)
+
+
+FORMATS = ["memory-viz", "perfetto"]

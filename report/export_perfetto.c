@@ -1,0 +1,446 @@
+/* export_perfetto.c - `export --format perfetto`: Chrome Trace Event JSON.
+ *
+ * The JSON object format of the Trace Event Format, which ui.perfetto.dev
+ * and chrome://tracing open:
+ *   - process and thread names ("ph":"M");
+ *   - per device, counters ("ph":"C") of requested, allocated and reserved
+ *     bytes, and the device memory in use per the driver where the trace
+ *     sampled it - one counter event name per series ("GPU 0 requested",
+ *     its value in args.bytes), so each series is a track of its own;
+ *   - out-of-memory events as instants on the process ("ph":"i", "s":"p"),
+ *     markers as instants on their thread ("s":"t");
+ *   - ranges (push/pop markers, NVTX) as slices on their thread ("ph":"B"
+ *     and "E"; a pop without a push is dropped, ranges still open at the
+ *     end close there).
+ * Timestamps are microseconds since the trace began (fractions keep the
+ * nanoseconds), never decreasing in file order, so every track is sorted.
+ *
+ * The levels follow the replay's rules (replay.h: requested, allocated,
+ * reserved per device; PyTorch's blocks lie in its segments, which are its
+ * reserved memory; the CUDA allocations under them count nowhere), rebuilt
+ * in a second pass over the trace, so the counters' maxima are the
+ * peaks the other commands report.
+ *
+ * Decimation. A long run changes its levels millions of times; drawing
+ * needs far fewer points. The run is cut into EXPORT_TE_BUCKETS equal
+ * spans; of each span a series keeps its highest point (at the moment it
+ * was reached) and the level at the span's end, so every peak is exact and
+ * every fall shows. A short trace keeps nearly every change.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uthash.h>
+
+#include "export.h"
+
+#define EXPORT_TE_BUCKETS 20000
+
+enum { S_REQUESTED, S_ALLOCATED, S_RESERVED, S_USED, NSERIES };
+static const char *const series_name[NSERIES] = {"requested", "allocated", "reserved",
+                                                 "device used (driver)"};
+
+struct series {
+    int64_t cur;
+    bool open;            /* the span below has changes not written */
+    uint64_t span;        /* index of the span of the changes held */
+    int64_t max;          /* highest level in the span, and when */
+    uint64_t max_t;
+    uint64_t last_t;      /* of the latest change */
+    int64_t written;      /* last value written */
+    bool any_written;
+};
+
+struct dev {
+    int64_t fw_reserved;
+    struct series s[NSERIES];
+};
+
+struct thread_depth {
+    uint32_t thread;
+    uint32_t depth;       /* ranges open */
+    UT_hash_handle hh;
+};
+
+struct te {
+    struct loaded *l;
+    FILE *f;
+    struct dev dev[REPLAY_MAX_DEVICES];
+    struct ex_table live, backing;
+    struct thread_depth *threads;
+    uint64_t span_ns, last_ts;
+    bool first;
+    bool nomem;
+};
+
+/* ---- writing ---------------------------------------------------------------- */
+
+static void sep(struct te *t)
+{
+    fputs(t->first ? "\n" : ",\n", t->f);
+    t->first = false;
+}
+
+/* A time as microseconds, never before the last one written. */
+static void ts(struct te *t, uint64_t time)
+{
+    uint64_t ns = export_rel_ns(&t->l->r, time);
+    if (ns < t->last_ts)
+        ns = t->last_ts;
+    t->last_ts = ns;
+    fprintf(t->f, "\"ts\":%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
+}
+
+static uint32_t pid(const struct te *t)
+{
+    return t->l->r.hdr.pid;
+}
+
+static uint64_t tid(const struct te *t, uint32_t thread)
+{
+    const struct gmt_thread_def *d = gmt_defs_thread(&t->l->r.defs, thread);
+    return d && d->tid ? d->tid : thread;
+}
+
+static void counter(struct te *t, int device, int s, uint64_t time, int64_t v)
+{
+    sep(t);
+    fprintf(t->f, "{\"ph\":\"C\",\"pid\":%u,\"tid\":0,\"name\":\"GPU %d %s\",", pid(t), device,
+            series_name[s]);
+    ts(t, time);
+    fprintf(t->f, ",\"args\":{\"bytes\":%" PRId64 "}}", v);
+}
+
+/* ---- decimated counters ----------------------------------------------------- */
+
+static void flush(struct te *t, int device, int s)
+{
+    struct series *x = &t->dev[device].s[s];
+    if (!x->open)
+        return;
+    if (!x->any_written || x->max != x->written) {
+        counter(t, device, s, x->max_t, x->max);
+        x->written = x->max;
+        x->any_written = true;
+    }
+    if (x->cur != x->written) {
+        counter(t, device, s, x->last_t, x->cur);
+        x->written = x->cur;
+    }
+    x->open = false;
+}
+
+/* Everything held, before an event at a moment of its own (a marker, an
+ * OOM) is written. */
+static void flush_all(struct te *t)
+{
+    for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
+        for (int k = 0; k < NSERIES; k++)
+            flush(t, d, k);
+}
+
+/* Series s of a device changed to v at time; earlier spans are written
+ * first (for every series, so file order stays time order). */
+static void level(struct te *t, int device, int s, uint64_t time, int64_t v)
+{
+    uint64_t span = export_rel_ns(&t->l->r, time) / t->span_ns;
+    struct series *x = &t->dev[device].s[s];
+    if (x->open && span != x->span) {
+        for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
+            for (int k = 0; k < NSERIES; k++)
+                if (t->dev[d].s[k].open && t->dev[d].s[k].span != span)
+                    flush(t, d, k);
+    }
+    if (!x->open) {
+        x->open = true;
+        x->span = span;
+        x->max = v;
+        x->max_t = time;
+    } else if (v > x->max) {
+        x->max = v;
+        x->max_t = time;
+    }
+    x->cur = v;
+    x->last_t = time;
+}
+
+static void add(struct te *t, uint32_t device, int s, uint64_t time, int64_t delta)
+{
+    struct series *x = &t->dev[device].s[s];
+    level(t, (int)device, s, time, x->cur + delta);
+}
+
+/* ---- the levels (replay.c's rules) -------------------------------------------- */
+
+static void on_alloc(struct te *t, const struct gmt_rec *rec)
+{
+    const struct replay *r = &t->l->r;
+    unsigned api = rec->api & ~GMT_API_PTDS;
+    if (rec->result != 0) {
+        if (rec->result == 2 && !gmt_is_fw_backing(rec)) {
+            char label[64];
+            flush_all(t);
+            snprintf(label, sizeof label, "OOM: %" PRIu64 " bytes on GPU %u", rec->size,
+                     rec->device);
+            sep(t);
+            fprintf(t->f, "{\"ph\":\"i\",\"s\":\"p\",\"pid\":%u,\"tid\":%" PRIu64
+                          ",\"name\":\"%s\",\"cat\":\"oom\",",
+                    pid(t), tid(t, rec->thread), label);
+            ts(t, rec->time);
+            fprintf(t->f, ",\"args\":{\"size\":%" PRIu64 ",\"device\":%u,\"site\":", rec->size,
+                    rec->device);
+            gmt_json_str(t->f, sym_site(t->l->sym, rec->stack, GRAIN_LINE, 0));
+            fputs("}}", t->f);
+        }
+        return;
+    }
+    if (gmt_is_fw_backing(rec)) {
+        if (rec->addr && rec->size && rec->size <= GMT_SIZE_MAX)
+            ex_put(&t->backing, rec->addr);
+        return;
+    }
+    if (rec->addr == 0 || rec->size == 0 || rec->size > GMT_SIZE_MAX ||
+        rec->size2 > GMT_SIZE_MAX)
+        return;
+    /* allocated twice without a free seen: the replay forgets the old one
+     * and keeps its bytes counted; so do these levels */
+    struct ex_live *e = ex_put(&t->live, rec->addr);
+    if (e == NULL)
+        return;
+    uint32_t device = rec->device % REPLAY_MAX_DEVICES;
+    e->size = rec->size;
+    e->block = rec->size + (rec->size2 > UINT32_MAX ? UINT32_MAX : rec->size2);
+    e->device = (uint16_t)device;
+    if (export_host_api(api)) {
+        e->flags = EX_HOST;
+        return;
+    }
+    e->flags = export_pooled(r, api) ? EX_POOLED : 0;
+    e->flags |= api == GMT_API_FW_ALLOC ? EX_FW : 0;
+    add(t, device, S_REQUESTED, rec->time, (int64_t)e->size);
+    add(t, device, S_ALLOCATED, rec->time, (int64_t)e->block);
+    if (!(e->flags & EX_POOLED))
+        add(t, device, S_RESERVED, rec->time, (int64_t)e->block);
+}
+
+static void on_free(struct te *t, const struct gmt_rec *rec)
+{
+    if (rec->result != 0 || rec->addr == 0)
+        return;
+    struct ex_live *e;
+    if ((rec->api & ~GMT_API_PTDS) != GMT_API_FW_FREE &&
+        (e = ex_find(&t->backing, rec->addr)) != NULL) {
+        ex_del(&t->backing, e);
+        return;
+    }
+    if ((e = ex_find(&t->live, rec->addr)) == NULL)
+        return;
+    if (!(e->flags & EX_HOST)) {
+        add(t, e->device, S_REQUESTED, rec->time, -(int64_t)e->size);
+        add(t, e->device, S_ALLOCATED, rec->time, -(int64_t)e->block);
+        if (!(e->flags & EX_POOLED))
+            add(t, e->device, S_RESERVED, rec->time, -(int64_t)e->block);
+    }
+    ex_del(&t->live, e);
+}
+
+static void on_fw(struct te *t, const struct gmt_rec *rec)
+{
+    struct gmt_fw f;
+    if (gmt_fw_decode(rec, &f) != 0)
+        return;
+    uint32_t device = f.device % REPLAY_MAX_DEVICES;
+    struct dev *d = &t->dev[device];
+    int64_t n;
+    switch (f.action) {
+    case GMT_FWX_SEGMENT_ALLOC:
+    case GMT_FWX_SEGMENT_MAP:
+        n = (int64_t)f.size;
+        break;
+    case GMT_FWX_SEGMENT_FREE:
+    case GMT_FWX_SEGMENT_UNMAP:
+        n = -(int64_t)f.size;
+        break;
+    case GMT_FWX_BLOCK_SIZE: {
+        struct ex_live *e = ex_find(&t->live, f.addr);
+        if (e == NULL || !(e->flags & EX_FW) || f.size < e->size)
+            return;
+        uint64_t extra = f.size - e->size;
+        uint64_t block = e->size + (extra > UINT32_MAX ? UINT32_MAX : extra);
+        add(t, e->device, S_ALLOCATED, rec->time, (int64_t)block - (int64_t)e->block);
+        e->block = block;
+        return;
+    }
+    default:
+        return;
+    }
+    if (n < 0 && -n > d->fw_reserved)
+        n = d->fw_reserved > 0 ? -d->fw_reserved : 0;
+    d->fw_reserved += n;
+    add(t, device, S_RESERVED, rec->time, n);
+}
+
+/* ---- markers ----------------------------------------------------------------- */
+
+static struct thread_depth *depth_of(struct te *t, uint32_t thread)
+{
+    struct thread_depth *d;
+    HASH_FIND(hh, t->threads, &thread, sizeof thread, d);
+    if (d == NULL && (d = calloc(1, sizeof *d)) != NULL) {
+        d->thread = thread;
+        HASH_ADD(hh, t->threads, thread, sizeof d->thread, d);
+    }
+    if (d == NULL)
+        t->nomem = true;
+    return d;
+}
+
+static void on_marker(struct te *t, const struct gmt_rec *rec)
+{
+    const char *name = gmt_defs_string(&t->l->r.defs, rec->value);
+    struct thread_depth *d = depth_of(t, rec->thread);
+    if (d == NULL)
+        return;
+    const char *ph;
+    flush_all(t);
+    if (rec->api == GMT_MARK_PUSH) {
+        ph = "B";
+        d->depth++;
+    } else if (rec->api == GMT_MARK_POP) {
+        if (d->depth == 0)
+            return; /* nothing open on this thread */
+        d->depth--;
+        ph = "E";
+    } else {
+        ph = "i";
+    }
+    sep(t);
+    fprintf(t->f, "{\"ph\":\"%s\",\"pid\":%u,\"tid\":%" PRIu64 ",\"cat\":\"marker\",", ph,
+            pid(t), tid(t, rec->thread));
+    if (*ph == 'i')
+        fputs("\"s\":\"t\",", t->f);
+    if (*ph != 'E') {
+        fputs("\"name\":", t->f);
+        gmt_json_str(t->f, name ? name : "(marker)");
+        fputc(',', t->f);
+    }
+    ts(t, rec->time);
+    fputc('}', t->f);
+}
+
+/* ---- the file -------------------------------------------------------------------- */
+
+static void metadata(struct te *t)
+{
+    const struct replay *r = &t->l->r;
+    const struct gmt_defs *d = &r->defs;
+    char name[512];
+    const char *cmd = d->process.cmdline ? d->process.cmdline : "";
+    snprintf(name, sizeof name, "gpumemtrace: %.400s", *cmd ? cmd : t->l->path);
+    sep(t);
+    fprintf(t->f, "{\"ph\":\"M\",\"pid\":%u,\"tid\":0,\"name\":\"process_name\",\"args\":"
+                  "{\"name\":", pid(t));
+    gmt_json_str(t->f, name);
+    fputs("}}", t->f);
+    for (const struct gmt_thread_def *th = d->threads; th; th = th->hh.next) {
+        sep(t);
+        fprintf(t->f, "{\"ph\":\"M\",\"pid\":%u,\"tid\":%" PRIu64
+                      ",\"name\":\"thread_name\",\"args\":{\"name\":",
+                pid(t), th->tid ? th->tid : th->index);
+        char tn[48];
+        snprintf(tn, sizeof tn, "%s", th->name[0] ? th->name : "thread");
+        gmt_json_str(t->f, tn);
+        fputs("}}", t->f);
+    }
+}
+
+int export_perfetto(struct loaded *l, FILE *out, char *err, size_t errlen)
+{
+    struct te *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    t->l = l;
+    t->f = out;
+    t->first = true;
+    uint64_t dur = replay_duration(&l->r);
+    t->span_ns = dur / EXPORT_TE_BUCKETS + 1;
+    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"gpumemreport export\","
+          "\"trace\":", out);
+    gmt_json_str(out, l->path);
+    fputs("},\"traceEvents\":[", out);
+    metadata(t);
+    int rc = -1;
+    struct gmt_reader *rd = gmt_reader_open(l->path, err, errlen);
+    if (rd == NULL)
+        goto out;
+    struct gmt_rec rec;
+    int got;
+    uint64_t end = 0;
+    while ((got = gmt_reader_next(rd, &rec)) == 1) {
+        if (rec.kind != GMT_K_EXT && rec.time > end)
+            end = rec.time;
+        switch (rec.kind) {
+        case GMT_K_ALLOC:
+            on_alloc(t, &rec);
+            break;
+        case GMT_K_FREE:
+            on_free(t, &rec);
+            break;
+        case GMT_K_SEGMENT_ALLOC:
+        case GMT_K_SEGMENT_FREE:
+            add(t, rec.device % REPLAY_MAX_DEVICES, S_RESERVED, rec.time,
+                rec.kind == GMT_K_SEGMENT_ALLOC ? (int64_t)rec.size : -(int64_t)rec.size);
+            break;
+        case GMT_K_SAMPLE:
+            if (rec.v[4])
+                level(t, (int)(rec.device % REPLAY_MAX_DEVICES), S_USED, rec.time,
+                      (int64_t)rec.v[4]);
+            break;
+        case GMT_K_MARKER:
+            on_marker(t, &rec);
+            break;
+        case GMT_K_EXT:
+            if (rec.ext == GMT_X_FW)
+                on_fw(t, &rec);
+            break;
+        default:
+            break;
+        }
+    }
+    if (got < 0) {
+        snprintf(err, errlen, "%s", gmt_reader_error(rd));
+        gmt_reader_close(rd);
+        goto out;
+    }
+    gmt_reader_close(rd);
+    flush_all(t);
+    /* ranges still open end with the trace */
+    for (struct thread_depth *d = t->threads; d; d = d->hh.next) {
+        for (; d->depth; d->depth--) {
+            sep(t);
+            fprintf(out, "{\"ph\":\"E\",\"pid\":%u,\"tid\":%" PRIu64 ",", pid(t),
+                    tid(t, d->thread));
+            ts(t, end);
+            fputc('}', out);
+        }
+    }
+    fputs("\n]}\n", out);
+    if (t->nomem || t->live.nomem || t->backing.nomem) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    rc = 0;
+out:
+    ex_free(&t->live);
+    ex_free(&t->backing);
+    struct thread_depth *d, *tmp;
+    HASH_ITER(hh, t->threads, d, tmp) {
+        HASH_DEL(t->threads, d);
+        free(d);
+    }
+    free(t);
+    return rc;
+}
