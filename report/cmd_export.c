@@ -29,6 +29,7 @@ struct format {
 static const struct format formats[] = {
     {"memory-viz", export_memviz, "PyTorch memory snapshot pickle (pytorch.org/memory_viz)"},
     {"perfetto", export_perfetto, "Chrome Trace Event JSON (ui.perfetto.dev, chrome://tracing)"},
+    {"speedscope", export_speedscope, "speedscope JSON in bytes: live at the peak, and in total"},
 };
 #define NFORMATS (sizeof formats / sizeof *formats)
 
@@ -68,7 +69,7 @@ int cmd_export(int argc, char **argv)
                 if (!strcmp(optarg, formats[i].name))
                     fmt = &formats[i];
             if (fmt == NULL) {
-                gmt_errorf("export: no format '%s' (memory-viz, perfetto)",
+                gmt_errorf("export: no format '%s' (memory-viz, perfetto, speedscope)",
                            optarg);
                 return EXIT_ERROR;
             }
@@ -90,7 +91,7 @@ int cmd_export(int argc, char **argv)
         }
     }
     if (fmt == NULL) {
-        gmt_errorf("export: --format is required (memory-viz, perfetto)");
+        gmt_errorf("export: --format is required (memory-viz, perfetto, speedscope)");
         return EXIT_ERROR;
     }
     if (argc - optind != 1) {

@@ -19,6 +19,9 @@ static void usage(FILE *f)
                "the bytes live at the peak (default) or, with --total, by all bytes\n"
                "allocated. --depth N keeps the N innermost user frames.\n",
             gmt_prog);
+    fprintf(f, "\nFolded stacks carry no unit (speedscope calls the bytes samples):\n"
+               "'%s export --format speedscope' writes these stacks with unit bytes.\n",
+            gmt_prog);
 }
 
 struct fold {

@@ -438,4 +438,76 @@ def test_perfetto_decimates_long_runs():
     expect(max([v for _, v in series(ev, "GPU 0 reserved")] or [0]) == s["peak_reserved"], s)
 
 
-FORMATS = ["memory-viz", "perfetto"]
+# ---- speedscope ----------------------------------------------------------------------
+
+
+def check_speedscope(doc):
+    """speedscope's file-format-schema.json, what we use of it."""
+    expect(doc["$schema"] == "https://www.speedscope.app/file-format-schema.json", doc.keys())
+    frames = doc["shared"]["frames"]
+    for f in frames:
+        expect(isinstance(f["name"], str) and set(f) <= {"name", "file", "line", "col"}, f)
+        expect("line" not in f or (isinstance(f["line"], int) and "file" in f), f)
+    expect(len({(f["name"], f.get("file"), f.get("line")) for f in frames}) == len(frames),
+           "each frame once")
+    for p in doc["profiles"]:
+        expect(p["type"] == "sampled" and p["unit"] == "bytes" and isinstance(p["name"], str), p)
+        expect(len(p["samples"]) == len(p["weights"]) and p["startValue"] == 0 and
+               p["endValue"] == sum(p["weights"]), p)
+        for smp in p["samples"]:
+            expect(smp and all(isinstance(i, int) and 0 <= i < len(frames) for i in smp), smp)
+    expect(0 <= doc.get("activeProfileIndex", 0) < len(doc["profiles"]), doc)
+    return frames
+
+
+def stacks_of(doc, p):
+    frames = doc["shared"]["frames"]
+    out = {}
+    for smp, w in zip(doc["profiles"][p]["samples"], doc["profiles"][p]["weights"]):
+        key = ";".join(frames[i]["name"] for i in smp)
+        out[key] = out.get(key, 0) + w
+    return out
+
+
+def folded(t, *args):
+    out = {}
+    for line in report("flamegraph", *args, t).stdout.splitlines():
+        stack, n = line.rsplit(" ", 1)
+        out[";".join(fr.split(" (")[0] for fr in stack.split(";"))] = int(n)
+    return out
+
+
+def test_speedscope_bytes():
+    t = known_trace()
+    export("speedscope", t, "s.json")
+    with open("s.json") as f:
+        doc = json.load(f)
+    check_speedscope(doc)
+    s = summary(t)
+    peak, total = doc["profiles"]
+    expect(sum(peak["weights"]) == s["peak_requested"] == 25 * MiB, sum(peak["weights"]))
+    expect("peak" in peak["name"] and "over the run" in total["name"],
+           (peak["name"], total["name"]))
+    # the flamegraph's stacks and bytes, frames outermost first
+    expect(stacks_of(doc, 0) == folded(t), (stacks_of(doc, 0), folded(t)))
+    expect(stacks_of(doc, 1) == folded(t, "--total"), "in total")
+    # frames keep their file and line
+    hist = [f for f in doc["shared"]["frames"] if f["name"] == "history"]
+    expect(len(hist) == 1 and hist[0]["file"].endswith("report_known.c") and hist[0]["line"] > 0,
+           hist)
+    # Python frames from the stand-in's training loop; the weights add up
+    # to the peak, 48.5 MiB
+    t = train_trace()
+    export("speedscope", t, "p.json")
+    with open("p.json") as f:
+        doc = json.load(f)
+    check_speedscope(doc)
+    expect(sum(doc["profiles"][0]["weights"]) == summary(t)["peak_requested"] ==
+           48 * MiB + 512 * 1024 + 4, sum(doc["profiles"][0]["weights"]))
+    expect(any(f.get("file", "").endswith("train_app.py") and f["name"] == "main"
+               for f in doc["shared"]["frames"]), doc["shared"]["frames"][:20])
+    # flamegraph --help says where the unit is
+    expect("export --format speedscope" in report("flamegraph", "--help").stdout, "help")
+
+
+FORMATS = ["memory-viz", "perfetto", "speedscope"]
