@@ -227,11 +227,12 @@
     });
   };
 
-  /* Pixel columns over buckets [a, b): per column the bucket with the
+  /* Pixel columns over buckets [a, b), each at least a pixel wide (so the
+   * pointer can rest on any): per column the bucket with the
    * largest requested total (its bands add up to it), and the largest of
    * each line. */
   Timeline.prototype.columns = function (a, b, width) {
-    var tl = this.tl, cols = [], n = b - a, ncol = Math.max(1, Math.min(n, Math.ceil(width)));
+    var tl = this.tl, cols = [], n = b - a, ncol = Math.max(1, Math.min(n, Math.floor(width)));
     if (n <= 0) return cols;
     for (var c = 0; c < ncol; c++) {
       var i0 = a + Math.floor(c * n / ncol), i1 = a + Math.floor((c + 1) * n / ncol);
@@ -364,7 +365,8 @@
       svg.appendChild(pt);
       /* where the peak column's bands lie (for the test and the curious) */
       var pc = this.colAt(X(pk));
-      svg.setAttribute('data-peak-x', (colX(pc) + colX(pc + 1)) / 2);
+      svg.setAttribute('data-peak-x0', cols[pc].x0);
+      svg.setAttribute('data-peak-x1', cols[pc].x1);
       var acc = 0, best = cols[pc].best;
       svg.querySelectorAll('path.band').forEach(function (p) {
         var bi2 = p.getAttribute('data-band') === 'other' ? nb - 1 : +p.getAttribute('data-band');

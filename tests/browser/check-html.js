@@ -49,11 +49,18 @@ async function timelineChecks(page, svgSel) {
   const out = {};
   const info = await page.evaluate((s) => {
     const svg = document.querySelector(s), r = svg.getBoundingClientRect();
+    /* the peak's column, [x0, x1) in the chart: a whole client pixel in
+     * it (the pointer's positions are whole pixels), relative to the chart */
+    function peakX(g) {
+      const x0 = r.left + +g.getAttribute('data-peak-x0'), x1 = r.left + +g.getAttribute('data-peak-x1');
+      const c = Math.ceil(x0 + 1e-6);
+      return (c < x1 ? c : (x0 + x1) / 2) - r.left;
+    }
     const bands = [...svg.querySelectorAll('path.band.site')].map((p) => ({
       band: p.getAttribute('data-band'), y0: +p.getAttribute('data-peak-y0'),
       y1: +p.getAttribute('data-peak-y1'), fill: p.getAttribute('fill') }));
     const ticks = [...svg.querySelectorAll('.axis text')].map((t) => t.textContent);
-    return { left: r.left, top: r.top, width: r.width, peakX: +svg.getAttribute('data-peak-x'),
+    return { left: r.left, top: r.top, width: r.width, peakX: peakX(svg),
              bands, other: !!svg.querySelector('path.band.other'), ticks,
              lines: [...svg.querySelectorAll('path.line')].map((p) => p.getAttribute('class')),
              ooms: svg.querySelectorAll('line.oom').length,
@@ -175,7 +182,8 @@ async function main() {
         const svg = document.querySelector('#trace-0 svg.timeline'), p = svg && svg.querySelector('path.band.site');
         if (!p) return null;
         const r = svg.getBoundingClientRect();
-        return { x: r.left + +svg.getAttribute('data-peak-x'),
+        const x0 = r.left + +svg.getAttribute('data-peak-x0'), x1 = r.left + +svg.getAttribute('data-peak-x1');
+        return { x: Math.ceil(x0 + 1e-6) < x1 ? Math.ceil(x0 + 1e-6) : (x0 + x1) / 2,
                  y: r.top + (+p.getAttribute('data-peak-y0') + +p.getAttribute('data-peak-y1')) / 2 };
       });
       if (hov) await page.mouse.move(hov.x, hov.y);
