@@ -30,6 +30,7 @@ static const struct format formats[] = {
     {"memory-viz", export_memviz, "PyTorch memory snapshot pickle (pytorch.org/memory_viz)"},
     {"perfetto", export_perfetto, "Chrome Trace Event JSON (ui.perfetto.dev, chrome://tracing)"},
     {"speedscope", export_speedscope, "speedscope JSON in bytes: live at the peak, and in total"},
+    {"pprof", export_pprof, "gzipped profile.proto (go tool pprof): in use at the peak, allocated"},
 };
 #define NFORMATS (sizeof formats / sizeof *formats)
 
@@ -69,7 +70,7 @@ int cmd_export(int argc, char **argv)
                 if (!strcmp(optarg, formats[i].name))
                     fmt = &formats[i];
             if (fmt == NULL) {
-                gmt_errorf("export: no format '%s' (memory-viz, perfetto, speedscope)",
+                gmt_errorf("export: no format '%s' (memory-viz, perfetto, speedscope, pprof)",
                            optarg);
                 return EXIT_ERROR;
             }
@@ -91,7 +92,7 @@ int cmd_export(int argc, char **argv)
         }
     }
     if (fmt == NULL) {
-        gmt_errorf("export: --format is required (memory-viz, perfetto, speedscope)");
+        gmt_errorf("export: --format is required (memory-viz, perfetto, speedscope, pprof)");
         return EXIT_ERROR;
     }
     if (argc - optind != 1) {

@@ -32,8 +32,12 @@ int export_pprof(struct loaded *l, FILE *out, char *err, size_t errlen);
  * followed, backward.h), innermost first: native frames past the CUDA
  * runtime's and the tracer's own, up to the interpreter when the stack has
  * Python frames, then the Python frames. Strings live as long as the
- * symbolizer. Returns their number (0: no stack). */
-int export_frames(struct loaded *l, uint32_t stack, struct sym *out, int max);
+ * symbolizer. raw (NULL, or room for max): the recorded frame each came
+ * from; a function inlined there, after the first, has ip 0 and module -2
+ * (it belongs to the frame before it), a Python frame ip 0 and module -1.
+ * Returns their number (0: no stack). */
+int export_frames(struct loaded *l, uint32_t stack, struct sym *out, struct gmt_frame *raw,
+                  int max);
 /* The name a frame shows: function, else "module+0xoffset" (in buf of at
  * least 64 bytes when made). */
 const char *export_frame_name(const struct sym *f, char *buf, size_t len);

@@ -34,7 +34,8 @@ static bool interpreter_frame(const struct sym *f)
            !strncmp(f->module, "_ctypes", 7) || !strncmp(f->module, "libffi", 6);
 }
 
-int export_frames(struct loaded *l, uint32_t stack, struct sym *out, int max)
+int export_frames(struct loaded *l, uint32_t stack, struct sym *out, struct gmt_frame *raw,
+                  int max)
 {
     const struct gmt_defs *d = &l->r.defs;
     uint32_t caller = 0;
@@ -47,6 +48,7 @@ int export_frames(struct loaded *l, uint32_t stack, struct sym *out, int max)
     }
     int n = 0;
     bool leading = true;
+    uint32_t last = UINT32_MAX;
     for (uint32_t i = 0; i < def->n && n < max; i++) {
         struct sym tmp[EX_INLINE];
         int k = sym_frames(l->sym, &def->frames[i], tmp, EX_INLINE);
@@ -56,6 +58,9 @@ int export_frames(struct loaded *l, uint32_t stack, struct sym *out, int max)
             if (leading && runtime_frame(&tmp[j]))
                 continue;
             leading = false;
+            if (raw) /* a function inlined at the frame just given: -2 */
+                raw[n] = n && last == i ? (struct gmt_frame){0, -2} : def->frames[i];
+            last = i;
             out[n++] = tmp[j];
         }
     }
@@ -83,6 +88,8 @@ int export_frames(struct loaded *l, uint32_t stack, struct sym *out, int max)
         } else {
             f.function = "?";
         }
+        if (raw)
+            raw[n] = (struct gmt_frame){0, -1};
         out[n++] = f;
     }
     free(def);

@@ -245,7 +245,7 @@ static void p_frames(struct mv *m, uint32_t stack)
             return;
         }
     }
-    int n = export_frames(m->l, stack, m->frames, EXPORT_MAX_FRAMES);
+    int n = export_frames(m->l, stack, m->frames, NULL, EXPORT_MAX_FRAMES);
     putc(P_EMPTY_LIST, f);
     if (s) {
         s->stack = stack + 1;

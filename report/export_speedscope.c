@@ -66,7 +66,7 @@ static int64_t frame_index(struct ss *s, const char *name, const char *file, int
 static void sample(struct ss *s, uint32_t stack, bool first)
 {
     FILE *f = s->f;
-    int n = export_frames(s->l, stack, s->frames, EXPORT_MAX_FRAMES);
+    int n = export_frames(s->l, stack, s->frames, NULL, EXPORT_MAX_FRAMES);
     fputs(first ? "[" : ",[", f);
     if (n == 0) {
         int64_t i = frame_index(s, stack ? "[stack not in the trace]" : "[no stack]", NULL, 0);

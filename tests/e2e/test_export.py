@@ -510,4 +510,79 @@ def test_speedscope_bytes():
     expect("export --format speedscope" in report("flamegraph", "--help").stdout, "help")
 
 
-FORMATS = ["memory-viz", "perfetto", "speedscope"]
+# ---- pprof -------------------------------------------------------------------------------
+
+
+def pprof(*args):
+    """go tool pprof, Debian's golang-go (scripts/install-deps.sh): it needs
+    no network, but a home, a cache and no module lookups."""
+    home = os.path.abspath("gohome")
+    os.makedirs(home, exist_ok=True)
+    env = dict(os.environ, HOME=home, GOCACHE=os.path.join(home, "cache"),
+               GOPATH=os.path.join(home, "go"), GOFLAGS="-mod=mod", GOPROXY="off",
+               GOTOOLCHAIN="local", PPROF_TMPDIR=home)
+    p = subprocess.run(["go", "tool", "pprof", *args], capture_output=True, text=True,
+                       timeout=300, env=env)
+    expect(p.returncode == 0, f"go tool pprof {args}: {p.returncode}\n{p.stderr}")
+    return p.stdout
+
+
+def raw_samples(path):
+    """`pprof -raw`: the sample types, then one line per sample: values, then
+    location ids."""
+    out = pprof("-raw", path)
+    lines = out.splitlines()
+    i = lines.index("Samples:")
+    types = lines[i + 1].replace("[dflt]", "").split()
+    rows = []
+    for line in lines[i + 2:]:
+        if ":" not in line or not line.strip()[0].isdigit():
+            break
+        vals, locs = line.split(":", 1)
+        rows.append(([int(v) for v in vals.split()], locs.split()))
+    return types, rows, out
+
+
+def top(path, index):
+    out = pprof("-top", f"-sample_index={index}", "-unit=B", path)
+    rows = [l.split() for l in out.splitlines() if l.strip().endswith(tuple("abcdefghijklmnopqrstuvwxyz_)>]"))
+            and l.strip()[0].isdigit()]
+    return out, rows
+
+
+def test_pprof_read_by_pprof():
+    t = known_trace()
+    export("pprof", t, "p.pb.gz")
+    with open("p.pb.gz", "rb") as f:
+        expect(f.read(2) == b"\x1f\x8b", "gzip")
+    types, rows, raw = raw_samples("p.pb.gz")
+    expect(types == ["inuse_objects/count", "inuse_space/bytes", "alloc_objects/count",
+                     "alloc_space/bytes"], types)
+    col = {k.split("/")[0]: i for i, k in enumerate(types)}
+    s, inf = summary(t), info(t)
+    expect(sum(r[0][col["inuse_space"]] for r in rows) == s["peak_requested"] == 25 * MiB, raw)
+    expect(sum(r[0][col["alloc_space"]] for r in rows) == inf["bytes_by_api"]["cudaMalloc"] and
+           sum(r[0][col["alloc_objects"]] for r in rows) == inf["by_api"]["cudaMalloc"], raw)
+    # the mapping of the program with its build id, functions and lines kept
+    prog_map = [l for l in raw.splitlines() if "/report_known " in l]
+    expect(prog_map and "[FN][FL][LN]" in prog_map[0] and
+           len(prog_map[0].split()[3]) == 40, raw)
+    expect(" M=1 history tests/progs/report_known.c:42 " in raw, raw)
+    # -top: the function with most bytes at the peak is peak's first site
+    out, rows_ = top("p.pb.gz", "inuse_space")
+    peak = json.loads(report("peak", "--json", "--group", "function", t).stdout)["traces"][0]
+    first = peak["sites"][0]
+    expect(f"Total samples = {s['peak_requested']}B" in out, out)
+    expect(rows_[0][-1] == first["site"] == "weights" and
+           rows_[0][0] == f"{first['bytes']}B", (rows_[:2], first))
+    # Python frames: the training loop's peak, its biggest line
+    t = train_trace()
+    export("pprof", t, "py.pb.gz")
+    types, rows, raw = raw_samples("py.pb.gz")
+    expect(sum(r[0][1] for r in rows) == summary(t)["peak_requested"], raw)
+    expect("train_app.py" in raw, raw)
+    out = pprof("-top", "-sample_index=inuse_space", "-unit=B", "-cum", "py.pb.gz")
+    expect(f"Total samples = {summary(t)['peak_requested']}B" in out, out)
+
+
+FORMATS = ["memory-viz", "perfetto", "speedscope", "pprof"]
