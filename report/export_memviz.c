@@ -400,6 +400,14 @@ static void seg_add(struct mv *m, struct seg s)
     }
 }
 
+/* Does a segment of device hold all of [addr, addr+size)? */
+static bool seg_holds(const struct mv *m, uint64_t addr, uint64_t size, uint32_t device)
+{
+    size_t i = seg_lower(m, addr);
+    return i < m->nsegs && m->segs[i].addr <= addr && m->segs[i].device == device &&
+           size <= m->segs[i].addr + m->segs[i].size - addr;
+}
+
 /* ---- one pass ------------------------------------------------------------------ */
 
 static void on_alloc(struct mv *m, const struct gmt_rec *rec)
@@ -437,7 +445,11 @@ static void on_alloc(struct mv *m, const struct gmt_rec *rec)
         e->flags = EX_HOST;
         return;
     }
-    if (export_pooled(r, api)) {
+    /* a block of the pool or PyTorch's inside a segment the trace has;
+     * one outside every segment (its segment was not recorded) stands
+     * alone like any other allocation, so the viewer can place it - and
+     * its free completes it, even where no completion is recorded */
+    if (export_pooled(r, api) && seg_holds(m, rec->addr, e->block, rec->device)) {
         e->flags = EX_POOLED;
     } else {
         seg_add(m, (struct seg){rec->addr, e->block, rec->stream, rec->stack,
