@@ -324,6 +324,20 @@ def test_export_hostile_traces():
         expect(p.stderr.count("\n") == 1, p.stderr)
 
 
+def test_export_two_devices():
+    """Each device its own list of events (memory-viz) and its own counters
+    (perfetto), each reaching that device's peak."""
+    run([prog("crossfree")], check=False, SIM_CUDA_DEVICES="2")
+    t = one_trace()
+    snap = memviz(t)
+    devs = summary(t)["devices"]
+    expect(len(snap["device_traces"]) == 2 and all(snap["device_traces"]), snap["device_traces"])
+    ev = perfetto(t)
+    for d in devs:
+        req = series(ev, f"GPU {d['ordinal']} requested")
+        expect(max(v for _, v in req) == d["peak_requested"] == MiB, (d, req))
+
+
 # ---- perfetto ------------------------------------------------------------------------
 
 
