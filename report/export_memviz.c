@@ -294,7 +294,7 @@ static void entry(struct mv *m, uint32_t device, const char *action, uint64_t ad
     /* microseconds on the wall clock, as PyTorch's time_us */
     p_key_uint(f, "time_us", (r->hdr.start_realtime_ns + export_rel_ns(r, time)) / 1000);
     if (oom)
-        p_key_uint(f, "device_free", m->oom_free);
+        p_key_uint(f, "device_free", m->oom_pending ? m->oom_free : 0);
     p_str(f, "frames");
     p_frames(m, stack);
     putc(P_SETITEMS, f);

@@ -266,6 +266,8 @@ def test_export_errors():
     t = known_trace()
     p = report("export", "--format", "svg", "-o", "x", t, check_rc=2)
     expect(p.stderr.count("\n") == 1 and "no format 'svg'" in p.stderr, p.stderr)
+    p = report("export", "--format", "pprof", "-o", "x", t, t, check_rc=2)
+    expect("one trace" in p.stderr and not os.path.exists("x"), p.stderr)
     p = report("export", "-o", "x", t, check_rc=2)
     expect("--format is required" in p.stderr, p.stderr)
     p = report("export", "--format", "memory-viz", "-o", "x", "missing.gmt", check_rc=2)
