@@ -15,6 +15,8 @@ PREFIX    ?= /usr/local
 DESTDIR   ?=
 CC        ?= cc
 O         ?= build
+VERSION   := $(shell cat VERSION)
+REVISION  := $(shell git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
 
 ifeq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
 $(error CUDA toolkit headers not found in CUDA_HOME=$(CUDA_HOME); set CUDA_HOME)
@@ -39,10 +41,10 @@ LAUNCHER := $(O)/gpumemtrace
 SIMLIB   := $(O)/sim/libcudart.so.13
 
 PRELOAD_SRC := $(wildcard preload/*.c)
-PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o
+PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o $(O)/gen/version_pic.o
 LAUNCHER_SRC := report/launcher.c report/launch_traces.c
 REPORT_SRC  := $(filter-out $(LAUNCHER_SRC),$(wildcard report/*.c))
-REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o)
+REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o) $(O)/gen/version.o
 HTML_PAGE   := $(O)/report/html_page.c
 REPORT_OBJ  += $(O)/report/html_page.o
 SIM_SRC     := $(filter-out tests/sim/selftest.c tests/sim/sim_driver.c tests/sim/sim_drv_%.c tests/sim/sim_nvml.c,$(wildcard tests/sim/*.c))
@@ -57,6 +59,19 @@ UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNITS       := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/unit/%)
 
 all: $(LIB) $(REPORT) $(LAUNCHER)
+
+# --version: VERSION and the git revision, in a source rewritten only when
+# they change (a commit relinks the programs, nothing more).
+$(O)/gen/version.c: FORCE
+	@mkdir -p $(@D)
+	@printf 'const char gmt_version[] = "%s (%s)";\n' '$(VERSION)' '$(REVISION)' > $@.tmp; \
+	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(O)/gen/version.o: $(O)/gen/version.c
+	$(Q)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
+$(O)/gen/version_pic.o: $(O)/gen/version.c
+	$(Q)$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+.PHONY: FORCE
+FORCE:
 
 # ---- the preload library --------------------------------------------------
 # Hidden by default; exports.map lets out only cuda* and gpumemtrace_*.
@@ -88,7 +103,7 @@ $(O)/preload/fw_src.o: $(O)/preload/fw_src.c
 $(LIB): $(PRELOAD_OBJ) preload/exports.map
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -shared -pthread -o $@ $(PRELOAD_OBJ) \
-	    -Wl,--version-script=preload/exports.map -Wl,-z,defs \
+	    -Wl,--version-script=preload/exports.map -Wl,-z,defs -Wl,-e,gmt_lib_main \
 	    -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN' -lunwind -ldl
 
 # ---- the report tool --------------------------------------------------------
@@ -265,11 +280,12 @@ $(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) 
 # (tests/e2e/test_sanitized.py): undefined behaviour on ordinary traces
 # fails them. Linked whole here, as the smoke test is, with clang.
 SAN_REPORT := $(O)/tests/gpumemreport-san
-$(SAN_REPORT): $(REPORT_SRC) $(HTML_PAGE) $(wildcard report/*.h) preload/gmt_format.h
+$(SAN_REPORT): $(REPORT_SRC) $(HTML_PAGE) $(O)/gen/version.c $(wildcard report/*.h) preload/gmt_format.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
-	    -fno-sanitize-recover=all -Ipreload -o $@ $(REPORT_SRC) $(HTML_PAGE) -ldw -lelf -ldl -lm
+	    -fno-sanitize-recover=all -Ipreload -o $@ $(REPORT_SRC) $(HTML_PAGE) $(O)/gen/version.c \
+	    -ldw -lelf -ldl -lm
 
 # The PyTorch stand-in that the framework bridge's tests attach to.
 include tests/sim/torch/rules.mk

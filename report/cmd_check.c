@@ -689,22 +689,25 @@ int cmd_check(int argc, char **argv)
     gmt_common_init(&c);
     int o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((o = gmt_getopt(argc, argv, "h", opts)) != -1) {
         int k = gmt_common_opt(&c, o, optarg);
         if (k == 0)
             k = option(&op, o, optarg);
         if (k < 0)
             goto out;
         if (k == 0) {
-            bool help = o == 'h' || o == OPT_HELP;
-            usage(help ? stdout : stderr);
-            rc = help ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+            if (o != 'h' && o != OPT_HELP) {
+                if (o != '?')
+                    gmt_usage_error(argv[0], "bad option");
+                goto out;
+            }
+            usage(stdout);
+            rc = gmt_finish_output(EXIT_OK);
             goto out;
         }
     }
     if (optind >= argc) {
-        gmt_errorf("check needs a trace or a directory of traces");
-        usage(stderr);
+        gmt_usage_error(argv[0], "check needs a trace or a directory of traces");
         goto out;
     }
     if ((op.tolerance_given || op.metric_given) && op.baseline == NULL) {

@@ -536,23 +536,20 @@ int cmd_diff(int argc, char **argv)
     c.top = 10;
     int o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((o = gmt_getopt(argc, argv, "h", opts)) != -1) {
         int k = gmt_common_opt(&c, o, optarg);
         if (k < 0)
             return EXIT_ERROR;
         if (k == 0) {
-            bool help = o == 'h' || o == OPT_HELP;
-            usage(help ? stdout : stderr);
-            return help ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+            if (o != 'h' && o != OPT_HELP)
+                return o == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
+            usage(stdout);
+            return gmt_finish_output(EXIT_OK);
         }
     }
-    if (argc - optind != 2) {
-        if (argc - optind > 2)
-            gmt_errorf("diff compares two runs: give A and B (a directory holds "
-                       "one run of several processes)");
-        usage(stderr);
-        return EXIT_ERROR;
-    }
+    if (argc - optind != 2)
+        return gmt_usage_error(argv[0], "diff compares two runs: give A and B (a directory "
+                                        "holds one run of several processes)");
     struct side sd[2] = {{.arg = argv[optind]}, {.arg = argv[optind + 1]}};
     struct dsite *map = NULL, *e, *tmp;
     struct dsite **rows = NULL;

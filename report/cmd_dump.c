@@ -25,12 +25,18 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: %s dump [--limit N] [--no-stacks] TRACE\n\n"
+    fprintf(f, "usage: %s dump [--limit N] [--no-stacks] [--json] TRACE\n\n"
                "Print every record of a trace in order, one per line.\n\n"
                "  --limit N     stop after N records\n"
-               "  --no-stacks   don't print the frames of stack definitions\n",
+               "  --no-stacks   don't print the frames of stack definitions\n"
+               "  --json        one object per record: its fields, and its line as\n"
+               "                \"text\" (docs/report-json.md)\n",
             gmt_prog);
 }
+
+/* Where a record's text goes: stdout, or with --json a buffer that
+ * becomes the record's "text". */
+static FILE *out;
 
 static const char *base_name(const char *p)
 {
@@ -54,21 +60,21 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
     switch (rec->ext) {
     case GMT_X_THREAD: {
         const struct gmt_thread_def *t = gmt_defs_thread(d, rec->thread);
-        printf("thread         index=%u tid=%" PRIu64 " name=\"%s\"", rec->thread,
+        fprintf(out, "thread         index=%u tid=%" PRIu64 " name=\"%s\"", rec->thread,
                t ? t->tid : 0, t ? t->name : "");
         break;
     }
     case GMT_X_PROCESS:
-        printf("process        pid=%" PRIu64 " ppid=%" PRIu64 " cmd=\"%s\"",
+        fprintf(out, "process        pid=%" PRIu64 " ppid=%" PRIu64 " cmd=\"%s\"",
                d->process.pid, d->process.ppid,
                d->process.cmdline ? d->process.cmdline : "");
         break;
     case GMT_X_MODULE: {
         const struct gmt_module_def *m = &d->modules[d->nmodules - 1];
-        printf("module         id=%u 0x%" PRIx64 "-0x%" PRIx64 " base=0x%" PRIx64
+        fprintf(out, "module         id=%u 0x%" PRIx64 "-0x%" PRIx64 " base=0x%" PRIx64
                " %s build-id=", m->id, m->lo, m->hi, m->base, m->path);
         for (uint32_t i = 0; i < m->build_id_len; i++)
-            printf("%02x", m->build_id[i]);
+            fprintf(out, "%02x", m->build_id[i]);
         break;
     }
     case GMT_X_STACK: {
@@ -78,22 +84,22 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
         struct gmt_stack_def def;
         const struct gmt_stack_def *st =
             id <= UINT32_MAX && gmt_defs_stack(d, (uint32_t)id, &def) ? &def : NULL;
-        printf("stack          id=%" PRIu64 " frames=%u", id, st ? st->n : 0);
+        fprintf(out, "stack          id=%" PRIu64 " frames=%u", id, st ? st->n : 0);
         if (st && st->npy)
-            printf(" python=%u", st->npy);
+            fprintf(out, " python=%u", st->npy);
         for (uint32_t i = 0; st && stacks && i < st->n; i++) {
             const struct gmt_frame *fr = &st->frames[i];
             if (fr->module >= 0) {
                 const struct gmt_module_def *m = &d->modules[fr->module];
-                printf("\n                                   #%-2u %s+0x%" PRIx64,
+                fprintf(out, "\n                                   #%-2u %s+0x%" PRIx64,
                        i, base_name(m->path), fr->ip - m->base);
             } else {
-                printf("\n                                   #%-2u 0x%" PRIx64, i,
+                fprintf(out, "\n                                   #%-2u 0x%" PRIx64, i,
                        fr->ip);
             }
         }
         for (uint32_t i = 0; st && stacks && i < st->npy; i++)
-            printf("\n                                   py%-2u code=%u offset=%" PRId64,
+            fprintf(out, "\n                                   py%-2u code=%u offset=%" PRId64,
                    i, st->py[i].code, st->py[i].offset);
         break;
     }
@@ -102,7 +108,7 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
         gmt_get_varint(rec->payload, rec->payload + rec->len, &id);
         const struct gmt_pycode_def *pc = gmt_defs_pycode(d, (uint32_t)id);
         if (pc)
-            printf("pycode         id=%u %s (%s:%d) table=%u", pc->id, pc->name,
+            fprintf(out, "pycode         id=%u %s (%s:%d) table=%u", pc->id, pc->name,
                    pc->file, pc->firstlineno, pc->table_len);
         break;
     }
@@ -110,26 +116,26 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
         uint64_t id = 0;
         gmt_get_varint(rec->payload, rec->payload + rec->len, &id);
         const char *text = gmt_defs_string(d, id);
-        printf("string         id=%" PRIu64 " \"%s\"", id, text ? text : "");
+        fprintf(out, "string         id=%" PRIu64 " \"%s\"", id, text ? text : "");
         break;
     }
     case GMT_X_NOTE:
         if (d->nnotes_kept)
-            printf("note           %s", d->notes[d->nnotes_kept - 1]);
+            fprintf(out, "note           %s", d->notes[d->nnotes_kept - 1]);
         break;
     case GMT_X_DEVICE: {
         uint64_t ord = 0;
         gmt_get_varint(rec->payload, rec->payload + rec->len, &ord);
         const struct gmt_device_def *dv = gmt_defs_device(d, (uint32_t)ord);
         if (dv)
-            printf("device         ordinal=%u name=\"%s\" total=%" PRIu64,
+            fprintf(out, "device         ordinal=%u name=\"%s\" total=%" PRIu64,
                    dv->ordinal, dv->name, dv->total_mem);
         break;
     }
     case GMT_X_VMM: {
         struct gmt_vmm v;
         if (gmt_vmm_decode(rec, &v) == 0)
-            printf("%-14s addr=0x%" PRIx64 " size=%" PRIu64 " offset=%" PRIu64
+            fprintf(out, "%-14s addr=0x%" PRIx64 " size=%" PRIu64 " offset=%" PRIu64
                    " handle=0x%" PRIx64 " device=%u result=%u stack=%u",
                    gmt_api_name(v.api), v.addr, v.size, v.offset, v.handle,
                    v.device, v.result, v.stack);
@@ -138,7 +144,7 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
     case GMT_X_MEMPOOL: {
         struct gmt_mempool m;
         if (gmt_mempool_decode(rec, &m) == 0)
-            printf("mempool        pool=0x%" PRIx64 " device=%u reserved=%" PRIu64
+            fprintf(out, "mempool        pool=0x%" PRIx64 " device=%u reserved=%" PRIu64
                    " reserved_high=%" PRIu64 " used=%" PRIu64 " used_high=%" PRIu64,
                    m.pool, m.device, m.reserved, m.reserved_high, m.used, m.used_high);
         break;
@@ -146,7 +152,7 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
     case GMT_X_PROC_MEM: {
         struct gmt_proc_mem m;
         if (gmt_proc_mem_decode(rec, &m) == 0)
-            printf("proc_mem       device=%u used=%" PRIu64, m.device, m.used);
+            fprintf(out, "proc_mem       device=%u used=%" PRIu64, m.device, m.used);
         break;
     }
     case GMT_X_FW: {
@@ -162,13 +168,13 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
             break;
         stream_str(s, sizeof s, f.stream);
         if (f.action == GMT_FWX_BLOCK_SIZE)
-            printf("fw_block_size  ptr=0x%" PRIx64 " size=%" PRIu64, f.addr, f.size);
+            fprintf(out, "fw_block_size  ptr=0x%" PRIx64 " size=%" PRIu64, f.addr, f.size);
         else if (f.action < sizeof actions / sizeof *actions)
-            printf("fw_segment     action=%s ptr=0x%" PRIx64 " size=%" PRIu64
+            fprintf(out, "fw_segment     action=%s ptr=0x%" PRIx64 " size=%" PRIu64
                    " stream=%s pool=%" PRIu64 " stack=%u", actions[f.action], f.addr,
                    f.size, s, f.pool, f.stack);
         else /* from a newer minor version */
-            printf("fw_event       action=%u ptr=0x%" PRIx64 " size=%" PRIu64, f.action,
+            fprintf(out, "fw_event       action=%u ptr=0x%" PRIx64 " size=%" PRIu64, f.action,
                    f.addr, f.size);
         break;
     }
@@ -176,11 +182,11 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
         uint64_t ip = 0;
         gmt_get_varint(rec->payload, rec->payload + rec->len, &ip);
         const struct gmt_symbol_def *sy = gmt_defs_symbol(d, ip);
-        printf("symbol         ip=0x%" PRIx64 " %s", ip, sy ? sy->name : "?");
+        fprintf(out, "symbol         ip=0x%" PRIx64 " %s", ip, sy ? sy->name : "?");
         break;
     }
     default:
-        printf("definition     ext-kind=%u bytes=%zu", rec->ext, rec->len);
+        fprintf(out, "definition     ext-kind=%u bytes=%zu", rec->ext, rec->len);
         break;
     }
 }
@@ -190,13 +196,13 @@ static void print_def(const struct gmt_rec *rec, const struct gmt_defs *d,
 static void print_fw_block(const struct gmt_rec *rec)
 {
     char s[32];
-    printf("%s ptr=0x%" PRIx64, gmt_api_name(rec->api), rec->addr);
+    fprintf(out, "%s ptr=0x%" PRIx64, gmt_api_name(rec->api), rec->addr);
     if (rec->kind == GMT_K_ALLOC) {
         stream_str(s, sizeof s, rec->stream);
-        printf(" size=%" PRIu64 " block=%" PRIu64 " pool=%" PRIu64 " stream=%s",
+        fprintf(out, " size=%" PRIu64 " block=%" PRIu64 " pool=%" PRIu64 " stream=%s",
                rec->size, rec->size + rec->size2, rec->flags, s);
     }
-    printf(" stack=%u", rec->stack);
+    fprintf(out, " stack=%u", rec->stack);
 }
 
 static void print_event(const struct gmt_rec *rec, const struct gmt_defs *d)
@@ -205,100 +211,137 @@ static void print_event(const struct gmt_rec *rec, const struct gmt_defs *d)
     const char *api = gmt_api_name(rec->api);
     const char *ptds = (rec->api & GMT_API_PTDS) ? "_ptds" : "";
     unsigned base = rec->api & ~GMT_API_PTDS;
-    printf("%-14s ", gmt_event_class(rec));
+    fprintf(out, "%-14s ", gmt_event_class(rec));
     if ((rec->kind == GMT_K_ALLOC && base == GMT_API_FW_ALLOC) ||
         (rec->kind == GMT_K_FREE && base == GMT_API_FW_FREE)) {
         print_fw_block(rec);
         if (rec->result)
-            printf(" -> %s (%u)", gmt_cuda_error_name(rec->result), rec->result);
+            fprintf(out, " -> %s (%u)", gmt_cuda_error_name(rec->result), rec->result);
         return;
     }
     switch (rec->kind) {
     case GMT_K_ALLOC:
-        printf("%s%s ptr=0x%" PRIx64 " size=%" PRIu64, api, ptds, rec->addr,
+        fprintf(out, "%s%s ptr=0x%" PRIx64 " size=%" PRIu64, api, ptds, rec->addr,
                rec->size);
         if (rec->size2)
-            printf(" block=%" PRIu64, rec->size + rec->size2);
+            fprintf(out, " block=%" PRIu64, rec->size + rec->size2);
         if (rec->flags)
-            printf(" flags=0x%" PRIx64, rec->flags);
+            fprintf(out, " flags=0x%" PRIx64, rec->flags);
         if (gmt_is_fw_backing(rec))
-            printf(" fw_backing");
+            fprintf(out, " fw_backing");
         if (rec->api == GMT_API_MALLOC_ASYNC ||
             (rec->api & ~GMT_API_PTDS) == GMT_API_MALLOC_ASYNC ||
             (rec->api & ~GMT_API_PTDS) == GMT_API_MALLOC_FROM_POOL_ASYNC) {
             stream_str(s, sizeof s, rec->stream);
-            printf(" stream=%s", s);
+            fprintf(out, " stream=%s", s);
         }
         break;
     case GMT_K_FREE:
-        printf("%s%s ptr=0x%" PRIx64, api, ptds, rec->addr);
+        fprintf(out, "%s%s ptr=0x%" PRIx64, api, ptds, rec->addr);
         if ((rec->api & ~GMT_API_PTDS) == GMT_API_FREE_ASYNC) {
             stream_str(s, sizeof s, rec->stream);
-            printf(" stream=%s", s);
+            fprintf(out, " stream=%s", s);
         }
         break;
     case GMT_K_FREE_COMPLETED:
     case GMT_K_SEGMENT_FREE:
-        printf("ptr=0x%" PRIx64 " size=%" PRIu64, rec->addr, rec->size);
+        fprintf(out, "ptr=0x%" PRIx64 " size=%" PRIu64, rec->addr, rec->size);
         break;
     case GMT_K_SEGMENT_ALLOC:
-        printf("ptr=0x%" PRIx64 " size=%" PRIu64, rec->addr, rec->size);
+        fprintf(out, "ptr=0x%" PRIx64 " size=%" PRIu64, rec->addr, rec->size);
         break;
     case GMT_K_MEMCPY:
         stream_str(s, sizeof s, rec->stream);
-        printf("%s%s %s%s%s dst=0x%" PRIx64 " src=0x%" PRIx64 " bytes=%" PRIu64
+        fprintf(out, "%s%s %s%s%s dst=0x%" PRIx64 " src=0x%" PRIx64 " bytes=%" PRIu64
                " stream=%s", api, ptds, gmt_dir_name(rec->dir),
                *gmt_hostmem_name(rec->dir) ? " " : "", gmt_hostmem_name(rec->dir),
                rec->addr, rec->addr2, rec->size, s);
         break;
     case GMT_K_MEMSET:
         stream_str(s, sizeof s, rec->stream);
-        printf("%s%s ptr=0x%" PRIx64 " bytes=%" PRIu64 " value=%" PRIu64
+        fprintf(out, "%s%s ptr=0x%" PRIx64 " bytes=%" PRIu64 " value=%" PRIu64
                " stream=%s", api, ptds, rec->addr, rec->size, rec->value, s);
         break;
     case GMT_K_SYNC:
-        printf("%s%s", api, ptds);
+        fprintf(out, "%s%s", api, ptds);
         if ((rec->api & ~GMT_API_PTDS) == GMT_API_STREAM_SYNCHRONIZE) {
             stream_str(s, sizeof s, rec->stream);
-            printf(" stream=%s", s);
+            fprintf(out, " stream=%s", s);
         }
         break;
     case GMT_K_STREAM_CREATE:
-        printf("%s stream=0x%" PRIx64 " flags=%" PRIu64 " priority=%" PRId64, api,
+        fprintf(out, "%s stream=0x%" PRIx64 " flags=%" PRIu64 " priority=%" PRId64, api,
                rec->addr, rec->flags, rec->priority);
         break;
     case GMT_K_STREAM_DESTROY:
-        printf("stream=0x%" PRIx64, rec->addr);
+        fprintf(out, "stream=0x%" PRIx64, rec->addr);
         break;
     case GMT_K_SET_DEVICE:
-        printf("device=%" PRIu64, rec->value);
+        fprintf(out, "device=%" PRIu64, rec->value);
         break;
     case GMT_K_MEMGETINFO:
-        printf("free=%" PRIu64 " total=%" PRIu64, rec->size, rec->size2);
+        fprintf(out, "free=%" PRIu64 " total=%" PRIu64, rec->size, rec->size2);
         break;
     case GMT_K_SAMPLE:
-        printf("reserved=%" PRIu64 " allocated=%" PRIu64 " largest_free=%" PRIu64
+        fprintf(out, "reserved=%" PRIu64 " allocated=%" PRIu64 " largest_free=%" PRIu64
                " free_blocks=%" PRIu64 " device_used=%" PRIu64 " host_rss=%" PRIu64,
                rec->v[0], rec->v[1], rec->v[2], rec->v[3], rec->v[4], rec->v[5]);
         break;
     case GMT_K_OOM:
-        printf("size=%" PRIu64 " device_free=%" PRIu64 " device_total=%" PRIu64
+        fprintf(out, "size=%" PRIu64 " device_free=%" PRIu64 " device_total=%" PRIu64
                " reserved=%" PRIu64 " allocated=%" PRIu64 " largest_free=%" PRIu64,
                rec->size, rec->v[0], rec->v[1], rec->v[2], rec->v[3], rec->v[4]);
         break;
     case GMT_K_MARKER:
-        printf("%s", rec->api == GMT_MARK ? "mark" : rec->api == GMT_MARK_PUSH ? "push"
+        fprintf(out, "%s", rec->api == GMT_MARK ? "mark" : rec->api == GMT_MARK_PUSH ? "push"
                      : rec->api == GMT_MARK_POP ? "pop" : "type=?");
         if (rec->value) {
             const char *name = gmt_defs_string(d, rec->value);
-            printf(" \"%s\"", name ? name : "(undefined)");
+            fprintf(out, " \"%s\"", name ? name : "(undefined)");
         }
         break;
     }
     if (rec->stack)
-        printf(" stack=%u", rec->stack);
+        fprintf(out, " stack=%u", rec->stack);
     if (rec->result)
-        printf(" -> %s (%u)", gmt_cuda_error_name(rec->result), rec->result);
+        fprintf(out, " -> %s (%u)", gmt_cuda_error_name(rec->result), rec->result);
+}
+
+/* A record as JSON: where and when, what it is, its fields, and its line
+ * as the text dump prints it (made in *buf through out). */
+static void json_record(const struct gmt_rec *rec, uint64_t start, int dev, bool comma,
+                        FILE *text, char **buf, size_t *len)
+{
+    fflush(text);
+    long used = ftell(text);
+    if (used >= 0 && (size_t)used <= *len)
+        (*buf)[used] = '\0';
+    printf("%s{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"thread\":%u,\"device\":",
+           comma ? "," : "", rec->seq, rec->time >= start ? rec->time - start : 0,
+           rec->thread);
+    dev >= 0 ? printf("%d", dev) : printf("null");
+    if (rec->kind == GMT_K_EXT) {
+        printf(",\"definition\":%u", rec->ext);
+    } else {
+        printf(",\"class\":");
+        gmt_json_str(stdout, gmt_event_class(rec));
+        printf(",\"api\":");
+        gmt_json_str(stdout, gmt_api_name(rec->api));
+        printf(",\"ptds\":%s,\"addr\":%" PRIu64 ",\"addr2\":%" PRIu64 ",\"size\":%" PRIu64
+               ",\"size2\":%" PRIu64 ",\"stream\":%" PRIu64 ",\"value\":%" PRIu64
+               ",\"flags\":%" PRIu64 ",\"result\":%u,\"stack\":%u",
+               rec->api & GMT_API_PTDS ? "true" : "false", rec->addr, rec->addr2, rec->size,
+               rec->size2, rec->stream, rec->value, rec->flags, rec->result, rec->stack);
+        if (rec->kind == GMT_K_SAMPLE || rec->kind == GMT_K_OOM) {
+            printf(",\"v\":[");
+            for (int i = 0; i < 6; i++)
+                printf("%s%" PRIu64, i ? "," : "", rec->v[i]);
+            printf("]");
+        }
+    }
+    printf(",\"text\":");
+    gmt_json_str(stdout, *buf ? *buf : "");
+    printf("}");
 }
 
 int cmd_dump(int argc, char **argv)
@@ -306,14 +349,15 @@ int cmd_dump(int argc, char **argv)
     static const struct option opts[] = {
         {"limit", required_argument, NULL, 'n'},
         {"no-stacks", no_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     uint64_t limit = UINT64_MAX;
-    bool stacks = true;
+    bool stacks = true, json = false;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = gmt_getopt(argc, argv, "h", opts)) != -1) {
         switch (c) {
         case 'n': {
             char *end;
@@ -327,18 +371,19 @@ int cmd_dump(int argc, char **argv)
         case 's':
             stacks = false;
             break;
+        case 'j':
+            json = true;
+            break;
         case 'h':
             usage(stdout);
             return gmt_finish_output(EXIT_OK);
         default:
-            usage(stderr);
-            return EXIT_ERROR;
+            return c == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
         }
     }
-    if (optind != argc - 1) {
-        usage(stderr);
-        return EXIT_ERROR;
-    }
+    if (optind != argc - 1)
+        return gmt_usage_error(argv[0], optind >= argc ? "no trace given"
+                                                       : "dump reads one trace");
     const char *path = argv[optind];
     char err[512];
     struct gmt_reader *r = gmt_reader_open(path, err, sizeof err);
@@ -350,28 +395,58 @@ int cmd_dump(int argc, char **argv)
     struct gmt_rec rec;
     uint64_t start = gmt_reader_header(r)->start_monotonic_ns, n = 0;
     int rc = EXIT_OK, got = 0;
-    printf("#%-9s %12s %4s %3s  %s\n", "seq", "time(ms)", "thr", "dev", "record");
+    /* --json: each record's line is made in buf, then written as "text" */
+    char *buf = NULL;
+    size_t buflen = 0;
+    out = json ? open_memstream(&buf, &buflen) : stdout;
+    if (out == NULL) {
+        gmt_errorf("out of memory");
+        gmt_reader_close(r);
+        return EXIT_ERROR;
+    }
+    if (json) {
+        printf("{\"schema\":\"gpumemtrace.dump/1\",\"trace\":");
+        gmt_json_str(stdout, path);
+        printf(",\"records\":[");
+    } else {
+        printf("#%-9s %12s %4s %3s  %s\n", "seq", "time(ms)", "thr", "dev", "record");
+    }
     while (n < limit && (got = gmt_reader_next(r, &rec)) == 1) {
         n++;
         double ms = rec.time >= start ? (double)(rec.time - start) / 1e6 : 0.0;
-        printf("%-10" PRIu64 " %12.6f %4u ", rec.seq, ms, rec.thread);
+        if (json)
+            rewind(out);
+        else
+            printf("%-10" PRIu64 " %12.6f %4u ", rec.seq, ms, rec.thread);
+        int dev = -1;
         if (rec.kind == GMT_K_EXT) {
             size_t malformed = d.malformed;
             gmt_defs_add(&d, &rec);
             struct gmt_fw f;
             if (rec.ext == GMT_X_FW && gmt_fw_decode(&rec, &f) == 0)
-                printf("%3u  ", f.device);
-            else
-                printf("%3s  ", "-");
+                dev = (int)f.device;
+            if (!json)
+                dev >= 0 ? printf("%3d  ", dev) : printf("%3s  ", "-");
             if (d.malformed != malformed) /* skipped: nothing to show */
-                printf("malformed      extension %u, %zu bytes: skipped", rec.ext, rec.len);
+                fprintf(out, "malformed      extension %u, %zu bytes: skipped", rec.ext,
+                        rec.len);
             else
                 print_def(&rec, &d, stacks);
         } else {
-            printf("%3u  ", rec.device);
+            dev = (int)rec.device;
+            if (!json)
+                printf("%3u  ", rec.device);
             print_event(&rec, &d);
         }
-        printf("\n");
+        if (json)
+            json_record(&rec, start, dev, n > 1, out, &buf, &buflen);
+        else
+            printf("\n");
+    }
+    if (json) {
+        printf("]}\n");
+        fclose(out);
+        free(buf);
     }
     if (rc == EXIT_OK && n < limit && got < 0) {
         gmt_errorf("%s: %s", path, gmt_reader_error(r));

@@ -62,18 +62,16 @@ int cmd_export(int argc, char **argv)
     gmt_common_init(&c);
     optind = 1;
     int o;
-    while ((o = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    while ((o = gmt_getopt(argc, argv, "ho:", opts)) != -1) {
         switch (o) {
         case OPT_FORMAT:
             fmt = NULL;
             for (size_t i = 0; i < NFORMATS; i++)
                 if (!strcmp(optarg, formats[i].name))
                     fmt = &formats[i];
-            if (fmt == NULL) {
-                gmt_errorf("export: no format '%s' (memory-viz, perfetto, speedscope, pprof)",
-                           optarg);
-                return EXIT_ERROR;
-            }
+            if (fmt == NULL)
+                return gmt_usage_error(argv[0], "no format '%s' (memory-viz, perfetto, "
+                                                "speedscope, pprof)", optarg);
             break;
         case 'o':
         case OPT_OUTPUT:
@@ -86,19 +84,17 @@ int cmd_export(int argc, char **argv)
         case OPT_HELP:
             usage(stdout);
             return gmt_finish_output(EXIT_OK);
-        default:
-            usage(stderr);
+        default: /* gmt_getopt said what */
             return EXIT_ERROR;
         }
     }
-    if (fmt == NULL) {
-        gmt_errorf("export: --format is required (memory-viz, perfetto, speedscope, pprof)");
-        return EXIT_ERROR;
-    }
-    if (argc - optind != 1) {
-        gmt_errorf("export: one trace, please (%d given)", argc - optind);
-        return EXIT_ERROR;
-    }
+    if (argc - optind != 1)
+        return gmt_usage_error(argv[0], argc == optind ? "no trace given"
+                                                       : "one trace, please (%d given)",
+                               argc - optind);
+    if (fmt == NULL)
+        return gmt_usage_error(argv[0], "--format is required (memory-viz, perfetto, "
+                                        "speedscope, pprof)");
     if (output == NULL && isatty(STDOUT_FILENO)) {
         gmt_errorf("export: not writing %s to a terminal; use -o FILE or a pipe", fmt->name);
         return EXIT_ERROR;

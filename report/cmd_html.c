@@ -136,7 +136,7 @@ int cmd_html(int argc, char **argv)
     const char *out = NULL;
     int o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    while ((o = gmt_getopt(argc, argv, "ho:", opts)) != -1) {
         if (o == OPT_OUTPUT) {
             out = optarg;
             continue;
@@ -144,16 +144,17 @@ int cmd_html(int argc, char **argv)
         int k = gmt_common_opt(&c, o, optarg);
         if (k < 0)
             return EXIT_ERROR;
-        if (k == 0 || c.json || c.markdown) {
-            bool help = o == 'h' || o == OPT_HELP;
-            usage(help ? stdout : stderr);
-            return help ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+        if (c.json || c.markdown)
+            return gmt_usage_error(argv[0], "the page is HTML: no --json or --markdown");
+        if (k == 0) {
+            if (o != 'h' && o != OPT_HELP)
+                return o == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
+            usage(stdout);
+            return gmt_finish_output(EXIT_OK);
         }
     }
-    if (optind >= argc) {
-        usage(stderr);
-        return EXIT_ERROR;
-    }
+    if (optind >= argc)
+        return gmt_usage_error(argv[0], "no trace given");
     if (out == NULL && isatty(STDOUT_FILENO)) {
         gmt_errorf("html: stdout is a terminal; write the page to a file with -o FILE.html");
         return EXIT_ERROR;

@@ -364,7 +364,7 @@ int cmd_info(int argc, char **argv)
     bool as_json = false;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = gmt_getopt(argc, argv, "h", opts)) != -1) {
         switch (c) {
         case 'j':
             as_json = true;
@@ -373,14 +373,11 @@ int cmd_info(int argc, char **argv)
             usage(stdout);
             return gmt_finish_output(EXIT_OK);
         default:
-            usage(stderr);
-            return EXIT_ERROR;
+            return c == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
         }
     }
-    if (optind >= argc) {
-        usage(stderr);
-        return EXIT_ERROR;
-    }
+    if (optind >= argc)
+        return gmt_usage_error(argv[0], "no trace given");
     int rc = EXIT_OK;
     if (as_json)
         printf("[");

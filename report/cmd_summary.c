@@ -507,7 +507,7 @@ int cmd_summary(int argc, char **argv)
     optind = 1;
     kinds_mark = NULL;
     kinds_failed = false;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((o = gmt_getopt(argc, argv, "h", opts)) != -1) {
         if (o == OPT_KINDS_AT) {
             kinds_mark = optarg;
             continue;
@@ -516,16 +516,16 @@ int cmd_summary(int argc, char **argv)
         if (k < 0)
             return EXIT_ERROR;
         if (k == 0) {
-            usage(o == 'h' || o == OPT_HELP ? stdout : stderr);
-            return o == 'h' || o == OPT_HELP ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+            if (o != 'h' && o != OPT_HELP)
+                return o == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
+            usage(stdout);
+            return gmt_finish_output(EXIT_OK);
         }
     }
     char **paths;
     size_t n;
-    if (optind >= argc) {
-        usage(stderr);
-        return EXIT_ERROR;
-    }
+    if (optind >= argc)
+        return gmt_usage_error(argv[0], "no trace given");
     if (gmt_trace_list(argc - optind, argv + optind, &paths, &n) != 0)
         return EXIT_ERROR;
     int rc = EXIT_OK;

@@ -388,7 +388,7 @@ static bool csv_and_json(int argc, char **argv)
     int saved = opterr, o;
     opterr = 0;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         csv_seen |= o == OPT_CSV;
         json_seen |= o == OPT_JSON;
     }

@@ -569,22 +569,21 @@ int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx)
     c.top = cmd->default_top;
     int o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((o = gmt_getopt(argc, argv, "h", opts)) != -1) {
         int k = gmt_common_opt(&c, o, optarg);
         if (k == 0 && cmd->option && o >= OPT_CMD_BASE)
             k = cmd->option(o, optarg, ctx);
         if (k < 0)
             return EXIT_ERROR;
         if (k == 0) {
-            bool help = o == 'h' || o == OPT_HELP;
-            cmd->usage(help ? stdout : stderr);
-            return help ? gmt_finish_output(EXIT_OK) : EXIT_ERROR;
+            if (o != 'h' && o != OPT_HELP)
+                return o == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
+            cmd->usage(stdout);
+            return gmt_finish_output(EXIT_OK);
         }
     }
-    if (optind >= argc) {
-        cmd->usage(stderr);
-        return EXIT_ERROR;
-    }
+    if (optind >= argc)
+        return gmt_usage_error(argv[0], "no trace given");
     char **paths;
     size_t np;
     if (gmt_trace_list(argc - optind, argv + optind, &paths, &np) != 0)

@@ -258,6 +258,7 @@ static void usage(FILE *f)
          "(on stderr)"},
         {"-q, --quiet", "print nothing but errors"},
         {"-h, --help", "this help"},
+        {"    --version", "print the version and exit"},
     };
     fprintf(f, "usage: gpumemtrace [options] [--] command [args...]\n\n");
     wrap(f, "Runs command with libgpumemtrace.so preloaded: it and every "
@@ -630,6 +631,7 @@ enum {
     OPT_CACHE_OFF,
     OPT_NO_NVTX,
     OPT_REPORT,
+    OPT_VERSION,
 };
 
 /* A GPUMEMTRACE_ variable to set, checked against the table. */
@@ -668,6 +670,7 @@ static void parse_args(struct run *r, int argc, char **argv)
         {"no-framework-cache", no_argument, NULL, OPT_CACHE_OFF},
         {"no-nvtx", no_argument, NULL, OPT_NO_NVTX},
         {"report", no_argument, NULL, OPT_REPORT},
+        {"version", no_argument, NULL, OPT_VERSION},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -728,6 +731,10 @@ static void parse_args(struct run *r, int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            exit(gmt_finish_output(EXIT_SUCCESS));
+        case OPT_VERSION:
+            printf("gpumemtrace %s (trace format %d.%d)\n", gmt_version, GMT_VERSION_MAJOR,
+                   GMT_VERSION_MINOR);
             exit(gmt_finish_output(EXIT_SUCCESS));
         case ':':
             usage_error("%s needs a value", argv[optind - 1]);

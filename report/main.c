@@ -7,6 +7,8 @@
  */
 #include <string.h>
 
+#include "gmt_format.h"
+
 #include "report.h"
 
 struct command {
@@ -43,17 +45,23 @@ static void usage(FILE *f)
                "commands:\n", gmt_prog);
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n'%s <command> --help' describes one command.\n"
+    fprintf(f, "\n'%s <command> --help' describes one command; --version says which\n"
+               "gpumemreport this is.\n"
                "Exit status: 0 fine, 1 a check failed, 2 error.\n", gmt_prog);
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        gmt_errorf("no command; try '%s help'", gmt_prog);
         return EXIT_ERROR;
     }
     const char *name = argv[1];
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+        printf("%s %s (trace format %d.%d)\n", gmt_prog, gmt_version, GMT_VERSION_MAJOR,
+               GMT_VERSION_MINOR);
+        return gmt_finish_output(EXIT_OK);
+    }
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
         if (argc > 2) {
             for (size_t i = 0; i < NCOMMANDS; i++) {

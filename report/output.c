@@ -4,6 +4,7 @@
  * mistake a truncated report for a good one.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +31,38 @@ void gmt_warnf(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+int gmt_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s %s: ", gmt_prog, cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "; try '%s %s --help'\n", gmt_prog, cmd);
+    va_end(ap);
+    return EXIT_ERROR;
+}
+
+int gmt_getopt(int argc, char **argv, const char *shortopts, const struct option *opts)
+{
+    char spec[64];
+    snprintf(spec, sizeof spec, ":%s", shortopts);
+    opterr = 0;
+    int o = getopt_long(argc, argv, spec, opts, NULL);
+    if (o == '?' || o == ':') {
+        /* the word at fault: the option getopt just stepped over */
+        const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        char shortopt[3] = {'-', (char)optopt, '\0'};
+        if (optopt && strncmp(arg, "--", 2) != 0)
+            arg = shortopt;
+        if (o == ':')
+            gmt_usage_error(argv[0], "option '%s' needs a value", arg);
+        else
+            gmt_usage_error(argv[0], "unknown option '%s'", arg);
+        return '?';
+    }
+    return o;
 }
 
 int gmt_finish_output(int rc)

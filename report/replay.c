@@ -18,10 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "backward.h"
 #include "kinds.h"
 #include "replay.h"
+#include "report.h"
 
 #define DENSE_IDS (1u << 20)
 
@@ -895,6 +898,64 @@ static void on_proc_mem(struct replay *r, const struct gmt_rec *rec)
         d->max_proc_used = m.used;
 }
 
+/* ---- progress ------------------------------------------------------------ */
+
+/* A replay that has run 2 s says how far it is, on stderr when that is a
+ * terminal: "gpumemreport: reading t.gmt: 45%" (by the events' time
+ * against the trace's span), rewritten in place and cleared at the end.
+ * GPUMEMREPORT_PROGRESS=0: never; =1: from the start. */
+struct progress {
+    const char *path;
+    uint64_t started_ns, t0, span;
+    int shown; /* the percent on screen; -1: nothing shown */
+    int mode;  /* 0 off, 1 after 2 s, 2 at once */
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void progress_start(struct progress *p, const char *path, const struct replay *r)
+{
+    const char *e = getenv("GPUMEMREPORT_PROGRESS");
+    *p = (struct progress){.path = path, .shown = -1, .t0 = r->t0, .mode = 1};
+    if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
+        p->mode = e[0] == '0' ? 0 : 2;
+    if (p->mode && !isatty(STDERR_FILENO))
+        p->mode = 0;
+    if (p->mode) {
+        p->started_ns = mono_ns();
+        p->span = r->hdr.end_monotonic_ns > r->t0 && !r->cut ? r->hdr.end_monotonic_ns - r->t0
+                                                            : 0;
+    }
+}
+
+/* Every 64 Ki records: cheap enough to call from the loop. */
+static void progress_at(struct progress *p, uint64_t t)
+{
+    if (!p->mode || (p->mode == 1 && mono_ns() - p->started_ns < 2000000000ull))
+        return;
+    int pct = p->span && t > p->t0 ? (int)((t - p->t0) * 100.0 / (double)p->span) : 0;
+    pct = pct > 99 ? 99 : pct;
+    if (pct == p->shown)
+        return;
+    p->shown = pct;
+    const char *base = strrchr(p->path, '/');
+    fprintf(stderr, "\r%s: reading %s: %d%%", gmt_prog, base ? base + 1 : p->path, pct);
+    fflush(stderr);
+}
+
+static void progress_end(struct progress *p)
+{
+    if (p->shown >= 0) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+}
+
 int replay_trace(const char *path, struct replay *r,
                  const struct replay_opts *opts, char *err, size_t errlen)
 {
@@ -924,8 +985,11 @@ int replay_trace(const char *path, struct replay *r,
     r->g_last = -1;
     struct gmt_rec rec;
     int got;
+    struct progress prog;
+    progress_start(&prog, path, r);
     while ((got = gmt_reader_next(rd, &rec)) == 1) {
-        r->records++;
+        if ((++r->records & 0xffff) == 0)
+            progress_at(&prog, rec.time);
         if (rec.kind == GMT_K_EXT) {
             gmt_defs_add(&r->defs, &rec);
             if (rec.ext == GMT_X_VMM) {
@@ -1001,6 +1065,7 @@ int replay_trace(const char *path, struct replay *r,
         if (r->kinds_seq && rec.seq == r->kinds_seq)
             gmt_kinds_snapshot(r);
     }
+    progress_end(&prog);
     if (got < 0) {
         snprintf(err, errlen, "%s", gmt_reader_error(rd));
         gmt_reader_close(rd);

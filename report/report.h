@@ -37,11 +37,22 @@ int cmd_ranks(int argc, char **argv);
 
 /* ---- output.c: messages ---------------------------------------------------------- */
 extern const char *gmt_prog;
+extern const char gmt_version[]; /* "0.1.0 (abc1234)": VERSION, git revision */
 /* Print "gpumemreport: <msg>" on stderr. */
 void gmt_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gmt_warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Flush stdout and turn a write failure into EXIT_ERROR. */
 int gmt_finish_output(int rc);
+/* Bad usage of command cmd: "gpumemreport CMD: <msg>; try 'gpumemreport
+ * CMD --help'", one line on stderr; returns EXIT_ERROR. */
+int gmt_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* getopt_long over a command's argv (argv[0]: the command's name), short
+ * options shortopts ("h", "ho:"): an unknown option or a missing value is
+ * reported with gmt_usage_error, and '?' returned (the caller exits with
+ * EXIT_ERROR). */
+struct option;
+int gmt_getopt(int argc, char **argv, const char *shortopts, const struct option *opts);
 
 /* ---- names.c: readable names for the trace's codes ------------------- */
 const char *gmt_kind_name(unsigned kind);  /* "alloc", "free", ... */

@@ -726,13 +726,17 @@ const char *sym_folded(struct symbolizer *s, uint32_t stack, int depth)
     for (int i = from - 1; i >= 0 && len < sizeof text - 1; i--) {
         const char *fr = frames[i].python ? sym_format(s, &frames[i], true)
                                           : sym_format(s, &frames[i], false);
+        size_t at = len + (len ? 1 : 0);
         len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
                                 len ? ";" : "", fr);
+        /* folded format: ';' separates frames (a ';' inside a frame's
+         * name becomes ':'), the line ends with a count */
+        for (size_t k = at; k < len && k < sizeof text; k++)
+            if (text[k] == ';' || text[k] == '\n')
+                text[k] = text[k] == ';' ? ':' : ' ';
     }
-    /* folded format: ';' separates frames, the line ends with a count */
-    for (size_t i = 0; i < len; i++)
-        if (text[i] == '\n')
-            text[i] = ' ';
+    if (len > sizeof text - 1)
+        len = sizeof text - 1;
     if (len == 0)
         snprintf(text, sizeof text, "[no stack]");
     return store_label(s, key, text);

@@ -261,4 +261,5 @@ def test_errors_exit_2():
         p = check(*args, rc=2)
         expect(p.stdout == "", f"{args}: output on error: {p.stdout[:300]}")
         first = p.stderr.splitlines()[0]
-        expect(first.startswith("gpumemreport: ") and msg in first, f"{args}: {p.stderr}")
+        expect(first.startswith(("gpumemreport: ", "gpumemreport check: ")) and msg in first,
+               f"{args}: {p.stderr}")

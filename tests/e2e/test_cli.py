@@ -1,0 +1,143 @@
+"""The command lines of the three programs (issue 19): --version on each,
+and bad usage - an unknown option, a missing value, no trace - answered
+with one line that says what is wrong and where the help is, exit 2."""
+import json
+import os
+import re
+import subprocess
+
+from gmt import *
+
+LAUNCHER = os.path.join(BUILD, "gpumemtrace")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def version_file():
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        return f.read().strip()
+
+
+def commands():
+    """The commands `gpumemreport help` lists."""
+    out = report("help").stdout
+    names = re.findall(r"^  (\w+) ", out, re.M)
+    expect(len(names) >= 14 and "summary" in names and "check" in names, out)
+    return names
+
+
+def test_version_of_each_program():
+    v = re.escape(version_file())
+    for cmd, name in [([REPORT, "--version"], "gpumemreport"),
+                      ([LAUNCHER, "--version"], "gpumemtrace"),
+                      ([LIB, "--version"], "libgpumemtrace.so"),
+                      ([LIB], "libgpumemtrace.so")]:
+        p = run(cmd, traced=False)
+        first = p.stdout.splitlines()[0]
+        expect(re.fullmatch(rf"{name} {v} \(([0-9a-f]{{7,}}(-dirty)?|unknown)\)"
+                            rf"( \(trace format \d+\.\d+\))?", first),
+               f"{cmd}: {p.stdout!r}")
+        expect(p.stderr == "", f"{cmd}: {p.stderr}")
+    # the library still loads as a library: a traced program runs
+    run([prog("report_known")])
+    expect(len(traces()) == 1, "a trace from the preloaded library")
+
+
+def test_unknown_option_is_one_line():
+    for c in commands():
+        p = report(c, "--no-such-option", "x.gmt", check_rc=2)
+        want = (f"gpumemreport {c}: unknown option '--no-such-option'; "
+                f"try 'gpumemreport {c} --help'")
+        expect(p.stderr.splitlines() == [want] and p.stdout == "", f"{c}: {p.stderr!r}")
+    p = report("peak", "-Z", "x.gmt", check_rc=2)
+    expect(p.stderr.splitlines() == ["gpumemreport peak: unknown option '-Z'; "
+                                     "try 'gpumemreport peak --help'"], p.stderr)
+
+
+def test_missing_value_and_missing_trace_are_one_line():
+    p = report("peak", "--top", check_rc=2)
+    expect(p.stderr.splitlines() == ["gpumemreport peak: option '--top' needs a value; "
+                                     "try 'gpumemreport peak --help'"], p.stderr)
+    for c in commands():
+        p = report(c, check_rc=2)
+        lines = p.stderr.splitlines()
+        expect(len(lines) == 1 and lines[0].startswith(f"gpumemreport {c}: ") and
+               lines[0].endswith(f"; try 'gpumemreport {c} --help'") and p.stdout == "",
+               f"{c}: {p.stderr!r}")
+    p = report(check_rc=2)
+    expect(p.stderr.splitlines() == ["gpumemreport: no command; try 'gpumemreport help'"],
+           p.stderr)
+
+
+def test_launcher_bad_usage_is_one_line():
+    p = run([LAUNCHER, "--no-such-option", "true"], traced=False, check=False)
+    expect(p.returncode == 2 and p.stderr.splitlines() ==
+           ["gpumemtrace: unknown option '--no-such-option' (gpumemtrace --help for usage)"],
+           f"{p.returncode}: {p.stderr!r}")
+
+
+def test_flamegraph_json_is_json():
+    """flamegraph --json: one object per trace, each stack's frames
+    (outermost first) and bytes; the bytes add up to the peak, and the
+    stacks are the folded output's."""
+    run([prog("report_known")])
+    t = one_trace()
+    doc = json.loads(report("flamegraph", "--json", t).stdout)
+    tr = doc["traces"][0]
+    peak = json.loads(report("summary", "--json", t).stdout)["traces"][0]["peak_requested"]
+    expect(doc["schema"] == "gpumemtrace.flamegraph/1" and tr["unit"] == "bytes" and
+           tr["weight"] == "peak" and sum(s["bytes"] for s in tr["stacks"]) == peak,
+           f"{doc}\npeak {peak}")
+    folded = report("flamegraph", t).stdout.splitlines()
+    expect([";".join(s["frames"]) + f" {s['bytes']}" for s in tr["stacks"]] == folded,
+           f"{tr['stacks']}\n{folded}")
+    tot = json.loads(report("flamegraph", "--json", "--total", t).stdout)["traces"][0]
+    expect(tot["weight"] == "total" and
+           sum(s["bytes"] for s in tot["stacks"]) > peak, f"{tot}")
+
+
+def test_dump_json():
+    """dump --json: every record the text dump prints, with its fields and
+    its line as "text"."""
+    run([prog("report_known")])
+    t = one_trace()
+    doc = json.loads(report("dump", "--json", t).stdout)
+    text = [l for l in report("dump", t).stdout.splitlines() if re.match(r"^\d", l)]
+    recs = doc["records"]
+    expect(doc["schema"] == "gpumemtrace.dump/1" and len(recs) == len(text) > 10,
+           f"{len(recs)} records, {len(text)} lines")
+    for r, line in zip(recs, text):
+        expect(line.split()[0] == str(r["seq"]) and r["text"].split("\n")[0] in line,
+               f"{r}\n{line}")
+    allocs = [r for r in recs if r.get("class") == "alloc"]
+    n = info(t)["by_kind"]["alloc"]
+    expect(len(allocs) == n and all(r["size"] > 0 and r["addr"] for r in allocs),
+           f"{len(allocs)} allocs, info says {n}")
+    lim = json.loads(report("dump", "--json", "--limit", "3", t).stdout)["records"]
+    expect([r["seq"] for r in lim] == [r["seq"] for r in recs[:3]], f"{lim}")
+
+
+def test_progress_on_a_terminal_only():
+    """A long report says how far it is on stderr when that is a terminal
+    (GPUMEMREPORT_PROGRESS=1: from the start, not after 2 s), rewritten in
+    place and cleared; not when stderr is a file or a pipe, and not with
+    GPUMEMREPORT_PROGRESS=0."""
+    run([prog("gen_trace"), "300000", "big.gmt", "1"], traced=False)
+    quiet = report("peak", "--no-symbols", "big.gmt")
+    expect(quiet.stderr == "", f"progress without a terminal: {quiet.stderr!r}")
+    env = clean_env(GPUMEMREPORT_PROGRESS="1")
+    cmd = ["script", "-qec", f"{REPORT} peak --no-symbols big.gmt", "/dev/null"]
+
+    def on_terminal():
+        # bytes: the '\r's must survive
+        p = subprocess.run(cmd, capture_output=True, env=env, timeout=120)
+        expect(p.returncode == 0, f"{p}")
+        return p.stdout.decode()
+
+    out = on_terminal()
+    shown = re.findall(r"\rgpumemreport: reading big\.gmt: (\d+)%", out)
+    expect(len(shown) >= 2 and [int(x) for x in shown] == sorted(int(x) for x in shown) and
+           "\r\x1b[K" in out and "big.gmt: peak" in out.split("\r\x1b[K")[-1],
+           f"{out[:500]!r}")
+    env["GPUMEMREPORT_PROGRESS"] = "0"
+    out = on_terminal()
+    expect("reading" not in out and "big.gmt: peak" in out, f"{out[:300]!r}")
