@@ -4,7 +4,8 @@
 # Installs what the build needs (scripts/install-deps.sh), builds
 # gpumemtrace, then runs tests/progs/example.c - a small training loop
 # written against the CUDA runtime - under the gpumemtrace launcher and
-# reports on the trace: summary, peak, growth, leaks. With an NVIDIA GPU and nvcc, the example runs on
+# reports on the trace: summary, peak, growth, leaks, and writes its HTML
+# page (gpumemreport html). With an NVIDIA GPU and nvcc, the example runs on
 # the GPU; otherwise it runs on the simulated CUDA runtime of tests/sim,
 # and says so.
 set -eu
@@ -33,4 +34,8 @@ for cmd in "summary" "peak --group stack --depth 2" "growth" "leaks"; do
     build/gpumemreport $cmd "$out/example.gmt"
 done
 echo
-echo "trace kept in $out/example.gmt (more: gpumemreport --help, docs/usage.md)"
+echo "== gpumemreport html -o example.html example.gmt   (the picture: open it in a browser)"
+build/gpumemreport html -o "$out/example.html" "$out/example.gmt"
+echo
+echo "trace kept in $out/example.gmt, its page in $out/example.html"
+echo "(more: gpumemreport --help, docs/usage.md)"
