@@ -104,27 +104,17 @@ int cmd_export(int argc, char **argv)
     struct loaded *l = gmt_load(path, &c, &ro);
     if (l == NULL)
         return EXIT_ERROR;
-    FILE *out = stdout;
-    if (output && (out = fopen(output, "wb")) == NULL) {
-        gmt_errorf("%s: %s", output, strerror(errno));
+    struct gmt_out dst = {.f = stdout};
+    if (output && gmt_out_open(&dst, "export", output) != 0) {
         gmt_unload(l);
         return EXIT_ERROR;
     }
     char err[512] = "";
-    int rc = fmt->write(l, out, err, sizeof err);
+    int rc = fmt->write(l, dst.f, err, sizeof err);
     if (rc != 0)
         gmt_errorf("%s: %s", path, err[0] ? err : "export failed");
     gmt_unload(l);
-    if (output) {
-        bool bad = ferror(out) != 0;
-        if (fclose(out) != 0 || bad) {
-            if (rc == 0)
-                gmt_errorf("%s: cannot write: %s", output, strerror(errno));
-            rc = -1;
-        }
-        if (rc != 0)
-            unlink(output);
-        return rc ? EXIT_ERROR : EXIT_OK;
-    }
+    if (output)
+        return gmt_out_close(&dst, rc == 0) == 0 ? EXIT_OK : EXIT_ERROR;
     return gmt_finish_output(rc ? EXIT_ERROR : EXIT_OK);
 }

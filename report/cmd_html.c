@@ -113,15 +113,6 @@ static int page(FILE *f, char **paths, size_t np, const struct gmt_common *c)
     return rc;
 }
 
-/* The mode a new file gets (0666 less the umask): mkstemp's 0600 is for
- * temporary files, the page is the user's. */
-static mode_t file_mode(void)
-{
-    mode_t m = umask(022);
-    umask(m);
-    return 0666 & ~m;
-}
-
 int cmd_html(int argc, char **argv)
 {
     static const struct option common[] = {GMT_COMMON_LONGOPTS};
@@ -167,42 +158,14 @@ int cmd_html(int argc, char **argv)
     size_t np;
     if (gmt_trace_list(argc - optind, argv + optind, &paths, &np) != 0)
         return EXIT_ERROR;
-    FILE *f = stdout;
-    char *tmp = NULL;
-    if (out) {
-        size_t len = strlen(out) + 16;
-        tmp = malloc(len);
-        int fd = -1;
-        if (tmp) {
-            snprintf(tmp, len, "%s.XXXXXX", out);
-            fd = mkstemp(tmp);
-        }
-        if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
-            gmt_errorf("html: cannot write %s: %s", out, strerror(tmp ? errno : ENOMEM));
-            if (fd >= 0) {
-                close(fd);
-                unlink(tmp);
-            }
-            free(tmp);
-            gmt_trace_list_free(paths, np);
-            return EXIT_ERROR;
-        }
+    struct gmt_out dst = {.f = stdout};
+    if (out && gmt_out_open(&dst, "html", out) != 0) {
+        gmt_trace_list_free(paths, np);
+        return EXIT_ERROR;
     }
-    int rc = page(f, paths, np, &c);
+    int rc = page(dst.f, paths, np, &c);
     gmt_trace_list_free(paths, np);
     if (out == NULL)
         return gmt_finish_output(rc);
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (rc == EXIT_OK && bad)
-        gmt_errorf("html: cannot write %s: %s", out, strerror(errno));
-    if (rc != EXIT_OK || bad || chmod(tmp, file_mode()) != 0 || rename(tmp, out) != 0) {
-        if (rc == EXIT_OK && !bad)
-            gmt_errorf("html: cannot write %s: %s", out, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return EXIT_ERROR;
-    }
-    free(tmp);
-    return EXIT_OK;
+    return gmt_out_close(&dst, rc == EXIT_OK) == 0 ? EXIT_OK : EXIT_ERROR;
 }

@@ -5,6 +5,9 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +66,70 @@ int gmt_getopt(int argc, char **argv, const char *shortopts, const struct option
         return '?';
     }
     return o;
+}
+
+/* The mode a new file gets (0666 less the umask): mkstemp's 0600 is for
+ * temporary files, the output is the user's. */
+static mode_t file_mode(void)
+{
+    mode_t m = umask(022);
+    umask(m);
+    return 0666 & ~m;
+}
+
+int gmt_out_open(struct gmt_out *o, const char *cmd, const char *path)
+{
+    *o = (struct gmt_out){.path = path, .cmd = cmd};
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* a device (/dev/null), a FIFO: written as it is, never replaced */
+        if ((o->f = fopen(path, "wb")) == NULL) {
+            gmt_errorf("%s: cannot write %s: %s", cmd, path, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    size_t len = strlen(path) + 8;
+    int fd = -1;
+    if ((o->tmp = malloc(len)) != NULL) {
+        snprintf(o->tmp, len, "%s.XXXXXX", path);
+        fd = mkstemp(o->tmp);
+    }
+    if (fd < 0 || (o->f = fdopen(fd, "wb")) == NULL) {
+        gmt_errorf("%s: cannot write %s: %s", cmd, path, strerror(o->tmp ? errno : ENOMEM));
+        if (fd >= 0) {
+            close(fd);
+            unlink(o->tmp);
+        }
+        free(o->tmp);
+        o->tmp = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int gmt_out_close(struct gmt_out *o, bool ok)
+{
+    bool bad = ferror(o->f) != 0;
+    int err = errno;
+    if (fclose(o->f) != 0 && !bad) {
+        bad = true;
+        err = errno;
+    }
+    if (ok && bad)
+        gmt_errorf("%s: cannot write %s: %s", o->cmd, o->path, strerror(err));
+    ok = ok && !bad;
+    if (o->tmp) {
+        if (ok && (chmod(o->tmp, file_mode()) != 0 || rename(o->tmp, o->path) != 0)) {
+            gmt_errorf("%s: cannot write %s: %s", o->cmd, o->path, strerror(errno));
+            ok = false;
+        }
+        if (!ok)
+            unlink(o->tmp);
+        free(o->tmp);
+    }
+    *o = (struct gmt_out){0};
+    return ok ? 0 : -1;
 }
 
 int gmt_finish_output(int rc)

@@ -43,6 +43,18 @@ void gmt_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gmt_warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Flush stdout and turn a write failure into EXIT_ERROR. */
 int gmt_finish_output(int rc);
+/* An output file (-o): a regular or new file is written beside itself
+ * and renamed into place by gmt_out_close(o, true), or removed with
+ * false - never half-written; anything else (/dev/null, a FIFO) is
+ * written as it is and never removed or replaced. 0, or -1 with an error
+ * line "gpumemreport: CMD: cannot write PATH: ..." printed. */
+struct gmt_out {
+    FILE *f;
+    const char *path, *cmd;
+    char *tmp; /* the file beside path; NULL: path itself */
+};
+int gmt_out_open(struct gmt_out *o, const char *cmd, const char *path);
+int gmt_out_close(struct gmt_out *o, bool ok);
 /* Bad usage of command cmd: "gpumemreport CMD: <msg>; try 'gpumemreport
  * CMD --help'", one line on stderr; returns EXIT_ERROR. */
 int gmt_usage_error(const char *cmd, const char *fmt, ...)

@@ -141,3 +141,38 @@ def test_progress_on_a_terminal_only():
     env["GPUMEMREPORT_PROGRESS"] = "0"
     out = on_terminal()
     expect("reading" not in out and "big.gmt: peak" in out, f"{out[:300]!r}")
+
+
+def test_output_files_are_replaced_whole_and_devices_kept():
+    """html and export -o: a regular file is written beside itself and
+    renamed into place (nothing half-written, no temporary left); a FIFO
+    or a device (/dev/null) is written as it is and never replaced or
+    removed."""
+    import stat
+    import threading
+    run([prog("report_known")])
+    t = one_trace()
+    with open("page.html", "w") as f:
+        f.write("old")
+    report("html", "-o", "page.html", t)
+    with open("page.html") as f:
+        expect(f.read(200).lower().startswith("<!doctype html"), "page replaced")
+    os.mkfifo("fifo")
+    jobs = [["html", "-o", "fifo", t]] + [["export", "--format", f, "-o", "fifo", t]
+                                          for f in ("memory-viz", "perfetto", "speedscope",
+                                                    "pprof")]
+    for args in jobs:
+        got = []
+        reader = threading.Thread(target=lambda: got.append(open("fifo", "rb").read()))
+        reader.start()
+        report(*args)
+        reader.join(30)
+        expect(got and len(got[0]) > 100 and stat.S_ISFIFO(os.stat("fifo").st_mode),
+               f"{args}: {len(got[0]) if got else None} bytes through the FIFO")
+    # a trace that cannot be read: an error, and the FIFO is still there
+    with open("junk.gmt", "wb") as f:
+        f.write(b"\0" * 4096)
+    report("export", "--format", "pprof", "-o", "fifo", "junk.gmt", check_rc=2)
+    expect(stat.S_ISFIFO(os.stat("fifo").st_mode), "FIFO kept")
+    leftovers = [n for n in os.listdir(".") if n.startswith(("page.html.", "fifo."))]
+    expect(leftovers == [], f"temporary files left: {leftovers}")

@@ -14,7 +14,10 @@ COMMANDS = [["summary"], ["summary", "--json"], ["peak"], ["peak", "--group", "s
             ["leaks", "--layers", "--json"], ["growth"], ["growth", "--json"], ["timeline"], ["timeline", "--csv"],
             ["transfers"], ["frag"], ["frag", "--json"], ["flamegraph"], ["phases"],
             ["phases", "--occurrences"], ["phases", "--json"], ["info"], ["info", "--json"],
-            ["ranks"], ["ranks", "--json"]]
+            ["ranks"], ["ranks", "--json"], ["flamegraph", "--json"], ["html"]]
+# the commands that read one trace, run on each
+ONE = [["dump"], ["dump", "--json"]] + [["export", "--format", f] for f in
+                                        ("memory-viz", "perfetto", "speedscope", "pprof")]
 
 
 def traces_of_programs():
@@ -51,10 +54,11 @@ def test_every_command_clean_under_sanitizers():
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1")
     bad = []
-    one = [["diff", ts[0], ts[1]]] + [["dump", t] for t in ts]
+    one = [["diff", ts[0], ts[1]]] + [c + [t] for c in ONE for t in ts]
     for cmd in COMMANDS + [["check", "--max-peak", "1G"]] + one:
         args = [SAN, *cmd] + ([] if cmd in one else ts)
-        p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
-        if p.returncode not in (0, 1) or "runtime error" in p.stderr or "Sanitizer" in p.stderr:
-            bad.append((cmd, p.returncode, p.stderr[-800:]))
+        p = subprocess.run(args, capture_output=True, env=env, timeout=120)
+        err = p.stderr.decode(errors="replace")
+        if p.returncode not in (0, 1) or "runtime error" in err or "Sanitizer" in err:
+            bad.append((cmd, p.returncode, err[-800:]))
     expect(not bad, bad)

@@ -6,7 +6,7 @@
  * output and the --json output, `check --max-peak 1` and `check` against
  * the trace itself as the baseline, `diff` of the trace against itself,
  * `dump` with and without stacks, `timeline --csv`, `flamegraph --total`,
- * `phases --occurrences`. This covers what fuzz_reader.c leaves out:
+ * `phases --occurrences`, `html`, `export` in each format. This covers what fuzz_reader.c leaves out:
  * grouping, the per-command tables and JSON writers, the check verdicts.
  *
  * Always --no-symbols: symbolization opens the binaries a trace names, and
@@ -74,6 +74,11 @@ static const struct run runs[] = {
     {cmd_check, {"check", "--no-symbols", "--json", "--baseline", T, T}},
     {cmd_diff, {"diff", "--no-symbols", T, T}},
     {cmd_diff, {"diff", "--no-symbols", "--json", T, T}},
+    {cmd_html, {"html", "--no-symbols", T}},
+    {cmd_export, {"export", "--format", "memory-viz", "--no-symbols", T}},
+    {cmd_export, {"export", "--format", "perfetto", "--no-symbols", T}},
+    {cmd_export, {"export", "--format", "speedscope", "--no-symbols", T}},
+    {cmd_export, {"export", "--format", "pprof", "--no-symbols", T}},
 };
 #define NRUNS (sizeof runs / sizeof *runs)
 
