@@ -57,9 +57,14 @@ struct dev {
     struct series s[NSERIES];
 };
 
+#define NAMED_DEPTH 64
 struct thread_depth {
     uint32_t thread;
     uint32_t depth;       /* ranges open */
+    /* their names, outermost first (the trace's strings), for the "E"
+     * events: the format does not need them, viewers (speedscope) match
+     * on them */
+    const char *names[NAMED_DEPTH];
     UT_hash_handle hh;
 };
 
@@ -306,12 +311,15 @@ static void on_marker(struct te *t, const struct gmt_rec *rec)
     flush_all(t);
     if (rec->api == GMT_MARK_PUSH) {
         ph = "B";
+        if (d->depth < NAMED_DEPTH)
+            d->names[d->depth] = name;
         d->depth++;
     } else if (rec->api == GMT_MARK_POP) {
         if (d->depth == 0)
             return; /* nothing open on this thread */
         d->depth--;
         ph = "E";
+        name = d->depth < NAMED_DEPTH ? d->names[d->depth] : NULL;
     } else {
         ph = "i";
     }
@@ -320,11 +328,9 @@ static void on_marker(struct te *t, const struct gmt_rec *rec)
             pid(t), tid(t, rec->thread));
     if (*ph == 'i')
         fputs("\"s\":\"t\",", t->f);
-    if (*ph != 'E') {
-        fputs("\"name\":", t->f);
-        gmt_json_str(t->f, name ? name : "(marker)");
-        fputc(',', t->f);
-    }
+    fputs("\"name\":", t->f);
+    gmt_json_str(t->f, name ? name : "(marker)");
+    fputc(',', t->f);
     ts(t, rec->time);
     fputc('}', t->f);
 }
@@ -420,9 +426,12 @@ int export_perfetto(struct loaded *l, FILE *out, char *err, size_t errlen)
     /* ranges still open end with the trace */
     for (struct thread_depth *d = t->threads; d; d = d->hh.next) {
         for (; d->depth; d->depth--) {
+            const char *name = d->depth <= NAMED_DEPTH ? d->names[d->depth - 1] : NULL;
             sep(t);
-            fprintf(out, "{\"ph\":\"E\",\"pid\":%u,\"tid\":%" PRIu64 ",", pid(t),
+            fprintf(out, "{\"ph\":\"E\",\"pid\":%u,\"tid\":%" PRIu64 ",\"name\":", pid(t),
                     tid(t, d->thread));
+            gmt_json_str(out, name ? name : "(marker)");
+            fputc(',', out);
             ts(t, end);
             fputc('}', out);
         }

@@ -356,7 +356,7 @@ def check_tef(doc):
     phase needs, numeric counter values, and every track in time order;
     B and E pair up per thread."""
     expect(isinstance(doc, dict) and isinstance(doc["traceEvents"], list), doc.keys())
-    last, open_ = {}, {}
+    last, open_, names = {}, {}, {}
     for e in doc["traceEvents"]:
         ph = e["ph"]
         expect(ph in ("M", "C", "i", "B", "E") and isinstance(e["pid"], int), e)
@@ -366,8 +366,7 @@ def check_tef(doc):
             continue
         expect(isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e)
         expect(isinstance(e["tid"], int), e)
-        if ph != "E":
-            expect(isinstance(e["name"], str) and e["name"], e)
+        expect(isinstance(e["name"], str) and e["name"], e)
         if ph == "C":
             expect(e["args"] and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                      for v in e["args"].values()), e)
@@ -378,9 +377,12 @@ def check_tef(doc):
         last[track] = e["ts"]
         if ph == "B":
             open_[track] = open_.get(track, 0) + 1
+            names.setdefault(track, []).append(e["name"])
         elif ph == "E":
             expect(open_.get(track, 0) > 0, f"E without B: {e}")
             open_[track] -= 1
+            # the format does not need an E's name; viewers match on it
+            expect(e["name"] == names[track].pop(), f"E {e['name']} closes another slice")
     expect(not any(open_.values()), f"slices left open: {open_}")
 
 
@@ -424,9 +426,9 @@ def test_perfetto_ranges_and_marks():
     t = one_trace()
     ev = perfetto(t)
     slices = [(e["ph"], e.get("name")) for e in ev if e["ph"] in ("B", "E")]
-    step = [("B", "forward"), ("E", None), ("B", "backward"), ("B", "allreduce"), ("E", None),
-            ("E", None)]
-    expect(slices == [("B", "setup"), ("E", None)] + step * 3, slices)
+    step = [("B", "forward"), ("E", "forward"), ("B", "backward"), ("B", "allreduce"),
+            ("E", "allreduce"), ("E", "backward")]
+    expect(slices == [("B", "setup"), ("E", "setup")] + step * 3, slices)
     marks = [e["name"] for e in ev if e["ph"] == "i" and e["s"] == "t"]
     expect(marks == ["step"] * 3 + ["eval"], marks)
     # the peak, 21 MiB, inside the third step's allreduce
@@ -439,7 +441,7 @@ def test_perfetto_ranges_and_marks():
     run([prog("phases"), "unbalanced"])
     ev = perfetto(one_trace())
     slices = [(e["ph"], e.get("name")) for e in ev if e["ph"] in ("B", "E")]
-    expect(slices == [("B", "a"), ("E", None), ("B", "left-open"), ("E", None)], slices)
+    expect(slices == [("B", "a"), ("E", "a"), ("B", "left-open"), ("E", "left-open")], slices)
 
 
 def test_perfetto_decimates_long_runs():
@@ -452,6 +454,36 @@ def test_perfetto_decimates_long_runs():
     expect(len(req) <= 2 * 20000 + 2 and len(req) < s["allocations"], len(req))
     expect(max(v for _, v in req) == s["peak_requested"], (max(v for _, v in req), s))
     expect(max([v for _, v in series(ev, "GPU 0 reserved")] or [0]) == s["peak_reserved"], s)
+
+
+def viewer(*files):
+    """Each file opened in the speedscope viewer (its npm package's page)
+    in Debian's headless Chromium: tests/browser/check-speedscope.js."""
+    browser = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "browser")
+    expect(os.path.isdir(os.path.join(browser, "node_modules", "speedscope")),
+           "no tests/browser/node_modules/speedscope: run scripts/install-deps.sh (npm ci)")
+    p = subprocess.run(["node", os.path.join(browser, "check-speedscope.js"), *files],
+                       capture_output=True, text=True, timeout=180)
+    expect(p.returncode == 0, p.stderr)
+    return [json.loads(l) for l in p.stdout.splitlines()]
+
+
+def test_exports_open_in_a_viewer():
+    """A real viewer reads both JSON exports: speedscope shows the
+    speedscope file's first profile (bytes live at the peak) and, from the
+    perfetto file (Trace Event Format, which speedscope imports too), the
+    thread's slices - with no console error."""
+    run([prog("phases"), "basic"])
+    t = one_trace()
+    export("speedscope", t, "t.speedscope.json")
+    export("perfetto", t, "t.perfetto.json")
+    ss, te = viewer("t.speedscope.json", "t.perfetto.json")
+    cmd = summary(t)["command"]
+    expect(ss["title"].endswith(" - speedscope") and cmd in ss["title"] and
+           "GPU memory live at the peak (bytes requested)" in ss["text"] and not ss["errors"],
+           ss)
+    expect(te["title"] == "t.perfetto.json - speedscope" and
+           "phases basic" in te["text"] and not te["errors"], te)
 
 
 # ---- speedscope ----------------------------------------------------------------------
