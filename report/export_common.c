@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addrmap.h"
 #include "backward.h"
 #include "export.h"
 
@@ -106,86 +107,33 @@ const char *export_frame_name(const struct sym *f, char *buf, size_t len)
 
 /* ---- live allocations ------------------------------------------------------ */
 
-static size_t ex_slot(uint64_t addr, size_t cap)
-{
-    uint64_t h = addr * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 17) & (cap - 1);
-}
+ADDRMAP_FUNCS(exmap, struct ex_table, struct ex_live, 1024)
 
 struct ex_live *ex_find(struct ex_table *t, uint64_t addr)
 {
-    if (t->cap == 0 || addr == 0)
-        return NULL;
-    for (size_t i = ex_slot(addr, t->cap);; i = (i + 1) & (t->cap - 1)) {
-        if (t->slot[i].addr == addr)
-            return &t->slot[i];
-        if (t->slot[i].addr == 0)
-            return NULL;
-    }
-}
-
-static bool ex_grow(struct ex_table *t)
-{
-    size_t cap = t->cap ? 2 * t->cap : 1024;
-    struct ex_live *s = calloc(cap, sizeof *s);
-    if (s == NULL) {
-        t->nomem = true;
-        return false;
-    }
-    for (size_t i = 0; i < t->cap; i++) {
-        if (t->slot[i].addr == 0)
-            continue;
-        size_t j = ex_slot(t->slot[i].addr, cap);
-        while (s[j].addr)
-            j = (j + 1) & (cap - 1);
-        s[j] = t->slot[i];
-    }
-    free(t->slot);
-    t->slot = s;
-    t->cap = cap;
-    return true;
+    return exmap_find(t, addr);
 }
 
 struct ex_live *ex_put(struct ex_table *t, uint64_t addr)
 {
-    if (addr == 0)
-        return NULL;
-    struct ex_live *e = ex_find(t, addr);
+    struct ex_live *e = exmap_find(t, addr);
     if (e) {
         *e = (struct ex_live){.addr = addr};
         return e;
     }
-    if ((t->n + 1) * 4 > t->cap * 3 && !ex_grow(t))
-        return NULL;
-    size_t i = ex_slot(addr, t->cap);
-    while (t->slot[i].addr)
-        i = (i + 1) & (t->cap - 1);
-    t->slot[i] = (struct ex_live){.addr = addr};
-    t->n++;
-    return &t->slot[i];
+    if ((e = exmap_insert(t, addr)) == NULL && addr)
+        t->nomem = true;
+    return e;
 }
 
 void ex_del(struct ex_table *t, struct ex_live *e)
 {
-    size_t i = (size_t)(e - t->slot), mask = t->cap - 1;
-    t->slot[i].addr = 0;
-    t->n--;
-    /* backward shift: move later members of the run into the hole when
-     * their home slot does not lie after it */
-    for (size_t j = (i + 1) & mask; t->slot[j].addr; j = (j + 1) & mask) {
-        size_t home = ex_slot(t->slot[j].addr, t->cap);
-        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-        if (stays)
-            continue;
-        t->slot[i] = t->slot[j];
-        t->slot[j].addr = 0;
-        i = j;
-    }
+    exmap_remove(t, e);
 }
 
 void ex_free(struct ex_table *t)
 {
-    free(t->slot);
+    exmap_release(t);
     *t = (struct ex_table){0};
 }
 

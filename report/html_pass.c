@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addrmap.h"
 #include "backward.h"
 #include "html.h"
 
@@ -47,70 +48,7 @@ struct htab {
     size_t cap, n;
 };
 
-static size_t hslot(uint64_t addr, size_t cap)
-{
-    return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
-}
-
-static bool htab_grow(struct htab *t)
-{
-    size_t cap = t->cap ? t->cap * 2 : 4096;
-    struct hlive *n = calloc(cap, sizeof *n);
-    if (n == NULL)
-        return false;
-    for (size_t i = 0; i < t->cap; i++) {
-        if (!t->slot[i].addr)
-            continue;
-        size_t j = hslot(t->slot[i].addr, cap);
-        while (n[j].addr)
-            j = (j + 1) & (cap - 1);
-        n[j] = t->slot[i];
-    }
-    free(t->slot);
-    t->slot = n;
-    t->cap = cap;
-    return true;
-}
-
-static struct hlive *htab_find(struct htab *t, uint64_t addr)
-{
-    if (t->cap == 0)
-        return NULL;
-    for (size_t j = hslot(addr, t->cap); t->slot[j].addr; j = (j + 1) & (t->cap - 1))
-        if (t->slot[j].addr == addr)
-            return &t->slot[j];
-    return NULL;
-}
-
-static struct hlive *htab_insert(struct htab *t, uint64_t addr)
-{
-    if ((t->n + 1) * 4 > t->cap * 3 && !htab_grow(t))
-        return NULL;
-    size_t j = hslot(addr, t->cap);
-    while (t->slot[j].addr)
-        j = (j + 1) & (t->cap - 1);
-    t->n++;
-    memset(&t->slot[j], 0, sizeof t->slot[j]);
-    t->slot[j].addr = addr;
-    return &t->slot[j];
-}
-
-static void htab_remove(struct htab *t, struct hlive *l)
-{
-    size_t cap = t->cap, hole = (size_t)(l - t->slot), j = hole;
-    for (;;) {
-        j = (j + 1) & (cap - 1);
-        if (!t->slot[j].addr)
-            break;
-        size_t home = hslot(t->slot[j].addr, cap);
-        if (((j - home) & (cap - 1)) >= ((j - hole) & (cap - 1))) {
-            t->slot[hole] = t->slot[j];
-            hole = j;
-        }
-    }
-    memset(&t->slot[hole], 0, sizeof t->slot[hole]);
-    t->n--;
-}
+ADDRMAP_FUNCS(htab, struct htab, struct hlive, 4096)
 
 /* ---- the pass's state ---------------------------------------------------- */
 

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addrmap.h"
 #include "backward.h"
 #include "kinds.h"
 #include "pyclass.h"
@@ -12,8 +13,7 @@
 enum { S_KNOWN = 1, S_PYTHON = 2 };
 
 /* The context a live block was made in: the backward call and optimizer
- * step open then (numbered from 1; 0: none). An open-addressing table by
- * address, as the replay's own. */
+ * step open then (numbered from 1; 0: none), by address (addrmap.h). */
 struct ctx {
     uint64_t addr; /* 0: empty */
     uint32_t call, step;
@@ -33,57 +33,7 @@ struct kinds_state {
     bool snapped;
 };
 
-static size_t slot_of(uint64_t addr, size_t cap)
-{
-    return (size_t)((addr >> 8) * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
-}
-
-static struct ctx *ctx_find(struct kinds_state *st, uint64_t addr)
-{
-    if (st->cap == 0)
-        return NULL;
-    for (size_t j = slot_of(addr, st->cap); st->slot[j].addr; j = (j + 1) & (st->cap - 1))
-        if (st->slot[j].addr == addr)
-            return &st->slot[j];
-    return NULL;
-}
-
-static bool ctx_grow(struct kinds_state *st)
-{
-    size_t cap = st->cap ? 2 * st->cap : 1024;
-    struct ctx *n = calloc(cap, sizeof *n);
-    if (n == NULL)
-        return false;
-    for (size_t i = 0; i < st->cap; i++) {
-        if (!st->slot[i].addr)
-            continue;
-        size_t j = slot_of(st->slot[i].addr, cap);
-        while (n[j].addr)
-            j = (j + 1) & (cap - 1);
-        n[j] = st->slot[i];
-    }
-    free(st->slot);
-    st->slot = n;
-    st->cap = cap;
-    return true;
-}
-
-static void ctx_remove(struct kinds_state *st, struct ctx *c)
-{
-    size_t cap = st->cap, hole = (size_t)(c - st->slot), j = hole;
-    for (;;) {
-        j = (j + 1) & (cap - 1);
-        if (!st->slot[j].addr)
-            break;
-        size_t home = slot_of(st->slot[j].addr, cap);
-        if (((j - home) & (cap - 1)) >= ((j - hole) & (cap - 1))) {
-            st->slot[hole] = st->slot[j];
-            hole = j;
-        }
-    }
-    memset(&st->slot[hole], 0, sizeof st->slot[hole]);
-    st->n--;
-}
+ADDRMAP_FUNCS(ctx, struct kinds_state, struct ctx, 1024)
 
 static bool ends_with(const char *s, const char *tail)
 {
@@ -157,16 +107,8 @@ void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec)
         return;
     bool engine = gmt_bw_engine_thread(r->bw, &r->defs, rec->thread);
     struct ctx *c = ctx_find(st, rec->addr);
-    if (c == NULL) {
-        if ((st->n + 1) * 4 > st->cap * 3 && !ctx_grow(st))
-            return;
-        size_t j = slot_of(rec->addr, st->cap);
-        while (st->slot[j].addr)
-            j = (j + 1) & (st->cap - 1);
-        c = &st->slot[j];
-        c->addr = rec->addr;
-        st->n++;
-    }
+    if (c == NULL && (c = ctx_insert(st, rec->addr)) == NULL)
+        return;
     /* the backward call's: made on the engine's thread while it was open,
      * or inside the call's own frames (the seed gradient) */
     bool in_call = engine || synthetic || gmt_bw_call_stack(r->bw, &r->defs, real);
@@ -243,9 +185,7 @@ void gmt_kinds_snapshot(struct replay *r)
         }
     }
     qsort(st->kept, st->nkept, sizeof *st->kept, cmp_kept);
-    free(st->slot); /* only the kept blocks matter from here */
-    st->slot = NULL;
-    st->cap = st->n = 0;
+    ctx_release(st); /* only the kept blocks matter from here */
     st->snapped = true;
 }
 

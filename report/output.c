@@ -191,14 +191,16 @@ int gmt_utf8_len(const unsigned char *p)
 }
 
 /* Trace strings are untrusted bytes: control characters are escaped and
- * invalid UTF-8 becomes U+FFFD, so the JSON is always valid. */
-void gmt_json_str(FILE *f, const char *s)
+ * invalid UTF-8 becomes U+FFFD, so the JSON is always valid. For a page
+ * (html), also '<', '>', '&' and U+2028/2029 (html_json.c says why). */
+void gmt_json_str_to(FILE *f, const char *s, bool html)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
         if (*p == '"' || *p == '\\') {
             fprintf(f, "\\%c", *p++);
-        } else if (*p < 0x20 || *p == 0x7f) {
+        } else if (*p < 0x20 || *p == 0x7f ||
+                   (html && (*p == '<' || *p == '>' || *p == '&'))) {
             fprintf(f, "\\u%04x", *p++);
         } else if (*p < 0x80) {
             fputc(*p++, f);
@@ -207,6 +209,10 @@ void gmt_json_str(FILE *f, const char *s)
             if (n == 0) {
                 fputs("\\ufffd", f);
                 p++;
+            } else if (html && n == 3 && p[0] == 0xe2 && p[1] == 0x80 &&
+                       (p[2] == 0xa8 || p[2] == 0xa9)) {
+                fprintf(f, "\\u%04x", p[2] == 0xa8 ? 0x2028 : 0x2029);
+                p += 3;
             } else {
                 fwrite(p, 1, (size_t)n, f);
                 p += n;
@@ -214,4 +220,9 @@ void gmt_json_str(FILE *f, const char *s)
         }
     }
     fputc('"', f);
+}
+
+void gmt_json_str(FILE *f, const char *s)
+{
+    gmt_json_str_to(f, s, false);
 }

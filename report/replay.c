@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addrmap.h"
 #include "backward.h"
 #include "kinds.h"
 #include "replay.h"
@@ -35,72 +36,7 @@ struct site_hash {
 
 /* ---- live allocations ------------------------------------------------ */
 
-static size_t slot(uint64_t addr, size_t cap)
-{
-    return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
-}
-
-static bool live_grow(struct live_table *t)
-{
-    size_t cap = t->cap ? t->cap * 2 : 4096;
-    struct live *n = calloc(cap, sizeof *n);
-    if (n == NULL)
-        return false;
-    for (size_t i = 0; i < t->cap; i++) {
-        if (!t->slot[i].addr)
-            continue;
-        size_t j = slot(t->slot[i].addr, cap);
-        while (n[j].addr)
-            j = (j + 1) & (cap - 1);
-        n[j] = t->slot[i];
-    }
-    free(t->slot);
-    t->slot = n;
-    t->cap = cap;
-    return true;
-}
-
-static struct live *live_find(struct live_table *t, uint64_t addr)
-{
-    if (t->cap == 0)
-        return NULL;
-    size_t j = slot(addr, t->cap);
-    while (t->slot[j].addr) {
-        if (t->slot[j].addr == addr)
-            return &t->slot[j];
-        j = (j + 1) & (t->cap - 1);
-    }
-    return NULL;
-}
-
-static struct live *live_insert(struct live_table *t, uint64_t addr)
-{
-    if ((t->n + 1) * 4 > t->cap * 3 && !live_grow(t))
-        return NULL;
-    size_t j = slot(addr, t->cap);
-    while (t->slot[j].addr)
-        j = (j + 1) & (t->cap - 1);
-    t->n++;
-    t->slot[j].addr = addr;
-    return &t->slot[j];
-}
-
-static void live_remove(struct live_table *t, struct live *l)
-{
-    size_t cap = t->cap, hole = (size_t)(l - t->slot), j = hole;
-    for (;;) {
-        j = (j + 1) & (cap - 1);
-        if (!t->slot[j].addr)
-            break;
-        size_t home = slot(t->slot[j].addr, cap);
-        if (((j - home) & (cap - 1)) >= ((j - hole) & (cap - 1))) {
-            t->slot[hole] = t->slot[j];
-            hole = j;
-        }
-    }
-    memset(&t->slot[hole], 0, sizeof t->slot[hole]);
-    t->n--;
-}
+ADDRMAP_FUNCS(live, struct live_table, struct live, 4096)
 
 /* ---- sites ------------------------------------------------------------ */
 

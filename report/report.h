@@ -80,6 +80,8 @@ const char *gmt_event_class(const struct gmt_rec *rec);
 /* "1.50 MiB" (or exact bytes when exact); buf of at least 32 bytes. */
 const char *gmt_fmt_bytes(char *buf, uint64_t bytes, bool exact);
 void gmt_json_str(FILE *f, const char *s); /* a JSON string literal */
+/* The same; html: also safe inside a page's <script> (html_json.c) */
+void gmt_json_str_to(FILE *f, const char *s, bool html);
 /* Length of the valid UTF-8 sequence starting at p (NUL-terminated), or 0. */
 int gmt_utf8_len(const unsigned char *p);
 
