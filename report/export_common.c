@@ -18,83 +18,11 @@
 #include "backward.h"
 #include "export.h"
 
-#define EX_INLINE 16 /* source frames per recorded frame (inlining) */
-
-static bool runtime_frame(const struct sym *f)
-{
-    const char *fn = f->function;
-    return !strncmp(f->module, "libcudart", 9) || !strncmp(f->module, "libgpumemtrace", 14) ||
-           !strncmp(f->module, "libcuda.so", 10) ||
-           (fn && (!strncmp(fn, "libcudart_static_", 17) ||
-                   (!strncmp(fn, "cuda", 4) && fn[4] >= 'A' && fn[4] <= 'Z')));
-}
-
-static bool interpreter_frame(const struct sym *f)
-{
-    return !strncmp(f->module, "libpython", 9) || !strncmp(f->module, "python", 6) ||
-           !strncmp(f->module, "_ctypes", 7) || !strncmp(f->module, "libffi", 6);
-}
-
 int export_frames(struct loaded *l, uint32_t stack, struct sym *out, struct gmt_frame *raw,
                   int max)
 {
-    const struct gmt_defs *d = &l->r.defs;
-    uint32_t caller = 0;
-    if (!gmt_bw_pair(l->r.bw, stack, &stack, &caller))
-        caller = 0;
-    struct gmt_stack_def *def = malloc(sizeof *def); /* 8 KiB: not on the stack */
-    if (def == NULL || stack == 0 || !gmt_defs_stack(d, stack, def)) {
-        free(def);
-        return 0;
-    }
-    int n = 0;
-    bool leading = true;
-    uint32_t last = UINT32_MAX;
-    for (uint32_t i = 0; i < def->n && n < max; i++) {
-        struct sym tmp[EX_INLINE];
-        int k = sym_frames(l->sym, &def->frames[i], tmp, EX_INLINE);
-        if (def->npy && interpreter_frame(&tmp[0]))
-            break;
-        for (int j = 0; j < k && n < max; j++) {
-            if (leading && runtime_frame(&tmp[j]))
-                continue;
-            leading = false;
-            if (raw) /* a function inlined at the frame just given: -2 */
-                raw[n] = n && last == i ? (struct gmt_frame){0, -2} : def->frames[i];
-            last = i;
-            out[n++] = tmp[j];
-        }
-    }
-    /* the Python frames: the stack's own, or the backward call's from the
-     * call outwards */
-    uint32_t from = 0;
-    if (caller) {
-        if (!gmt_defs_stack(d, caller, def))
-            def->npy = 0;
-        for (uint32_t i = 0; i < def->npy; i++) {
-            const struct gmt_pycode_def *pc = gmt_defs_pycode(d, def->py[i].code);
-            if (pc && gmt_bw_call_frame(pc->name, pc->file)) {
-                from = i;
-                break;
-            }
-        }
-    }
-    for (uint32_t i = from; i < def->npy && n < max; i++) {
-        const struct gmt_pycode_def *pc = gmt_defs_pycode(d, def->py[i].code);
-        struct sym f = {.module = "python", .python = true};
-        if (pc) {
-            f.function = pc->name;
-            f.file = pc->file;
-            f.line = gmt_pycode_line(pc, def->py[i].offset);
-        } else {
-            f.function = "?";
-        }
-        if (raw)
-            raw[n] = (struct gmt_frame){0, -1};
-        out[n++] = f;
-    }
-    free(def);
-    return n;
+    int npy;
+    return stack ? sym_user_frames(l->sym, stack, out, raw, max, &npy) : 0;
 }
 
 const char *export_frame_name(const struct sym *f, char *buf, size_t len)

@@ -391,12 +391,8 @@ static bool interpreter_frame(const struct sym *f)
            !strncmp(f->module, "libffi", 6);
 }
 
-/* The user frames of a stack, innermost first, in call order: native
- * frames without the leading runtime frames (and, when there are Python
- * frames, up to the interpreter), then the Python frames. *npy_out: how
- * many Python frames end the list. */
-static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
-                       int max, int *npy_out)
+int sym_user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
+                    struct gmt_frame *raw, int max, int *npy_out)
 {
     struct gmt_stack_def def;
     const struct gmt_stack_def *st = &def;
@@ -410,6 +406,7 @@ static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
         return 0;
     int n = 0;
     bool leading = true;
+    uint32_t last = UINT32_MAX;
     for (uint32_t i = 0; i < st->n && n < max; i++) {
         struct sym tmp[MAX_INLINE];
         int k = sym_frames(s, &st->frames[i], tmp, MAX_INLINE);
@@ -419,6 +416,9 @@ static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
             if (leading && runtime_frame(&tmp[j]))
                 continue;
             leading = false;
+            if (raw) /* a function inlined at the frame just given: -2 */
+                raw[n] = n && last == i ? (struct gmt_frame){0, -2} : st->frames[i];
+            last = i;
             out[n++] = tmp[j];
         }
     }
@@ -448,11 +448,19 @@ static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
         } else {
             f.function = "?";
         }
+        if (raw)
+            raw[n] = (struct gmt_frame){0, -1};
         out[n++] = f;
         npy++;
     }
     *npy_out = npy;
     return n;
+}
+
+static int user_frames(struct symbolizer *s, uint32_t stack, struct sym *out, int max,
+                       int *npy_out)
+{
+    return sym_user_frames(s, stack, out, NULL, max, npy_out);
 }
 
 /* A native function name without its parameter list, or the return type

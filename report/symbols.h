@@ -54,6 +54,16 @@ void sym_free(struct symbolizer *s);
 
 /* The source frames of recorded frame f, innermost first. Returns their
  * number (>= 1); the strings live as long as the symbolizer. */
+/* The user frames of a stack, innermost first, in call order: native
+ * frames without the leading runtime frames (and, when there are Python
+ * frames, up to the interpreter), then the Python frames - for a block
+ * autograd's engine made while a backward call waited (backward.h), its
+ * own native frames and then the call's Python frames. *npy_out: how many
+ * Python frames end the list. raw (may be NULL): each one's recorded
+ * frame; {0, -2} for a function inlined into the one before it, {0, -1}
+ * for a Python frame. */
+int sym_user_frames(struct symbolizer *s, uint32_t stack, struct sym *out,
+                    struct gmt_frame *raw, int max, int *npy_out);
 int sym_frames(struct symbolizer *s, const struct gmt_frame *f,
                struct sym *out, int max);
 
