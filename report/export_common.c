@@ -67,22 +67,12 @@ void ex_free(struct ex_table *t)
 
 bool export_host_api(unsigned api)
 {
-    switch (api & ~GMT_API_PTDS) {
-    case GMT_API_MALLOC_HOST:
-    case GMT_API_HOST_ALLOC:
-    case GMT_API_CU_MEM_ALLOC_HOST:
-    case GMT_API_CU_MEM_HOST_ALLOC:
-    case GMT_API_CU_MEM_CREATE_HOST:
-        return true;
-    default:
-        return false;
-    }
+    return replay_mem_of(api) == MEM_HOST;
 }
 
 bool export_pooled(const struct replay *r, unsigned api)
 {
-    api &= ~GMT_API_PTDS;
-    return (r->pool && api == GMT_API_MALLOC) || api == GMT_API_FW_ALLOC;
+    return replay_pooled(r, api);
 }
 
 uint64_t export_rel_ns(const struct replay *r, uint64_t t)

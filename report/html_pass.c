@@ -79,29 +79,6 @@ struct pass {
     bool nomem;
 };
 
-static int mem_of(unsigned api) /* as replay.c's */
-{
-    switch (api & ~GMT_API_PTDS) {
-    case GMT_API_MALLOC_HOST:
-    case GMT_API_HOST_ALLOC:
-    case GMT_API_CU_MEM_ALLOC_HOST:
-    case GMT_API_CU_MEM_HOST_ALLOC:
-    case GMT_API_CU_MEM_CREATE_HOST:
-        return MEM_HOST;
-    case GMT_API_MALLOC_MANAGED:
-    case GMT_API_CU_MEM_ALLOC_MANAGED:
-        return MEM_MANAGED;
-    default:
-        return MEM_DEVICE;
-    }
-}
-
-static bool pooled(const struct pass *p, unsigned api) /* as replay.c's */
-{
-    api &= ~GMT_API_PTDS;
-    return (p->l->r.pool && api == GMT_API_MALLOC) || api == GMT_API_FW_ALLOC;
-}
-
 static int band_of(const struct pass *p, uint32_t stack)
 {
     size_t lo = 0, hi = p->nids;
@@ -184,7 +161,7 @@ static void on_alloc(struct pass *p, const struct gmt_rec *rec)
     }
     l->size = rec->size;
     l->extra = rec->size2 > UINT32_MAX ? UINT32_MAX : (uint32_t)rec->size2;
-    l->mem = (uint8_t)mem_of(rec->api);
+    l->mem = (uint8_t)replay_mem_of(rec->api);
     l->api = rec->api;
     l->device = (uint16_t)(rec->device % REPLAY_MAX_DEVICES);
     l->band = band_of(p, rec->stack);
@@ -193,7 +170,7 @@ static void on_alloc(struct pass *p, const struct gmt_rec *rec)
     int64_t block = (int64_t)(l->size + l->extra);
     p->requested += (int64_t)l->size;
     p->allocated += block;
-    if (!pooled(p, rec->api))
+    if (!replay_pooled(&p->l->r, rec->api))
         p->reserved += block;
     p->bands[l->band] += (int64_t)l->size;
 }
@@ -214,7 +191,7 @@ static void on_free(struct pass *p, const struct gmt_rec *rec)
         int64_t block = (int64_t)(l->size + l->extra);
         p->requested -= (int64_t)l->size;
         p->allocated -= block;
-        if (!pooled(p, l->api))
+        if (!replay_pooled(&p->l->r, l->api))
             p->reserved -= block;
         p->bands[l->band] -= (int64_t)l->size;
     }

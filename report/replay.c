@@ -380,6 +380,17 @@ static bool pooled(const struct replay *r, unsigned api)
     return (r->pool && api == GMT_API_MALLOC) || api == GMT_API_FW_ALLOC;
 }
 
+/* (replay.h) the same rules for the other passes over a trace */
+int replay_mem_of(unsigned api)
+{
+    return mem_of(api);
+}
+
+bool replay_pooled(const struct replay *r, unsigned api)
+{
+    return pooled(r, api);
+}
+
 static bool is_fw_block(unsigned api)
 {
     return (api & ~GMT_API_PTDS) == GMT_API_FW_ALLOC;

@@ -45,6 +45,8 @@
 #define REPLAY_MAX_POOLS 64      /* stream-ordered pools followed */
 
 enum { MEM_DEVICE = 0, MEM_MANAGED = 1, MEM_HOST = 2 };
+/* What memory an allocation of entry point api is (MEM_*). */
+int replay_mem_of(unsigned api);
 
 /* A site's figures. Every stack an event was recorded under has one, so
  * a trace of a million stacks can make as many sites: what few sites
@@ -254,6 +256,10 @@ struct replay_opts {
 
 /* Replay a whole trace. 0 on success; -1 with err set (one line). A trace
  * cut short by a dead process replays up to its cut (r->cut). */
+/* Is an allocation of api reserved by another record - one of the pool's
+ * segments (r->pool), or the framework allocator's? */
+bool replay_pooled(const struct replay *r, unsigned api);
+
 int replay_trace(const char *path, struct replay *r,
                  const struct replay_opts *opts, char *err, size_t errlen);
 void replay_free(struct replay *r);
