@@ -224,7 +224,8 @@ $(O)/tests/lib%.so: tests/progs/libs/%.c $(SIMLIB)
 	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
 # Unit tests link the report tool's objects and the library's pure cores.
-UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(O)/preload/pool.o $(O)/preload/pool_index.o $(O)/preload/pool_check.o
+POOL_OBJ := $(O)/preload/pool.o $(O)/preload/pool_vmm.o $(O)/preload/pool_sync.o $(O)/preload/pool_trim.o $(O)/preload/pool_index.o
+UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(POOL_OBJ) $(O)/preload/pool_check.o
 $(O)/tests/unit/%: tests/unit/%.c $(UNIT_OBJ)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
@@ -237,20 +238,20 @@ $(O)/tests/sim-selftest: tests/sim/selftest.c $(SIMLIB)
 	    -o $@ $< -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
 # Benchmarks of the library's cores (no CUDA): tests/bench/*.c
-$(O)/tests/bench_%: tests/bench/bench_%.c $(O)/preload/pool.o $(O)/preload/pool_index.o
+$(O)/tests/bench_%: tests/bench/bench_%.c $(POOL_OBJ)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $< $(O)/preload/pool.o $(O)/preload/pool_index.o
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $< $(POOL_OBJ)
 
 $(O)/tests/gen_trace: tests/bench/gen_trace.c
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $<
 
-$(O)/tests/replay_pool: tests/bench/replay_pool.c $(O)/preload/pool.o $(O)/preload/pool_index.o $(O)/report/reader.o
+$(O)/tests/replay_pool: tests/bench/replay_pool.c $(POOL_OBJ) $(O)/report/reader.o
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(O)/preload/pool.o $(O)/preload/pool_index.o $(O)/report/reader.o
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(POOL_OBJ) $(O)/report/reader.o
 
 BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 

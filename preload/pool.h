@@ -103,7 +103,8 @@ struct pool_upstream {
      * mapping stays (the driver does): then memory unmapped from a free
      * block is mapped again elsewhere at once, and the unmap of its old
      * address - a driver call as dear as the map - waits until a thread is
-     * about to wait for the GPU anyway (see pool.c, "Deferred unmaps"). */
+     * about to wait for the GPU anyway (see pool_vmm.c, "Deferred
+     * unmaps"). */
     bool alias;
 };
 

@@ -1,17 +1,22 @@
 /* pool_internal.h - what the files of the caching pool share.
  *
- * pool.c decides: arenas, allocation and free, pending frees and
- * synchronization, growth, trim, statistics and the entry points of
- * pool.h. pool_index.c holds the data structures under it, which decide
- * nothing: size bins, block structs, the per-arena address map and the
- * lock-free segment index. pool_check.c checks the invariants (tests).
- * Nothing outside the pool includes this header.
+ * pool.c decides: arenas, allocation and free, pending frees, growth,
+ * statistics and the entry points of pool.h; pool_vmm.c backs large
+ * segments with pages mapped on demand (virtual memory); pool_sync.c
+ * decides when to synchronize and moves the marks pending blocks wait
+ * for; pool_trim.c gives memory back. pool_index.c holds the data
+ * structures under them, which decide nothing: size bins, block structs,
+ * the per-arena address map and the lock-free segment index. pool_check.c
+ * checks the invariants (tests). Nothing outside the pool includes this
+ * header. Below the types, what each file defines for the others is
+ * grouped under its name, so this header is the pool's map.
  *
  * The helpers on the fast path (bin lookup, the address map, block
  * structs) are static inline here so that pool.c still inlines them, as
- * when they were static to it. The rest of pool_index.c is hidden from
- * the library's users, and declared so here (-fvisibility=hidden covers
- * only definitions) so that the compiler knows its calls stay inside.
+ * when they were static to it. The functions the files share are hidden
+ * from the library's users, and declared so here (-fvisibility=hidden
+ * covers only definitions) so that the compiler knows its calls stay
+ * inside.
  */
 #ifndef GMT_POOL_INTERNAL_H
 #define GMT_POOL_INTERNAL_H
@@ -32,7 +37,8 @@
 #define BIN_WORDS ((NBINS + 63) / 64)
 
 /* B_BACKING: taken, not yet handed out, while the thread that took it
- * waits (its arena unlocked) for pages to back it (pool.c, back_block). */
+ * waits (its arena unlocked) for pages to back it (pool_vmm.c,
+ * pool_back_block). */
 enum { B_FREE = 1, B_ALLOC = 2, B_PENDING = 3, B_BACKING = 4 };
 
 struct seg;
@@ -115,7 +121,7 @@ struct pspare {
 };
 
 /* A mapping taken out of the pool's books whose cuMemUnmap has not been
- * made yet (pool.c, "Deferred unmaps"); its handle may be mapped
+ * made yet (pool_vmm.c, "Deferred unmaps"); its handle may be mapped
  * elsewhere already. */
 struct pdefer {
     uintptr_t va;
@@ -141,7 +147,8 @@ struct pdev {
     uint64_t maps, unmaps, created, taken, map_calls, unmap_calls, page_ns;
     uint64_t destroys, create_ns, map_ns, unmap_ns, deferred_ns, destroy_ns;
     uint64_t deferred_calls, idle_waits;
-    uint64_t peak_req; /* the most requested at once, as back_block saw */
+    /* the most requested at once, as pool_back_block saw it */
+    uint64_t peak_req;
     /* Unmaps not made yet. Taken after an arena's lock, before page_lock;
      * held across the driver calls that make them, so that nobody maps
      * at an address whose old mapping is still there. */
@@ -316,5 +323,117 @@ POOL_HIDDEN void segidx_set_arena(struct pool *p, struct seg *s,
  * under the arena lock. */
 POOL_HIDDEN bool segidx_find(struct pool *p, uintptr_t ptr,
                              struct segref *out);
+
+/* ---- shared by the pool's files ----------------------------------------- */
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define ADD(x, v) STORE(x, LOAD(x) + (v)) /* writers hold the arena lock */
+#define BUMP(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
+
+#define RECLAIM_MAX 256            /* fence waits per request, at most */
+#define VMM_ARENA 0                /* where mapped segments live */
+
+static inline struct bins *pool_bins_for(struct arena *a, bool large)
+{
+    return large ? &a->large : &a->small;
+}
+
+static inline bool pool_is_large(size_t size)
+{
+    return size > POOL_SMALL_MAX;
+}
+
+static inline bool pool_lock_arena(struct arena *a, bool wait)
+{
+    if (wait) {
+        pthread_mutex_lock(&a->lock);
+        return true;
+    }
+    return pthread_mutex_trylock(&a->lock) == 0;
+}
+
+static inline bool pool_vmm_on(const struct pool *p)
+{
+    return p->up.page != 0;
+}
+
+/* The device's pool, or NULL if it has none (pool_get_dev makes one). */
+static inline struct pdev *pool_dev_of(struct pool *p, int dev)
+{
+    return dev >= 0 && dev < POOL_MAX_DEVICES
+               ? __atomic_load_n(&p->dev[dev], __ATOMIC_ACQUIRE)
+               : NULL;
+}
+
+/* ---- pool.c: entry points, serving requests, the reuse decision --------- */
+
+/* The device's pool, made on first use; NULL if dev is out of range or
+ * there is no host memory for it. */
+POOL_HIDDEN struct pdev *pool_get_dev(struct pool *p, int dev);
+/* Move every pending block the device's marks have passed to the free
+ * bins. Arena locked. */
+POOL_HIDDEN void pool_promote(struct pool *p, struct arena *a, int dev);
+/* Hand out `size` bytes of free block b and back its pages; NULL if they
+ * could not be (the CUDA error in *err, if err is not NULL). Arena
+ * locked. */
+POOL_HIDDEN struct blk *pool_take_backed(struct pool *p, struct arena *a,
+                                         struct blk *b, size_t size,
+                                         size_t req, int *err);
+/* Enter a block just taken into the arena's address map (arena locked);
+ * without host memory it goes back as pending (b->state says so). */
+POOL_HIDDEN void pool_publish(struct arena *a, struct blk *b);
+
+/* ---- pool_vmm.c: pages behind mapped segments, deferred unmaps ---------- */
+
+/* Back every page block b (just taken, arena a locked) touches with
+ * physical memory; 0 or a CUDA error. */
+POOL_HIDDEN int pool_back_block(struct pool *p, struct arena *a,
+                                struct blk *b);
+/* Best fit among a's large free blocks, weighing the pages each would
+ * need mapped (*missing). Arena locked. */
+POOL_HIDDEN struct blk *pool_fit(struct pool *p, struct bins *bs, size_t size,
+                                 size_t *missing);
+/* Bytes of free block b that memory is behind. Arena locked. */
+POOL_HIDDEN uint64_t pool_backed(const struct pool *p, const struct blk *b);
+/* A large request in VMM_ARENA; NULL: not served there. */
+POOL_HIDDEN struct blk *pool_alloc_mapped(struct pool *p, struct pdev *d,
+                                          int dev, size_t size, size_t req);
+/* The thread is about to wait for the GPU: make the queued unmaps. */
+POOL_HIDDEN void pool_before_wait(struct pool *p, struct pdev *d);
+/* Give a segment out of its arena and the index back to upstream (a
+ * mapped one's handles parked with `park`). */
+POOL_HIDDEN void pool_release_segment(struct pool *p, struct pdev *d, int dev,
+                                      uintptr_t base, size_t size,
+                                      uint64_t *pages, uint64_t ftag,
+                                      bool park);
+/* Give every parked handle of d back to the driver. */
+POOL_HIDDEN void pool_spare_drain(struct pool *p, struct pdev *d, int dev);
+
+/* ---- pool_sync.c: when to synchronize; snapshots and marks -------------- */
+
+/* One device-wide synchronization on behalf of the pool; true if the
+ * safe mark covers every free before the call. */
+POOL_HIDDEN bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
+                           int dev);
+/* Pending bytes that make a synchronization worth it for a request of
+ * `size` from arena own. */
+POOL_HIDDEN uint64_t pool_sync_worth(struct arena *own, size_t size);
+POOL_HIDDEN uint64_t pool_pending_bytes(struct pdev *d);
+/* Would a synchronization create a free block of `size`? */
+POOL_HIDDEN bool pool_pending_could_fit(struct pdev *d, unsigned own,
+                                        size_t size);
+/* May a thread wait for its n-th fence, having started at epoch upto? */
+POOL_HIDDEN bool pool_may_wait(struct pool *p, struct pdev *d, uint64_t upto,
+                               int n);
+
+/* ---- pool_trim.c: giving memory back ------------------------------------ */
+
+/* Give back fully free segments of dev (only large or small ones with
+ * `only`); returns how many plain ones went. */
+POOL_HIDDEN int pool_trim_class(struct pool *p, struct pdev *d, int dev,
+                                bool only, bool large);
+/* Every fully free segment and parked handle of dev. */
+POOL_HIDDEN void pool_trim_device(struct pool *p, struct pdev *d, int dev);
 
 #endif /* GMT_POOL_INTERNAL_H */
