@@ -73,6 +73,10 @@
  * capture lock (mem.c), which no capture begins without. Never when the
  * program has an error pending (our call could consume it).
  *
+ * mem.c owns the capture lock and the pool, which the end of ordered reuse
+ * settles (gmt_mem_settle): this file and mem.c call each other, and
+ * mem.c's first comment says why.
+ *
  * When fences are recorded: when the pool needs pending memory, if
  * anything was freed since the newest fence, so that a burst of frees gets
  * one at its end; and at a pooled free, at most every FENCE_EVERY_NS per

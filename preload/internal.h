@@ -182,17 +182,25 @@ struct gmt_devinfo {
     int attr[5]; /* PCI domain, bus, device; compute capability major, minor */
 };
 bool gmt_drv_device_info(int dev, struct gmt_devinfo *out);
+/* The current device's free and total memory, from the driver. */
+bool gmt_drv_mem_info(size_t *free_b, size_t *total_b);
+/* Why a process that used the driver has no trace (NULL: it didn't). */
+const char *gmt_drv_silence_reason(bool *worth);
+void gmt_drv_reset_after_fork(void);
+
+/* ---- driver_calls.c: the driver-level wrappers of the memory calls --- */
+
 /* The device a real cudaFree(p) waits for; -1: none, or not known
  * (stream-ordered pool memory drains nothing). */
 int gmt_drv_free_drains(const void *p);
-/* The current device's free and total memory, from the driver. */
-bool gmt_drv_mem_info(size_t *free_b, size_t *total_b);
+
 /* ---- nvml.c: this process's own device memory ------------------------- */
 /* The device's UUID (from its device record), to find it in NVML. */
 void gmt_nvml_device(int dev, const uint8_t uuid[16]);
 /* The bytes of dev this process holds, per NVML; false if not known. */
 bool gmt_nvml_used(int dev, uint64_t *used);
 void gmt_nvml_reset_after_fork(void);
+
 /* ---- vmm.c: the driver's virtual memory, for the pool ----------------- */
 /* Called straight (the driver-level observer does not see them); 0 or a
  * CUDA error code. Pages are gmt_vmm_page() bytes
@@ -208,9 +216,6 @@ int gmt_vmm_destroy(int dev, uint64_t handle);
 int gmt_vmm_map(int dev, uintptr_t va, size_t size, uint64_t handle);
 int gmt_vmm_unmap(int dev, uintptr_t va, size_t size);
 void gmt_vmm_reset_after_fork(void);
-/* Why a process that used the driver has no trace (NULL: it didn't). */
-const char *gmt_drv_silence_reason(bool *worth);
-void gmt_drv_reset_after_fork(void);
 
 /* ---- trace.c: the trace file, its chunks and the record encoder ------- */
 
@@ -362,6 +367,15 @@ bool gmt_capture_hold(bool wait);
 void gmt_capture_release(void);
 /* Run f on device dev, restoring the thread's current device. */
 int gmt_on_device(int dev, int (*f)(void *), void *arg);
+/* Synchronize every device the pool holds memory on, making all its
+ * frees idle (ordered reuse ends, fence.c). */
+void gmt_mem_settle(void);
+/* A stream capture begins (key: the stream, gmt_stream_of) / a Begin
+ * failed or an End returned. cudaStream_t is declared by the runtime
+ * headers (real.h users). */
+void gmt_capture_begin(uint64_t stream_key);
+struct CUstream_st;
+void gmt_capture_end(uint64_t stream_key, struct CUstream_st *handle);
 
 /* ---- fence.c: events on the legacy stream that make pool blocks reusable */
 
@@ -374,9 +388,6 @@ int gmt_fence_reclaim(struct pool *p, int dev, int wait);
  * cannot cover is about to be created, or a capture to begin. Returns
  * when every device with a pool has been synchronized. */
 void gmt_fence_ordered_end(const char *why);
-/* Synchronize every device the pool holds memory on, making all its
- * frees idle (mem.c). */
-void gmt_mem_settle(void);
 /* A stream or context fences cannot cover is about to be created: use
  * device-wide synchronizations from now on. why: a static string. */
 void gmt_fence_off(const char *why);
@@ -387,10 +398,6 @@ void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
                       uint64_t *issued);
 void gmt_fence_forget_device(int dev); /* cudaDeviceReset destroyed them */
 void gmt_fence_reset_after_fork(void);
-void gmt_capture_begin(uint64_t stream_key);
-/* cudaStream_t is declared by the runtime headers (real.h users). */
-struct CUstream_st;
-void gmt_capture_end(uint64_t stream_key, struct CUstream_st *handle);
 
 /* ---- events.c: building the events of each family of calls ---------- */
 

@@ -21,6 +21,14 @@
  * hooked Begin/EndCapture), the pool neither synchronizes nor serves
  * cudaMalloc: such calls go to the runtime, which fails them exactly as it
  * would without us.
+ *
+ * This file and fence.c call each other, and no small move untangles
+ * them. The pool's upstream here waits through fence.c (gmt_fence_reclaim)
+ * and a pooled free may record a fence; fence.c in turn needs the capture
+ * lock kept here (no fence inside a capture), gmt_on_device, and
+ * gmt_mem_settle: ending ordered reuse must synchronize the pool, which
+ * lives here, and is reached from stream and context creations (hooks,
+ * driver.c) that know no pool.
  */
 #include <fcntl.h>
 #include <pthread.h>
