@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -32,6 +33,14 @@ static inline uint64_t gmt_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Bytes as the extension records hold a string: length, then the bytes. */
+static inline uint8_t *gmt_put_str(uint8_t *p, const void *s, size_t n)
+{
+    p = gmt_put_varint(p, n);
+    memcpy(p, s, n);
+    return p + n;
 }
 
 /* ---- options.c: the GPUMEMTRACE_* environment variables -------------- */
@@ -317,7 +326,14 @@ void gmt_modules_lock(void);  /* held across fork() */
 void gmt_modules_unlock(void);
 void gmt_modules_reset_after_fork(void);
 
-/* ---- tracer.c: lifecycle and the per-call recording helpers ---------- */
+/* ---- lifecycle.c: when tracing starts and stops ---------------------- */
+
+bool gmt_tracer_active(void);
+/* Start tracing if it was not tried yet (the first hooked call does);
+ * false: tracing is off. */
+bool gmt_tracer_start(void);
+
+/* ---- call.c: the life of one hooked call ----------------------------- */
 
 /* A hooked call in flight. */
 struct gmt_call {
@@ -343,8 +359,10 @@ void gmt_call_emit(struct gmt_call *c, struct gmt_event *ev);
 void gmt_call_finish(struct gmt_call *c); /* leave the hook */
 /* After the real call: keep the errno it left for gmt_call_finish. */
 #define gmt_call_errno(c) ((c)->saved_errno = errno)
+/* Describe device (a DEVICE record) unless done already; emitting an
+ * event calls it. */
 void gmt_device_seen(struct gmt_thread *t, int device);
-bool gmt_tracer_active(void);
+void gmt_call_reset_after_fork(void);
 
 /* ---- mem.c: the caching pool in the process (pool.c is the core) ----- */
 
