@@ -79,7 +79,7 @@ static struct loaded *kinds_of(struct loaded *l, const struct gmt_common *c,
 {
     if (!(l->r.hdr.features & GMT_FEAT_PYTHON_STACKS) || l->r.peak_requested_seq == 0)
         return NULL;
-    struct replay_opts o = {.kinds_seq = l->r.peak_requested_seq};
+    uint64_t seq = l->r.peak_requested_seq;
     *at = (struct mark_find){.name = kinds_mark};
     if (kinds_mark) {
         struct replay_opts m = {.on_marker = find_mark, .marker_ctx = at};
@@ -91,14 +91,9 @@ static struct loaded *kinds_of(struct loaded *l, const struct gmt_common *c,
             kinds_failed = true;
             return NULL;
         }
-        o.kinds_seq = at->seq;
+        seq = at->seq;
     }
-    struct loaded *k = gmt_load(l->path, c, &o);
-    if (k && !gmt_kinds(k, rows)) {
-        gmt_unload(k);
-        k = NULL;
-    }
-    return k;
+    return gmt_kinds_at(l, c, seq, rows);
 }
 
 static void kinds_text(struct loaded *l, const struct gmt_common *c)
@@ -169,21 +164,8 @@ static void kinds_json(struct loaded *l, const struct gmt_common *c)
     } else {
         printf(",\"kinds_at\":\"peak\"");
     }
-    printf(",\"kinds\":[");
-    for (int i = 0; i < GMT_KIND_COUNT; i++) {
-        printf("%s{\"kind\":\"%s\",\"bytes\":%" PRId64 ",\"blocks\":%" PRIu64
-               ",\"basis\":", i ? "," : "", rows[i].key, rows[i].bytes, rows[i].blocks);
-        gmt_json_str(stdout, rows[i].basis);
-        printf(",\"layers\":[");
-        for (int j = 0; j < rows[i].nlayers; j++) {
-            printf("%s{\"layer\":", j ? "," : "");
-            gmt_json_str(stdout, rows[i].layers[j].layer);
-            printf(",\"bytes\":%" PRId64 ",\"blocks\":%" PRIu64 "}",
-                   rows[i].layers[j].bytes, rows[i].layers[j].blocks);
-        }
-        printf("]}");
-    }
-    printf("]");
+    printf(",\"kinds\":");
+    gmt_kinds_json(stdout, rows, false);
     gmt_unload(k);
 }
 

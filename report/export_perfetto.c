@@ -15,11 +15,10 @@
  * Timestamps are microseconds since the trace began (fractions keep the
  * nanoseconds), never decreasing in file order, so every track is sorted.
  *
- * The levels follow the replay's rules (replay.h: requested, allocated,
- * reserved per device; PyTorch's blocks lie in its segments, which are its
- * reserved memory; the CUDA allocations under them count nowhere), rebuilt
- * in a second pass over the trace, so the counters' maxima are the
- * peaks the other commands report.
+ * The levels are the replay's own (replay.h: requested, allocated,
+ * reserved per device), read after each record of a second replay
+ * (replay_opts.on_event), so the counters' maxima are the peaks the other
+ * commands report.
  *
  * Decimation. A long run changes its levels millions of times; drawing
  * needs far fewer points. The run is cut into EXPORT_TE_BUCKETS equal
@@ -53,7 +52,6 @@ struct series {
 };
 
 struct dev {
-    int64_t fw_reserved;
     struct series s[NSERIES];
 };
 
@@ -72,9 +70,8 @@ struct te {
     struct loaded *l;
     FILE *f;
     struct dev dev[REPLAY_MAX_DEVICES];
-    struct ex_table live, backing;
     struct thread_depth *threads;
-    uint64_t span_ns, last_ts;
+    uint64_t span_ns, last_ts, end;
     bool first;
     bool nomem;
 };
@@ -170,120 +167,22 @@ static void level(struct te *t, int device, int s, uint64_t time, int64_t v)
     x->last_t = time;
 }
 
-static void add(struct te *t, uint32_t device, int s, uint64_t time, int64_t delta)
-{
-    struct series *x = &t->dev[device].s[s];
-    level(t, (int)device, s, time, x->cur + delta);
-}
+/* ---- the levels ------------------------------------------------------------------ */
 
-/* ---- the levels (replay.c's rules) -------------------------------------------- */
-
-static void on_alloc(struct te *t, const struct gmt_rec *rec)
+static void on_oom(struct te *t, const struct gmt_rec *rec)
 {
-    const struct replay *r = &t->l->r;
-    unsigned api = rec->api & ~GMT_API_PTDS;
-    if (rec->result != 0) {
-        if (rec->result == 2 && !gmt_is_fw_backing(rec)) {
-            char label[64];
-            flush_all(t);
-            snprintf(label, sizeof label, "OOM: %" PRIu64 " bytes on GPU %u", rec->size,
-                     rec->device);
-            sep(t);
-            fprintf(t->f, "{\"ph\":\"i\",\"s\":\"p\",\"pid\":%u,\"tid\":%" PRIu64
-                          ",\"name\":\"%s\",\"cat\":\"oom\",",
-                    pid(t), tid(t, rec->thread), label);
-            ts(t, rec->time);
-            fprintf(t->f, ",\"args\":{\"size\":%" PRIu64 ",\"device\":%u,\"site\":", rec->size,
-                    rec->device);
-            gmt_json_str(t->f, sym_site(t->l->sym, rec->stack, GRAIN_LINE, 0));
-            fputs("}}", t->f);
-        }
-        return;
-    }
-    if (gmt_is_fw_backing(rec)) {
-        if (rec->addr && rec->size && rec->size <= GMT_SIZE_MAX)
-            ex_put(&t->backing, rec->addr);
-        return;
-    }
-    if (rec->addr == 0 || rec->size == 0 || rec->size > GMT_SIZE_MAX ||
-        rec->size2 > GMT_SIZE_MAX)
-        return;
-    /* allocated twice without a free seen: the replay forgets the old one
-     * and keeps its bytes counted; so do these levels */
-    struct ex_live *e = ex_put(&t->live, rec->addr);
-    if (e == NULL)
-        return;
-    uint32_t device = rec->device % REPLAY_MAX_DEVICES;
-    e->size = rec->size;
-    e->block = rec->size + (rec->size2 > UINT32_MAX ? UINT32_MAX : rec->size2);
-    e->device = (uint16_t)device;
-    if (export_host_api(api)) {
-        e->flags = EX_HOST;
-        return;
-    }
-    e->flags = export_pooled(r, api) ? EX_POOLED : 0;
-    e->flags |= api == GMT_API_FW_ALLOC ? EX_FW : 0;
-    add(t, device, S_REQUESTED, rec->time, (int64_t)e->size);
-    add(t, device, S_ALLOCATED, rec->time, (int64_t)e->block);
-    if (!(e->flags & EX_POOLED))
-        add(t, device, S_RESERVED, rec->time, (int64_t)e->block);
-}
-
-static void on_free(struct te *t, const struct gmt_rec *rec)
-{
-    if (rec->result != 0 || rec->addr == 0)
-        return;
-    struct ex_live *e;
-    if ((rec->api & ~GMT_API_PTDS) != GMT_API_FW_FREE &&
-        (e = ex_find(&t->backing, rec->addr)) != NULL) {
-        ex_del(&t->backing, e);
-        return;
-    }
-    if ((e = ex_find(&t->live, rec->addr)) == NULL)
-        return;
-    if (!(e->flags & EX_HOST)) {
-        add(t, e->device, S_REQUESTED, rec->time, -(int64_t)e->size);
-        add(t, e->device, S_ALLOCATED, rec->time, -(int64_t)e->block);
-        if (!(e->flags & EX_POOLED))
-            add(t, e->device, S_RESERVED, rec->time, -(int64_t)e->block);
-    }
-    ex_del(&t->live, e);
-}
-
-static void on_fw(struct te *t, const struct gmt_rec *rec)
-{
-    struct gmt_fw f;
-    if (gmt_fw_decode(rec, &f) != 0)
-        return;
-    uint32_t device = f.device % REPLAY_MAX_DEVICES;
-    struct dev *d = &t->dev[device];
-    int64_t n;
-    switch (f.action) {
-    case GMT_FWX_SEGMENT_ALLOC:
-    case GMT_FWX_SEGMENT_MAP:
-        n = (int64_t)f.size;
-        break;
-    case GMT_FWX_SEGMENT_FREE:
-    case GMT_FWX_SEGMENT_UNMAP:
-        n = -(int64_t)f.size;
-        break;
-    case GMT_FWX_BLOCK_SIZE: {
-        struct ex_live *e = ex_find(&t->live, f.addr);
-        if (e == NULL || !(e->flags & EX_FW) || f.size < e->size)
-            return;
-        uint64_t extra = f.size - e->size;
-        uint64_t block = e->size + (extra > UINT32_MAX ? UINT32_MAX : extra);
-        add(t, e->device, S_ALLOCATED, rec->time, (int64_t)block - (int64_t)e->block);
-        e->block = block;
-        return;
-    }
-    default:
-        return;
-    }
-    if (n < 0 && -n > d->fw_reserved)
-        n = d->fw_reserved > 0 ? -d->fw_reserved : 0;
-    d->fw_reserved += n;
-    add(t, device, S_RESERVED, rec->time, n);
+    char label[64];
+    flush_all(t);
+    snprintf(label, sizeof label, "OOM: %" PRIu64 " bytes on GPU %u", rec->size, rec->device);
+    sep(t);
+    fprintf(t->f, "{\"ph\":\"i\",\"s\":\"p\",\"pid\":%u,\"tid\":%" PRIu64
+                  ",\"name\":\"%s\",\"cat\":\"oom\",",
+            pid(t), tid(t, rec->thread), label);
+    ts(t, rec->time);
+    fprintf(t->f, ",\"args\":{\"size\":%" PRIu64 ",\"device\":%u,\"site\":", rec->size,
+            rec->device);
+    gmt_json_str(t->f, sym_site(t->l->sym, rec->stack, GRAIN_LINE, 0));
+    fputs("}}", t->f);
 }
 
 /* ---- markers ----------------------------------------------------------------- */
@@ -335,6 +234,28 @@ static void on_marker(struct te *t, const struct gmt_rec *rec)
     fputc('}', t->f);
 }
 
+/* replay_opts.on_event: every record, after the replay applied it. */
+static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
+{
+    struct te *t = ctx;
+    if (rec->kind != GMT_K_EXT && rec->time > t->end)
+        t->end = rec->time;
+    int d = r->change.device;
+    if (d >= 0) {
+        const struct device_state *ds = &r->dev[d];
+        level(t, d, S_REQUESTED, rec->time, ds->requested);
+        level(t, d, S_ALLOCATED, rec->time, ds->allocated);
+        level(t, d, S_RESERVED, rec->time, ds->reserved);
+    }
+    if (rec->kind == GMT_K_SAMPLE && rec->v[4])
+        level(t, (int)(rec->device % REPLAY_MAX_DEVICES), S_USED, rec->time,
+              (int64_t)rec->v[4]);
+    else if (rec->kind == GMT_K_MARKER)
+        on_marker(t, rec);
+    else if (rec->kind == GMT_K_ALLOC && rec->result == 2 && !gmt_is_fw_backing(rec))
+        on_oom(t, rec);
+}
+
 /* ---- the file -------------------------------------------------------------------- */
 
 static void metadata(struct te *t)
@@ -378,50 +299,15 @@ int export_perfetto(struct loaded *l, FILE *out, char *err, size_t errlen)
     gmt_json_str(out, l->path);
     fputs("},\"traceEvents\":[", out);
     metadata(t);
+    struct replay *again = malloc(sizeof *again);
     int rc = -1;
-    struct gmt_reader *rd = gmt_reader_open(l->path, err, errlen);
-    if (rd == NULL)
-        goto out;
-    struct gmt_rec rec;
-    int got;
-    uint64_t end = 0;
-    while ((got = gmt_reader_next(rd, &rec)) == 1) {
-        if (rec.kind != GMT_K_EXT && rec.time > end)
-            end = rec.time;
-        switch (rec.kind) {
-        case GMT_K_ALLOC:
-            on_alloc(t, &rec);
-            break;
-        case GMT_K_FREE:
-            on_free(t, &rec);
-            break;
-        case GMT_K_SEGMENT_ALLOC:
-        case GMT_K_SEGMENT_FREE:
-            add(t, rec.device % REPLAY_MAX_DEVICES, S_RESERVED, rec.time,
-                rec.kind == GMT_K_SEGMENT_ALLOC ? (int64_t)rec.size : -(int64_t)rec.size);
-            break;
-        case GMT_K_SAMPLE:
-            if (rec.v[4])
-                level(t, (int)(rec.device % REPLAY_MAX_DEVICES), S_USED, rec.time,
-                      (int64_t)rec.v[4]);
-            break;
-        case GMT_K_MARKER:
-            on_marker(t, &rec);
-            break;
-        case GMT_K_EXT:
-            if (rec.ext == GMT_X_FW)
-                on_fw(t, &rec);
-            break;
-        default:
-            break;
-        }
-    }
-    if (got < 0) {
-        snprintf(err, errlen, "%s", gmt_reader_error(rd));
-        gmt_reader_close(rd);
+    if (again == NULL) {
+        snprintf(err, errlen, "out of memory");
         goto out;
     }
-    gmt_reader_close(rd);
+    struct replay_opts o = {.on_event = on_event, .event_ctx = t};
+    if (replay_trace(l->path, again, &o, err, errlen) != 0)
+        goto out;
     flush_all(t);
     /* ranges still open end with the trace */
     for (struct thread_depth *d = t->threads; d; d = d->hh.next) {
@@ -432,19 +318,20 @@ int export_perfetto(struct loaded *l, FILE *out, char *err, size_t errlen)
                     tid(t, d->thread));
             gmt_json_str(out, name ? name : "(marker)");
             fputc(',', out);
-            ts(t, end);
+            ts(t, t->end);
             fputc('}', out);
         }
     }
     fputs("\n]}\n", out);
-    if (t->nomem || t->live.nomem || t->backing.nomem) {
+    if (t->nomem) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
     rc = 0;
 out:
-    ex_free(&t->live);
-    ex_free(&t->backing);
+    if (again)
+        replay_free(again);
+    free(again);
     struct thread_depth *d, *tmp;
     HASH_ITER(hh, t->threads, d, tmp) {
         HASH_DEL(t->threads, d);

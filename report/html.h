@@ -34,6 +34,8 @@ void html_kv_str(FILE *f, bool comma, const char *key, const char *s);
 #define HTML_BUCKETS 2000   /* timeline columns kept per trace */
 #define HTML_MAX_MARKS 2000 /* marks and phases drawn; all are counted */
 #define HTML_MAX_SNAPS 33   /* pool pictures: the peak and 32 OOMs */
+#define HTML_SEGS 1000      /* segments listed per pool picture */
+#define HTML_PIECES 8000    /* pieces of their maps, at the peak (a quarter at an OOM) */
 
 struct html_mark {
     uint64_t at, end;       /* ns from the start; end: phases only */
@@ -48,6 +50,10 @@ struct html_snap {
     int64_t device;
     bool taken;
     struct pv_state st;
+    /* the maps of st.segs[0..min(nsegs, HTML_SEGS)): npieces[i] pieces
+     * each, one after another in pieces[] */
+    struct pv_piece *pieces;
+    uint32_t *npieces;
 };
 
 /* The timeline by site: per bucket, the largest requested bytes in it and

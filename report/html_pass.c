@@ -4,10 +4,11 @@
  * The replay keeps the sites' picture at the peak and 256 buckets of
  * totals; a chart stacked by site needs each band's bytes over the whole
  * run. So the trace is read again, knowing now which sites are the bands
- * (the top sites at the peak). Device memory is counted as the replay
- * counts it (replay.c: on_alloc, on_free, on_segment, fw_reserve,
- * fw_block_size; the same backward attribution of autograd's blocks), so
- * the totals here are the replay's: requested, allocated, reserved.
+ * (the top sites at the peak). The second pass is a replay like the
+ * first (replay_opts.on_event): after each record, the levels are the
+ * replay's own requested, allocated and reserved bytes, and a band moves
+ * with the sites the record changed - so the totals here are the
+ * replay's, by the replay's rules.
  *
  * Decimation that keeps the peak. The run is cut into HTML_BUCKETS
  * buckets; a bucket keeps the largest requested total reached in it and
@@ -26,29 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "addrmap.h"
-#include "backward.h"
 #include "html.h"
 
 #define OPEN_MAX 256 /* phases open at once, followed */
-
-/* ---- live allocations, by address (open addressing, as replay.c) ------ */
-
-struct hlive {
-    uint64_t addr; /* 0: empty */
-    uint64_t size;
-    uint32_t extra;
-    int32_t band;
-    uint16_t device;
-    uint8_t mem, api;
-};
-
-struct htab {
-    struct hlive *slot;
-    size_t cap, n;
-};
-
-ADDRMAP_FUNCS(htab, struct htab, struct hlive, 4096)
 
 /* ---- the pass's state ---------------------------------------------------- */
 
@@ -66,13 +47,13 @@ struct pass {
     int other;              /* the band of every other site */
     uint64_t t0;
     long cur;               /* bucket filled last; -1: none */
-    struct htab live, backing;
     int64_t requested, allocated, reserved, *bands;
-    int64_t fw_reserved[REPLAY_MAX_DEVICES];
     uint64_t used[REPLAY_MAX_DEVICES];
     int64_t used_sum;
     bool any_used;
-    struct bw_state *bw;
+    struct poolview pv;
+    struct html_snap *order[HTML_MAX_SNAPS];
+    size_t next_snap;
     struct open_phase open[OPEN_MAX];
     int nopen, deeper;
     size_t cap_marks;
@@ -138,110 +119,33 @@ static void note(struct pass *p)
         tl->device_used[k] = p->used_sum;
 }
 
-/* ---- events (mirroring replay.c) ---------------------------------------------- */
+/* ---- the levels ----------------------------------------------------------------- */
 
-static void on_alloc(struct pass *p, const struct gmt_rec *rec)
+/* A device's driver-reported bytes in use (GMT_K_SAMPLE), summed over
+ * devices: the replay keeps each device's latest. */
+static void on_sample(struct pass *p, const struct replay *r, const struct gmt_rec *rec)
 {
-    if (gmt_is_fw_backing(rec)) {
-        if (rec->result == 0 && rec->addr && rec->size && rec->size <= GMT_SIZE_MAX &&
-            htab_find(&p->backing, rec->addr) == NULL &&
-            htab_insert(&p->backing, rec->addr) == NULL)
-            p->nomem = true;
+    uint32_t d = rec->device % REPLAY_MAX_DEVICES;
+    uint64_t used = r->dev[d].last_device_used;
+    if (used == 0 || used == p->used[d])
         return;
-    }
-    if (rec->result != 0 || rec->addr == 0 || rec->size == 0 || rec->size > GMT_SIZE_MAX ||
-        rec->size2 > GMT_SIZE_MAX)
-        return;
-    struct hlive *l = htab_find(&p->live, rec->addr);
-    if (l) /* allocated twice without a free: the replay forgets the old one */
-        htab_remove(&p->live, l);
-    if ((l = htab_insert(&p->live, rec->addr)) == NULL) {
-        p->nomem = true;
-        return;
-    }
-    l->size = rec->size;
-    l->extra = rec->size2 > UINT32_MAX ? UINT32_MAX : (uint32_t)rec->size2;
-    l->mem = (uint8_t)replay_mem_of(rec->api);
-    l->api = rec->api;
-    l->device = (uint16_t)(rec->device % REPLAY_MAX_DEVICES);
-    l->band = band_of(p, rec->stack);
-    if (l->mem == MEM_HOST)
-        return;
-    int64_t block = (int64_t)(l->size + l->extra);
-    p->requested += (int64_t)l->size;
-    p->allocated += block;
-    if (!replay_pooled(&p->l->r, rec->api))
-        p->reserved += block;
-    p->bands[l->band] += (int64_t)l->size;
-}
-
-static void on_free(struct pass *p, const struct gmt_rec *rec)
-{
-    if (rec->result != 0 || rec->addr == 0)
-        return;
-    struct hlive *l;
-    if ((rec->api & ~GMT_API_PTDS) != GMT_API_FW_FREE &&
-        (l = htab_find(&p->backing, rec->addr)) != NULL) {
-        htab_remove(&p->backing, l);
-        return;
-    }
-    if ((l = htab_find(&p->live, rec->addr)) == NULL)
-        return;
-    if (l->mem != MEM_HOST) {
-        int64_t block = (int64_t)(l->size + l->extra);
-        p->requested -= (int64_t)l->size;
-        p->allocated -= block;
-        if (!replay_pooled(&p->l->r, l->api))
-            p->reserved -= block;
-        p->bands[l->band] -= (int64_t)l->size;
-    }
-    htab_remove(&p->live, l);
-}
-
-static void on_fw(struct pass *p, const struct gmt_rec *rec)
-{
-    struct gmt_fw f;
-    if (gmt_fw_decode(rec, &f) != 0)
-        return;
-    int64_t *fr = &p->fw_reserved[f.device % REPLAY_MAX_DEVICES];
-    int64_t n = 0;
-    switch (f.action) {
-    case GMT_FWX_SEGMENT_ALLOC:
-    case GMT_FWX_SEGMENT_MAP:
-        n = (int64_t)f.size;
-        break;
-    case GMT_FWX_SEGMENT_FREE:
-    case GMT_FWX_SEGMENT_UNMAP:
-        n = -(int64_t)f.size;
-        if (-n > *fr)
-            n = *fr > 0 ? -*fr : 0;
-        break;
-    case GMT_FWX_BLOCK_SIZE: {
-        struct hlive *l = htab_find(&p->live, f.addr);
-        if (l == NULL || (l->api & ~GMT_API_PTDS) != GMT_API_FW_ALLOC || f.size < l->size)
-            return;
-        uint64_t extra = f.size - l->size;
-        uint32_t e32 = extra > UINT32_MAX ? UINT32_MAX : (uint32_t)extra;
-        p->allocated += (int64_t)e32 - (int64_t)l->extra;
-        l->extra = e32;
-        return;
-    }
-    default:
-        return;
-    }
-    *fr += n;
-    p->reserved += n;
-}
-
-static void on_sample(struct pass *p, const struct gmt_rec *rec)
-{
-    uint64_t used = rec->v[4];
-    if (used == 0)
-        return;
-    uint64_t *u = &p->used[rec->device % REPLAY_MAX_DEVICES];
-    p->used_sum += (int64_t)used - (int64_t)*u;
-    *u = used;
+    p->used_sum += (int64_t)used - (int64_t)p->used[d];
+    p->used[d] = used;
     p->any_used = true;
+}
+
+/* The levels after a record that moved them. */
+static void levels(struct pass *p, const struct replay *r, const struct gmt_rec *rec)
+{
+    advance(p, rec->time);
+    p->requested = r->requested;
+    p->allocated = r->allocated;
+    p->reserved = r->reserved;
+    for (int i = 0; i < r->change.nsites; i++)
+        p->bands[band_of(p, r->change.site[i].stack)] += r->change.site[i].bytes;
+    if (rec->kind == GMT_K_SAMPLE)
+        on_sample(p, r, rec);
+    note(p);
 }
 
 /* ---- marks and phases ----------------------------------------------------------- */
@@ -324,13 +228,51 @@ static void plan(struct html_timeline *tl, const struct replay *r, struct html_s
     }
 }
 
-static void take(struct pass *p, const struct poolview *v, struct html_snap *s)
+/* The pool's picture now, and the maps of the segments the page lists:
+ * each gets an equal share of the pieces, so a pool of few segments
+ * shows every block of each. */
+static void take(struct pass *p, struct html_snap *s)
 {
-    s->taken = pv_state(v, s->device, &s->st);
+    s->taken = pv_state(&p->pv, s->device, &s->st);
     p->nomem |= !s->taken;
+    size_t shown = s->taken && s->st.nsegs < HTML_SEGS ? s->st.nsegs : s->taken ? HTML_SEGS : 0;
+    if (shown == 0)
+        return;
+    size_t budget = s->oom ? HTML_PIECES / 4 : HTML_PIECES, each = budget / shown;
+    each = each < 4 ? 4 : each;
+    s->pieces = malloc(shown * each * sizeof *s->pieces);
+    s->npieces = calloc(shown, sizeof *s->npieces);
+    if (s->pieces == NULL || s->npieces == NULL) {
+        free(s->pieces);
+        free(s->npieces);
+        s->pieces = NULL;
+        s->npieces = NULL;
+        p->nomem = true;
+        return;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < shown; i++) {
+        s->npieces[i] = (uint32_t)pv_pieces(&p->pv, s->st.segs[i].addr, s->pieces + used, each);
+        used += s->npieces[i];
+    }
 }
 
 /* ---- the pass ------------------------------------------------------------------------ */
+
+/* replay_opts.on_event: every record, after the replay applied it. A
+ * picture of the pool is of the moment after its event: taken before the
+ * first record past it reaches the poolview. */
+static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
+{
+    struct pass *p = ctx;
+    while (p->next_snap < p->tl->nsnaps && rec->seq > p->order[p->next_snap]->seq)
+        take(p, p->order[p->next_snap++]);
+    pv_apply(&p->pv, rec);
+    if (rec->kind == GMT_K_MARKER)
+        on_marker(p, rec);
+    else if (r->change.device >= 0 || rec->kind == GMT_K_SAMPLE)
+        levels(p, r, rec);
+}
 
 int html_pass(const struct loaded *l, const uint32_t *ids, const int *band, size_t nids,
               int nsites, struct html_timeline *tl, char *err, size_t errlen)
@@ -346,88 +288,42 @@ int html_pass(const struct loaded *l, const uint32_t *ids, const int *band, size
     tl->reserved = calloc(nb, sizeof *tl->reserved);
     tl->device_used = calloc(nb, sizeof *tl->device_used);
     tl->band = calloc(nb * w, sizeof *tl->band);
-    struct pass p = {.l = l, .tl = tl, .ids = ids, .band_of = band, .nids = nids,
-                     .other = nsites, .t0 = r->hdr.start_monotonic_ns, .cur = -1};
-    p.bands = calloc(w, sizeof *p.bands);
+    struct pass *p = calloc(1, sizeof *p);
+    struct replay *again = malloc(sizeof *again);
+    if (p)
+        p->bands = calloc(w, sizeof *p->bands);
     if (!tl->requested || !tl->allocated || !tl->reserved || !tl->device_used ||
-        !tl->band || !p.bands) {
+        !tl->band || !p || !p->bands || !again) {
         snprintf(err, errlen, "out of memory");
-        free(p.bands);
+        if (p)
+            free(p->bands);
+        free(p);
+        free(again);
         return -1;
     }
-    struct html_snap *order[HTML_MAX_SNAPS];
-    plan(tl, r, order);
-    struct gmt_reader *rd = gmt_reader_open(l->path, err, errlen);
-    if (rd == NULL) {
-        free(p.bands);
-        return -1;
-    }
-    struct poolview v;
-    pv_init(&v);
-    struct gmt_rec rec;
-    size_t k = 0;
-    int got;
-    while ((got = gmt_reader_next(rd, &rec)) == 1) {
-        while (k < tl->nsnaps && rec.seq > order[k]->seq)
-            take(&p, &v, order[k++]);
-        pv_apply(&v, &rec);
-        if (rec.kind == GMT_K_EXT) {
-            if (rec.ext == GMT_X_FW) {
-                advance(&p, rec.time);
-                on_fw(&p, &rec);
-                note(&p);
-            }
-            continue;
-        }
-        switch (rec.kind) {
-        case GMT_K_ALLOC:
-            rec.stack = gmt_bw_site(&p.bw, &r->defs, &rec);
-            advance(&p, rec.time);
-            on_alloc(&p, &rec);
-            note(&p);
-            break;
-        case GMT_K_FREE:
-            advance(&p, rec.time);
-            on_free(&p, &rec);
-            note(&p);
-            break;
-        case GMT_K_SEGMENT_ALLOC:
-        case GMT_K_SEGMENT_FREE:
-            advance(&p, rec.time);
-            p.reserved += rec.kind == GMT_K_SEGMENT_ALLOC ? (int64_t)rec.size : -(int64_t)rec.size;
-            note(&p);
-            break;
-        case GMT_K_SAMPLE:
-            advance(&p, rec.time);
-            on_sample(&p, &rec);
-            note(&p);
-            break;
-        case GMT_K_MARKER:
-            on_marker(&p, &rec);
-            break;
-        default:
-            break;
-        }
-    }
-    while (k < tl->nsnaps)
-        take(&p, &v, order[k++]);
-    advance(&p, p.t0 + dur);
-    tl->n = (size_t)(p.cur + 1);
-    for (int i = 0; i < p.nopen; i++) /* phases open at the end run to it */
-        if (p.open[i].mark >= 0)
-            tl->marks[p.open[i].mark].end = dur;
-    if (got < 0)
-        snprintf(err, errlen, "%s", gmt_reader_error(rd));
-    tl->pool_odd = v.odd;
-    if (p.nomem || v.nomem)
+    *p = (struct pass){.l = l, .tl = tl, .ids = ids, .band_of = band, .nids = nids,
+                       .other = nsites, .t0 = r->hdr.start_monotonic_ns, .cur = -1,
+                       .bands = p->bands};
+    plan(tl, r, p->order);
+    pv_init(&p->pv);
+    struct replay_opts o = {.on_event = on_event, .event_ctx = p};
+    int rc = replay_trace(l->path, again, &o, err, errlen);
+    while (p->next_snap < tl->nsnaps)
+        take(p, p->order[p->next_snap++]);
+    advance(p, p->t0 + dur);
+    tl->n = (size_t)(p->cur + 1);
+    for (int i = 0; i < p->nopen; i++) /* phases open at the end run to it */
+        if (p->open[i].mark >= 0)
+            tl->marks[p->open[i].mark].end = dur;
+    tl->pool_odd = p->pv.odd;
+    if (p->nomem || p->pv.nomem)
         gmt_warnf("%s: not enough host memory for the whole picture", l->path);
-    pv_free(&v);
-    gmt_reader_close(rd);
-    gmt_bw_free(p.bw);
-    free(p.live.slot);
-    free(p.backing.slot);
-    free(p.bands);
-    return got < 0 ? -1 : 0;
+    pv_free(&p->pv);
+    replay_free(again);
+    free(again);
+    free(p->bands);
+    free(p);
+    return rc;
 }
 
 void html_timeline_free(struct html_timeline *tl)
@@ -438,8 +334,11 @@ void html_timeline_free(struct html_timeline *tl)
     free(tl->device_used);
     free(tl->band);
     free(tl->marks);
-    for (size_t i = 0; i < tl->nsnaps; i++)
+    for (size_t i = 0; i < tl->nsnaps; i++) {
         if (tl->snaps[i].taken)
             pv_state_free(&tl->snaps[i].st);
+        free(tl->snaps[i].pieces);
+        free(tl->snaps[i].npieces);
+    }
     memset(tl, 0, sizeof *tl);
 }

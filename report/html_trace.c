@@ -18,10 +18,10 @@
 #include <string.h>
 
 #include "html.h"
+#include "kinds.h"
 
 #define HTML_MAX_BANDS 30 /* sites drawn as bands, at most */
 #define HTML_FOLDS 4000   /* flame graph stacks kept */
-#define HTML_SEGS 1000    /* segments listed per pool picture */
 #define HTML_ROWS 50      /* rows per table (--top 0) */
 
 static uint64_t rel(const struct replay *r, uint64_t t)
@@ -114,6 +114,21 @@ static void summary(FILE *f, const struct loaded *l)
         first = false;
     }
     fprintf(f, "]}");
+}
+
+/* The bytes at the peak by kind (kinds.h), where the trace has the
+ * Python stacks to infer them from; null where not. */
+static void kinds(FILE *f, struct loaded *l, const struct gmt_common *c)
+{
+    struct kind_row rows[GMT_KIND_COUNT];
+    struct loaded *k = gmt_kinds_at(l, c, l->r.peak_requested_seq, rows);
+    fputs(",\"kinds\":", f);
+    if (k == NULL) {
+        fputs("null", f);
+        return;
+    }
+    gmt_kinds_json(f, rows, true);
+    gmt_unload(k);
 }
 
 /* ---- timeline by site ---------------------------------------------------------- */
@@ -312,8 +327,60 @@ static void folds(FILE *f, struct loaded *l, const struct gmt_common *c, bool to
 
 /* ---- pool pictures --------------------------------------------------------------- */
 
-static void pools(FILE *f, const struct replay *r, const struct html_timeline *tl)
+#define HTML_BLOCK_SITES 4000 /* sites named on the pool's maps */
+
+static int cmp_u32(const void *a, const void *b)
 {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The stacks that name pieces of the maps, sorted and unique, at most
+ * HTML_BLOCK_SITES (pieces of others are drawn unnamed). */
+static size_t block_stacks(const struct html_timeline *tl, uint32_t **out)
+{
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < tl->nsnaps; i++)
+        for (size_t j = 0; tl->snaps[i].npieces && j < tl->snaps[i].st.nsegs && j < HTML_SEGS; j++)
+            cap += tl->snaps[i].npieces[j];
+    uint32_t *ids = malloc((cap ? cap : 1) * sizeof *ids);
+    *out = ids;
+    if (ids == NULL)
+        return 0;
+    for (size_t i = 0; i < tl->nsnaps; i++) {
+        const struct html_snap *s = &tl->snaps[i];
+        size_t at = 0;
+        for (size_t j = 0; s->npieces && j < s->st.nsegs && j < HTML_SEGS; j++)
+            for (uint32_t k = 0; k < s->npieces[j]; k++, at++)
+                if (s->pieces[at].named)
+                    ids[n++] = s->pieces[at].stack;
+    }
+    if (n)
+        qsort(ids, n, sizeof *ids, cmp_u32);
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < HTML_BLOCK_SITES; i++)
+        if (m == 0 || ids[m - 1] != ids[i])
+            ids[m++] = ids[i];
+    return m;
+}
+
+static long block_site(const uint32_t *ids, size_t n, const struct pv_piece *q)
+{
+    if (!q->named || n == 0)
+        return -1;
+    const uint32_t *hit = bsearch(&q->stack, ids, n, sizeof *ids, cmp_u32);
+    return hit ? (long)(hit - ids) : -1;
+}
+
+/* Each segment: [address, device, size, allocated, pending, free, largest
+ * free, free blocks, live blocks, PyTorch's, map], the map flat: size,
+ * allocated, pending, site (an index into block_sites, -1: none) per
+ * piece, in address order. */
+static void pools(FILE *f, struct loaded *l, const struct gmt_common *c,
+                  const struct html_timeline *tl)
+{
+    uint32_t *ids;
+    size_t nids = block_stacks(tl, &ids);
     fprintf(f, ",\"pool_odd\":%" PRIu64 ",\"pools\":[", tl->pool_odd);
     for (size_t i = 0; i < tl->nsnaps; i++) {
         const struct html_snap *s = &tl->snaps[i];
@@ -334,19 +401,31 @@ static void pools(FILE *f, const struct replay *r, const struct html_timeline *t
                 st->reserved, st->allocated, st->pending, st->free, st->largest_free,
                 st->free_blocks, st->live_blocks, st->frag, st->requested, st->waste,
                 st->unpooled_bytes, st->unpooled_count);
-        /* by address: a map reads in address order (pv_state sorts by free) */
-        size_t shown = st->nsegs < HTML_SEGS ? st->nsegs : HTML_SEGS;
+        size_t shown = st->nsegs < HTML_SEGS ? st->nsegs : HTML_SEGS, at = 0;
         for (size_t j = 0; j < shown; j++) {
             const struct pv_seg_stat *g = &st->segs[j];
             fprintf(f, "%s[\"0x%" PRIx64 "\",%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                       ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%s]", j ? "," : "", g->addr,
+                       ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%s,[", j ? "," : "", g->addr,
                     g->device, g->size, g->allocated, g->pending, g->free, g->largest_gap,
                     g->gaps, g->live, g->fw ? "true" : "false");
+            for (uint32_t k = 0; s->npieces && k < s->npieces[j]; k++, at++) {
+                const struct pv_piece *q = &s->pieces[at];
+                fprintf(f, "%s%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%ld", k ? "," : "", q->size,
+                        q->allocated, q->pending, block_site(ids, nids, q));
+            }
+            fprintf(f, "]]");
         }
         fprintf(f, "],\"segments_omitted\":%zu}", st->nsegs - shown);
     }
+    fprintf(f, "],\"block_sites\":[");
+    for (size_t i = 0; i < nids; i++) {
+        fprintf(f, "%s{", i ? "," : "");
+        html_kv_str(f, false, "site", sym_site(l->sym, ids[i], c->grain, c->depth));
+        stack_json(f, l, ids[i]);
+        fprintf(f, "}");
+    }
     fprintf(f, "]");
-    (void)r;
+    free(ids);
 }
 
 /* ---- tables ----------------------------------------------------------------------- */
@@ -445,6 +524,7 @@ int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c)
             r->cut ? "true" : "false");
     html_kv_str(f, true, "damage", r->damage);
     summary(f, l);
+    kinds(f, l, c);
     struct html_timeline tl;
     if (timeline(f, l, c, peak, npeak, &tl, err, sizeof err) != 0) {
         gmt_errorf("%s: %s", l->path, err);
@@ -456,7 +536,7 @@ int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c)
     folds(f, l, c, false);
     folds(f, l, c, true);
     fprintf(f, "}");
-    pools(f, r, &tl);
+    pools(f, l, c, &tl);
     html_timeline_free(&tl);
     fprintf(f, ",\"tables\":{");
     static const char *const pk[] = {"bytes", "allocations", "allocated"};

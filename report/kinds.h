@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "reader.h"
 
@@ -93,5 +94,16 @@ struct kind_row {
  * false when the replay took no snapshot (no kinds_seq, or no Python
  * stacks to infer from). */
 bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT]);
+
+/* The bytes by kind at the event seq (the peak: l->r.peak_requested_seq),
+ * from a second replay of l's trace, which is returned: the rows' layer
+ * names are its strings, so unload it after them. NULL: no kinds (no
+ * Python stacks to infer from, no such event, or an error said). */
+struct gmt_common;
+struct loaded *gmt_kinds_at(struct loaded *l, const struct gmt_common *c, uint64_t seq,
+                            struct kind_row rows[GMT_KIND_COUNT]);
+/* The rows as a JSON array, strings safe inside an HTML <script> when
+ * html (gmt_json_str_to). */
+void gmt_kinds_json(FILE *f, const struct kind_row rows[GMT_KIND_COUNT], bool html);
 
 #endif /* GMT_KINDS_H */

@@ -1,5 +1,6 @@
 /* kinds_table.c - the bytes at the peak by kind, from the blocks the
  * replay kept (kinds.h has the rules). */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,4 +123,38 @@ bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT])
         }
     }
     return true;
+}
+
+struct loaded *gmt_kinds_at(struct loaded *l, const struct gmt_common *c, uint64_t seq,
+                            struct kind_row rows[GMT_KIND_COUNT])
+{
+    if (!(l->r.hdr.features & GMT_FEAT_PYTHON_STACKS) || seq == 0)
+        return NULL;
+    struct loaded *k = gmt_load(l->path, c, &(struct replay_opts){.kinds_seq = seq});
+    if (k && !gmt_kinds(k, rows)) {
+        gmt_unload(k);
+        k = NULL;
+    }
+    return k;
+}
+
+void gmt_kinds_json(FILE *f, const struct kind_row rows[GMT_KIND_COUNT], bool html)
+{
+    fputc('[', f);
+    for (int i = 0; i < GMT_KIND_COUNT; i++) {
+        fprintf(f, "%s{\"kind\":\"%s\",\"bytes\":%" PRId64 ",\"blocks\":%" PRIu64
+                   ",\"name\":", i ? "," : "", rows[i].key, rows[i].bytes, rows[i].blocks);
+        gmt_json_str_to(f, rows[i].name, html);
+        fputs(",\"basis\":", f);
+        gmt_json_str_to(f, rows[i].basis, html);
+        fputs(",\"layers\":[", f);
+        for (int j = 0; j < rows[i].nlayers; j++) {
+            fprintf(f, "%s{\"layer\":", j ? "," : "");
+            gmt_json_str_to(f, rows[i].layers[j].layer, html);
+            fprintf(f, ",\"bytes\":%" PRId64 ",\"blocks\":%" PRIu64 "}",
+                    rows[i].layers[j].bytes, rows[i].layers[j].blocks);
+        }
+        fputs("]}", f);
+    }
+    fputc(']', f);
 }

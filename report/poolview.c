@@ -29,6 +29,7 @@ struct pv_block {
     uint64_t req;     /* bytes requested */
     uint64_t size;    /* bytes of the block */
     uint32_t device;
+    uint32_t stack;   /* its allocation's stack id */
     uint8_t state;    /* PV_ALLOC or PV_PENDING */
     bool pooled;      /* listed by the segment that holds it */
     bool fw;          /* a framework allocator's block */
@@ -371,6 +372,7 @@ static void on_alloc(struct poolview *v, const struct gmt_rec *rec)
     b->req = rec->size;
     b->size = s && !fw ? extent(s, rec->addr, block) : block;
     b->device = rec->device;
+    b->stack = rec->stack;
     b->state = PV_ALLOC;
     b->pooled = s != NULL;
     b->fw = fw;
@@ -622,28 +624,15 @@ void pv_apply(struct poolview *v, const struct gmt_rec *rec)
 
 /* ---- the picture ------------------------------------------------------------- */
 
-static void add_gap(struct pv_seg_stat *st, uint64_t gap)
-{
-    if (gap == 0)
-        return;
-    st->free += gap;
-    st->gaps++;
-    if (gap > st->largest_gap)
-        st->largest_gap = gap;
-}
+/* Sweep segment s from start to end: its blocks and the free runs
+ * between them, in address order, to fn (b NULL: free). Blocks overlapping
+ * one another or running past the end are clipped, so the runs always
+ * add up to the segment's size. */
+typedef void run_fn(void *ctx, uint64_t size, const struct pv_block *b);
 
-/* Sweep a segment from start to end. Blocks overlapping one another or
- * running past the end are clipped, so the parts always add up to the
- * segment's size. */
-static void seg_stat(const struct poolview *v, const struct pv_segment *s,
-                     struct pv_seg_stat *st)
+static void sweep(const struct poolview *v, const struct pv_segment *s, run_fn *fn, void *ctx)
 {
     uint64_t end = seg_end(s), cur = s->addr;
-    memset(st, 0, sizeof *st);
-    st->addr = s->addr;
-    st->size = s->size;
-    st->device = s->device;
-    st->fw = s->kind != PV_SEG_POOL;
     for (size_t i = 0; i < s->nblk; i++) {
         const struct pv_block *b = blk_find(v, s->blk[i]);
         if (b == NULL || b->addr < s->addr || b->addr >= end)
@@ -652,16 +641,99 @@ static void seg_stat(const struct poolview *v, const struct pv_segment *s,
         uint64_t hi = b->size < end - b->addr ? b->addr + b->size : end;
         if (hi <= lo)
             continue;
-        add_gap(st, lo - cur);
-        if (b->state == PV_ALLOC) {
-            st->allocated += hi - lo;
-            st->live++;
-        } else {
-            st->pending += hi - lo;
-        }
+        if (lo > cur)
+            fn(ctx, lo - cur, NULL);
+        fn(ctx, hi - lo, b);
         cur = hi;
     }
-    add_gap(st, end - cur);
+    if (end > cur)
+        fn(ctx, end - cur, NULL);
+}
+
+static void stat_run(void *ctx, uint64_t size, const struct pv_block *b)
+{
+    struct pv_seg_stat *st = ctx;
+    if (b == NULL) {
+        st->free += size;
+        st->gaps++;
+        if (size > st->largest_gap)
+            st->largest_gap = size;
+    } else if (b->state == PV_ALLOC) {
+        st->allocated += size;
+        st->live++;
+    } else {
+        st->pending += size;
+    }
+}
+
+static void seg_stat(const struct poolview *v, const struct pv_segment *s,
+                     struct pv_seg_stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->addr = s->addr;
+    st->size = s->size;
+    st->device = s->device;
+    st->fw = s->kind != PV_SEG_POOL;
+    sweep(v, s, stat_run, st);
+}
+
+/* ---- the map of a segment ------------------------------------------------------ */
+
+struct pieces {
+    struct pv_piece *out;
+    size_t n, max;
+    uint64_t width;          /* merge runs into pieces of at least this */
+    uint64_t biggest;        /* the allocated block that names the piece */
+    bool open;
+};
+
+static void count_run(void *ctx, uint64_t size, const struct pv_block *b)
+{
+    (void)size;
+    (void)b;
+    ++*(size_t *)ctx;
+}
+
+static void piece_run(void *ctx, uint64_t size, const struct pv_block *b)
+{
+    struct pieces *p = ctx;
+    if (!p->open) {
+        if (p->n == p->max)
+            return; /* cannot happen: the width bounds the count */
+        p->out[p->n] = (struct pv_piece){0};
+        p->biggest = 0;
+        p->open = true;
+    }
+    struct pv_piece *q = &p->out[p->n];
+    q->size += size;
+    if (b && b->state == PV_ALLOC) {
+        q->allocated += size;
+        if (size > p->biggest) {
+            p->biggest = size;
+            q->stack = b->stack;
+            q->named = true;
+        }
+    } else if (b) {
+        q->pending += size;
+    }
+    if (q->size >= p->width) {
+        p->n++;
+        p->open = false;
+    }
+}
+
+size_t pv_pieces(const struct poolview *v, uint64_t addr, struct pv_piece *out, size_t max)
+{
+    size_t i = seg_lower(v, addr), runs = 0;
+    if (max == 0 || i == v->nsegs || v->segs[i].addr != addr)
+        return 0;
+    const struct pv_segment *s = &v->segs[i];
+    sweep(v, s, count_run, &runs);
+    /* pieces closed at >= width bytes number under size / width <= max - 1 */
+    struct pieces p = {out, 0, max, runs <= max ? 1 : s->size / (max - 1 ? max - 1 : 1) + 1,
+                       0, false};
+    sweep(v, s, piece_run, &p);
+    return p.n + p.open;
 }
 
 static int cmp_seg(const void *a, const void *b)

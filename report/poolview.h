@@ -100,6 +100,21 @@ struct pv_state {
     size_t nsegs;
 };
 
+/* A piece of a segment's map: one block or free run, or - where the
+ * segment has more runs than the map may draw - neighbours merged into
+ * pieces of at least 1/max of the segment. Pieces tile the segment in
+ * address order. */
+struct pv_piece {
+    uint64_t size;
+    uint64_t allocated, pending; /* of size; the rest is free */
+    uint32_t stack;              /* of its largest allocated block, */
+    bool named;                  /* if it has one */
+};
+
+/* The map of the segment based at addr now, in at most max pieces into
+ * out[]: their number (0: no such segment). */
+size_t pv_pieces(const struct poolview *v, uint64_t addr, struct pv_piece *out, size_t max);
+
 /* Bytes pending on a device now (0 for devices >= PV_DEVICES): what the
  * pool's samples do not record, at the cost of a load. */
 uint64_t pv_pending(const struct poolview *v, uint32_t device);

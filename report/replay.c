@@ -473,6 +473,18 @@ static void mark_site(struct replay *r, struct site *s)
     s->dirty = true;
 }
 
+/* For replay_opts.on_event: device's counters moved; and, with bytes,
+ * the live bytes of the site of stack. */
+static void changed(struct replay *r, uint16_t device, uint32_t stack, int64_t bytes)
+{
+    struct replay_change *c = &r->change;
+    c->device = device;
+    if (bytes && c->nsites < 2) {
+        c->site[c->nsites].stack = stack;
+        c->site[c->nsites++].bytes = bytes;
+    }
+}
+
 /* A CUDA allocation under the framework's segments: remembered only so
  * that its free is known. */
 static void on_backing(struct replay *r, const struct gmt_rec *rec)
@@ -497,6 +509,54 @@ static void on_backing(struct replay *r, const struct gmt_rec *rec)
     l->device = (uint16_t)(rec->device % REPLAY_MAX_DEVICES);
     l->mem = (uint8_t)mem_of(rec->api);
     l->api = rec->api;
+}
+
+/* Live allocation l is gone: freed (the framework's block then waits
+ * until it is reusable), or replaced by an allocation at its address
+ * whose free the trace missed. */
+static void let_go(struct replay *r, struct live *l, uint64_t time, bool freed)
+{
+    struct device_state *d = &r->dev[l->device];
+    d->frees += freed;
+    struct site *s = site_of(r, l->stack);
+    if (l->mem == MEM_HOST) {
+        d->host -= (int64_t)l->size;
+        r->host -= (int64_t)l->size;
+        if (s && s->rare) /* made by the allocation */
+            s->rare->host_live_bytes -= l->size;
+    } else {
+        d->requested -= (int64_t)l->size;
+        d->allocated -= (int64_t)LIVE_BLOCK(l);
+        r->requested -= (int64_t)l->size;
+        r->allocated -= (int64_t)LIVE_BLOCK(l);
+        if (!pooled(r, l->api)) {
+            d->reserved -= (int64_t)LIVE_BLOCK(l);
+            r->reserved -= (int64_t)LIVE_BLOCK(l);
+        }
+        if (is_fw_block(l->api)) {
+            d->fw_frees += freed;
+            d->fw_requested -= (int64_t)l->size;
+            d->fw_allocated -= (int64_t)LIVE_BLOCK(l);
+            struct live *p = freed ? live_find(&r->fw_pending, l->addr) : NULL;
+            if (freed && p == NULL)
+                p = live_insert(&r->fw_pending, l->addr);
+            if (p) /* l stays put: another table */
+                p->device = l->device;
+        } else {
+            d->outside -= (int64_t)LIVE_BLOCK(l);
+        }
+        changed(r, l->device, l->stack, -(int64_t)l->size);
+        if (s) {
+            marks_before_change(r, s);
+            if (s->growth)
+                s->growth->last_time = time;
+            s->live_bytes -= (int64_t)l->size;
+            s->live_alloc_bytes -= (int64_t)LIVE_BLOCK(l);
+            s->live_count--;
+            mark_site(r, s);
+        }
+    }
+    live_remove(&r->live, l);
 }
 
 static void on_alloc(struct replay *r, const struct gmt_rec *rec)
@@ -538,7 +598,7 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
         return;
     struct live *l = live_find(&r->live, rec->addr);
     if (l) /* allocated twice without a free we saw: the old one is gone */
-        live_remove(&r->live, l);
+        let_go(r, l, rec->time, false);
     if ((l = live_insert(&r->live, rec->addr)) == NULL)
         return;
     int mem = mem_of(rec->api);
@@ -580,6 +640,7 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
         fw_peaks(d, rec->time);
         r->allocs++;
         r->alloc_bytes += l->size;
+        changed(r, l->device, l->stack, (int64_t)l->size);
         if (s) {
             marks_before_change(r, s);
             if (s->growth) {
@@ -627,46 +688,7 @@ static void on_free(struct replay *r, const struct gmt_rec *rec)
         r->unknown_frees++;
         return;
     }
-    struct device_state *d = &r->dev[l->device];
-    d->frees++;
-    struct site *s = site_of(r, l->stack);
-    if (l->mem == MEM_HOST) {
-        d->host -= (int64_t)l->size;
-        r->host -= (int64_t)l->size;
-        if (s && s->rare) /* made by the allocation */
-            s->rare->host_live_bytes -= l->size;
-    } else {
-        d->requested -= (int64_t)l->size;
-        d->allocated -= (int64_t)LIVE_BLOCK(l);
-        r->requested -= (int64_t)l->size;
-        r->allocated -= (int64_t)LIVE_BLOCK(l);
-        if (!pooled(r, l->api)) {
-            d->reserved -= (int64_t)LIVE_BLOCK(l);
-            r->reserved -= (int64_t)LIVE_BLOCK(l);
-        }
-        if (is_fw_block(l->api)) {
-            d->fw_frees++;
-            d->fw_requested -= (int64_t)l->size;
-            d->fw_allocated -= (int64_t)LIVE_BLOCK(l);
-            struct live *p = live_find(&r->fw_pending, l->addr);
-            if (p == NULL)
-                p = live_insert(&r->fw_pending, l->addr);
-            if (p) /* l stays put: another table */
-                p->device = l->device;
-        } else {
-            d->outside -= (int64_t)LIVE_BLOCK(l);
-        }
-        if (s) {
-            marks_before_change(r, s);
-            if (s->growth)
-                s->growth->last_time = rec->time;
-            s->live_bytes -= (int64_t)l->size;
-            s->live_alloc_bytes -= (int64_t)LIVE_BLOCK(l);
-            s->live_count--;
-            mark_site(r, s);
-        }
-    }
-    live_remove(&r->live, l);
+    let_go(r, l, rec->time, true);
 }
 
 /* A block reusable again: the framework's when it freed one there (the
@@ -686,6 +708,7 @@ static void on_segment(struct replay *r, const struct gmt_rec *rec, bool alloc)
     d->seen = true;
     int64_t n = alloc ? (int64_t)rec->size : -(int64_t)rec->size;
     r->segments_taken += alloc;
+    changed(r, (uint16_t)(rec->device % REPLAY_MAX_DEVICES), 0, 0);
     d->segments += n;
     d->reserved += n;
     r->reserved += n;
@@ -711,6 +734,7 @@ static void fw_reserve(struct replay *r, struct device_state *d,
     d->fw_reserved += n;
     d->reserved += n;
     r->reserved += n;
+    changed(r, (uint16_t)(d - r->dev), 0, 0);
     fw_peaks(d, rec->time);
     device_peaks(d, rec);
     if ((uint64_t)r->reserved > r->peak_reserved) {
@@ -740,6 +764,7 @@ static void fw_block_size(struct replay *r, const struct gmt_rec *rec,
     int64_t delta = (int64_t)e32 - (int64_t)l->extra;
     l->extra = e32;
     d->fw_block_sizes++;
+    changed(r, l->device, 0, 0);
     d->allocated += delta;
     r->allocated += delta;
     d->fw_allocated += delta;
@@ -903,6 +928,85 @@ static void progress_end(struct progress *p)
     }
 }
 
+/* One record, in order. */
+static void apply(struct replay *r, struct gmt_rec *rec)
+{
+    if (rec->kind == GMT_K_EXT) {
+        gmt_defs_add(&r->defs, rec);
+        if (rec->ext == GMT_X_VMM) {
+            on_vmm(r, rec);
+        } else if (rec->ext == GMT_X_MEMPOOL) {
+            on_mempool(r, rec);
+        } else if (rec->ext == GMT_X_PROC_MEM) {
+            on_proc_mem(r, rec);
+        } else if (rec->ext == GMT_X_FW) {
+            on_fw(r, rec);
+            note_series(r, rec->time);
+        }
+        return;
+    }
+    r->events++;
+    if (r->first_time == 0)
+        r->first_time = rec->time;
+    r->last_time = rec->time;
+    if (r->want_growth && !r->step_anchor)
+        growth_advance(r, rec->time);
+    switch (rec->kind) {
+    case GMT_K_ALLOC:
+        rec->stack = gmt_bw_site(&r->bw, &r->defs, rec);
+        if (r->step_anchor && rec->stack == r->step_anchor && rec->result == 0)
+            step_begins(r, rec->time);
+        on_alloc(r, rec);
+        if (r->kinds_seq)
+            gmt_kinds_alloc(r, rec);
+        note_series(r, rec->time);
+        break;
+    case GMT_K_FREE:
+        on_free(r, rec);
+        if (r->kinds_seq)
+            gmt_kinds_free(r, rec);
+        note_series(r, rec->time);
+        break;
+    case GMT_K_FREE_COMPLETED:
+        on_completed(r, rec);
+        break;
+    case GMT_K_SEGMENT_ALLOC:
+    case GMT_K_SEGMENT_FREE:
+        on_segment(r, rec, rec->kind == GMT_K_SEGMENT_ALLOC);
+        note_series(r, rec->time);
+        break;
+    case GMT_K_MEMCPY:
+        on_copy(r, rec);
+        break;
+    case GMT_K_MEMSET:
+        if (rec->result == 0) {
+            r->set_bytes += rec->size;
+            r->set_count++;
+            struct site *s = site_of(r, rec->stack);
+            struct site_rare *sr = s ? site_rare(s) : NULL;
+            if (sr) {
+                sr->set_bytes += rec->size;
+                sr->set_count++;
+            }
+        }
+        break;
+    case GMT_K_SAMPLE:
+        on_sample(r, rec);
+        break;
+    case GMT_K_OOM:
+        r->oom_state_pending = true;
+        memcpy(r->oom_state, rec->v, sizeof r->oom_state);
+        break;
+    case GMT_K_MARKER:
+        on_marker(r, rec);
+        break;
+    default:
+        break;
+    }
+    if (r->kinds_seq && rec->seq == r->kinds_seq)
+        gmt_kinds_snapshot(r);
+}
+
 int replay_trace(const char *path, struct replay *r,
                  const struct replay_opts *opts, char *err, size_t errlen)
 {
@@ -916,6 +1020,8 @@ int replay_trace(const char *path, struct replay *r,
     r->want_marks = opts && opts->mark_sites;
     r->on_marker = opts ? opts->on_marker : NULL;
     r->marker_ctx = opts ? opts->marker_ctx : NULL;
+    r->on_event = opts ? opts->on_event : NULL;
+    r->event_ctx = opts ? opts->event_ctx : NULL;
     struct gmt_reader *rd = gmt_reader_open(path, err, errlen);
     if (rd == NULL)
         return -1;
@@ -937,80 +1043,11 @@ int replay_trace(const char *path, struct replay *r,
     while ((got = gmt_reader_next(rd, &rec)) == 1) {
         if ((++r->records & 0xffff) == 0)
             progress_at(&prog, rec.time);
-        if (rec.kind == GMT_K_EXT) {
-            gmt_defs_add(&r->defs, &rec);
-            if (rec.ext == GMT_X_VMM) {
-                on_vmm(r, &rec);
-            } else if (rec.ext == GMT_X_MEMPOOL) {
-                on_mempool(r, &rec);
-            } else if (rec.ext == GMT_X_PROC_MEM) {
-                on_proc_mem(r, &rec);
-            } else if (rec.ext == GMT_X_FW) {
-                on_fw(r, &rec);
-                note_series(r, rec.time);
-            }
-            continue;
-        }
-        r->events++;
-        if (r->first_time == 0)
-            r->first_time = rec.time;
-        r->last_time = rec.time;
-        if (r->want_growth && !r->step_anchor)
-            growth_advance(r, rec.time);
-        switch (rec.kind) {
-        case GMT_K_ALLOC:
-            rec.stack = gmt_bw_site(&r->bw, &r->defs, &rec);
-            if (r->step_anchor && rec.stack == r->step_anchor && rec.result == 0)
-                step_begins(r, rec.time);
-            on_alloc(r, &rec);
-            if (r->kinds_seq)
-                gmt_kinds_alloc(r, &rec);
-            note_series(r, rec.time);
-            break;
-        case GMT_K_FREE:
-            on_free(r, &rec);
-            if (r->kinds_seq)
-                gmt_kinds_free(r, &rec);
-            note_series(r, rec.time);
-            break;
-        case GMT_K_FREE_COMPLETED:
-            on_completed(r, &rec);
-            break;
-        case GMT_K_SEGMENT_ALLOC:
-        case GMT_K_SEGMENT_FREE:
-            on_segment(r, &rec, rec.kind == GMT_K_SEGMENT_ALLOC);
-            note_series(r, rec.time);
-            break;
-        case GMT_K_MEMCPY:
-            on_copy(r, &rec);
-            break;
-        case GMT_K_MEMSET:
-            if (rec.result == 0) {
-                r->set_bytes += rec.size;
-                r->set_count++;
-                struct site *s = site_of(r, rec.stack);
-                struct site_rare *sr = s ? site_rare(s) : NULL;
-                if (sr) {
-                    sr->set_bytes += rec.size;
-                    sr->set_count++;
-                }
-            }
-            break;
-        case GMT_K_SAMPLE:
-            on_sample(r, &rec);
-            break;
-        case GMT_K_OOM:
-            r->oom_state_pending = true;
-            memcpy(r->oom_state, rec.v, sizeof r->oom_state);
-            break;
-        case GMT_K_MARKER:
-            on_marker(r, &rec);
-            break;
-        default:
-            break;
-        }
-        if (r->kinds_seq && rec.seq == r->kinds_seq)
-            gmt_kinds_snapshot(r);
+        r->change.device = -1;
+        r->change.nsites = 0;
+        apply(r, &rec);
+        if (r->on_event)
+            r->on_event(r, &rec, r->event_ctx);
     }
     progress_end(&prog);
     if (got < 0) {

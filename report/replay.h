@@ -149,6 +149,18 @@ struct live_table {
     size_t cap, n;
 };
 
+/* What the record just applied changed (replay_opts.on_event). device:
+ * whose counters (requested, allocated, reserved; dev[] and the process's
+ * sums) moved, -1: none. sites: the sites whose live device bytes moved,
+ * and by how many requested bytes - two when an allocation replaced one
+ * at the same address whose free the trace missed (the old one is gone:
+ * its bytes are let go, as a free would). */
+struct replay_change {
+    int device;
+    int nsites;
+    struct { uint32_t stack; int64_t bytes; } site[2];
+};
+
 struct replay {
     struct gmt_defs defs;
     struct gmt_file_header hdr;
@@ -228,6 +240,10 @@ struct replay {
     /* memory kinds at the peak (replay_opts.kinds_seq; kinds.c) */
     uint64_t kinds_seq;
     struct kinds_state *kinds;
+    /* replay_opts.on_event */
+    struct replay_change change;
+    void (*on_event)(struct replay *r, const struct gmt_rec *rec, void *ctx);
+    void *event_ctx;
 };
 
 /* What a command needs beyond the basics. */
@@ -252,6 +268,13 @@ struct replay_opts {
     /* Memory kinds at the peak (kinds.h): the seq of the event of the
      * peak of requested memory, from a first replay; 0: none. */
     uint64_t kinds_seq;
+    /* Called after every record (extension records too) was applied, with
+     * r->change saying what it changed: a pass that follows the run's
+     * levels (html_pass.c, export_perfetto.c) reads them from the replay
+     * instead of counting by rules of its own. rec->stack is the site the
+     * replay counted an allocation under (backward.h). */
+    void (*on_event)(struct replay *r, const struct gmt_rec *rec, void *ctx);
+    void *event_ctx;
 };
 
 /* Replay a whole trace. 0 on success; -1 with err set (one line). A trace

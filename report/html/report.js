@@ -132,6 +132,44 @@
     }
   }
 
+  /* ---- memory by kind ------------------------------------------------------------- */
+
+  var KIND_COLORS = { parameters: '#2563eb', gradients: '#16a34a', optimizer_state: '#9333ea',
+                      activations: '#ea580c', temporaries: '#eab308', workspaces: '#0891b2',
+                      held: '#64748b', other: '#cbd5e1' };
+
+  /* The bytes at the peak by kind: one bar of their shares, and the table
+   * summary prints, each kind with the library layers that hold most of it. */
+  function kinds(sec, t) {
+    var total = t.summary.peak_requested, rows = t.kinds.filter(function (k) { return k.bytes > 0; });
+    sec.appendChild(el('h3', null, 'At the peak, by kind (inferred from stacks and lifetimes)'));
+    var box = el('div', { 'class': 'kinds' }), bar = el('div', { 'class': 'kindbar' });
+    sec.appendChild(box);
+    rows.forEach(function (k) {
+      var d = el('div', { 'class': 'kind', 'data-kind': k.kind });
+      d.style.width = (100 * k.bytes / Math.max(1, total)) + '%';
+      d.style.background = KIND_COLORS[k.kind] || '#94a3b8';
+      d.addEventListener('mousemove', function (ev) {
+        showTip(ev, k.name, [fmtBytes(k.bytes) + ' (' + fmtExact(k.bytes) + ') in ' + k.blocks + ' blocks, ' +
+                             (100 * k.bytes / Math.max(1, total)).toFixed(1) + '% of the peak', 'known by: ' + k.basis]);
+      });
+      d.addEventListener('mouseleave', hideTip);
+      bar.appendChild(d);
+    });
+    box.appendChild(bar);
+    var flat = [];
+    rows.forEach(function (k) {
+      flat.push({ bytes: k.bytes, blocks: k.blocks, what: k.name, basis: k.basis, color: KIND_COLORS[k.kind] });
+      k.layers.forEach(function (l) { flat.push({ bytes: l.bytes, blocks: l.blocks, what: '\u2003' + l.layer, basis: '' }); });
+    });
+    table(box, [{ h: 'bytes', n: true, get: function (r) { return fmtBytes(r.bytes); }, exact: function (r) { return fmtExact(r.bytes); } },
+                { h: 'share', n: true, get: function (r) { return (100 * r.bytes / Math.max(1, total)).toFixed(1) + '%'; } },
+                { h: 'blocks', n: true, get: function (r) { return String(r.blocks); } },
+                { h: 'kind', get: function (r) { return r.what; } },
+                { h: 'known by', get: function (r) { return r.basis; } }],
+          flat, null, 'nothing live at the peak');
+  }
+
   /* ---- the timeline ------------------------------------------------------------ */
 
   function Timeline(sec, t, index) {
@@ -655,7 +693,7 @@
         it.appendChild(s); it.appendChild(document.createTextNode(k[1]));
         lg.appendChild(it);
       });
-      lg.appendChild(el('span', { 'class': 'hint' }, 'one box per segment, by address, width by size; within a box the shares of its bytes'));
+      lg.appendChild(el('span', { 'class': 'hint' }, 'one box per segment, by address, width by size; within a box its blocks and free runs, in address order (hover for the site)'));
       body.appendChild(lg);
       var segs = p.segments.slice().sort(function (a, b) {
         return a[1] - b[1] || (BigIntish(a[0]) < BigIntish(b[0]) ? -1 : 1);
@@ -665,20 +703,15 @@
       var map = el('div', { 'class': 'segmap' }), full = Math.max(200, (sec.clientWidth || 900) * 0.6);
       segs.forEach(function (s) {
         var box = el('div', { 'class': 'seg', 'data-addr': s[0] });
-        box.style.width = Math.max(6, Math.sqrt(s[2] / biggest) * full) + 'px';
-        [['a', s[3]], ['p', s[4]], ['f', s[5]]].forEach(function (k) {
-          if (!k[1]) return;
-          var d = el('div', { 'class': k[0] });
-          d.style.width = (100 * k[1] / s[2]) + '%';
-          box.appendChild(d);
-        });
-        box.addEventListener('mousemove', function (ev) {
-          showTip(ev, 'segment ' + s[0] + (s[9] ? " (PyTorch's)" : '') + ' on device ' + s[1],
-                  ['size ' + fmtBytes(s[2]) + ' (' + fmtExact(s[2]) + ')',
-                   'allocated ' + fmtBytes(s[3]) + ' in ' + s[8] + ' blocks',
-                   'pending ' + fmtBytes(s[4]), 'free ' + fmtBytes(s[5]) + ' in ' + s[7] +
-                   ' gaps, largest ' + fmtBytes(s[6])]);
-        });
+        var px = Math.max(6, Math.sqrt(s[2] / biggest) * full);
+        box.style.width = px + 'px';
+        var pieces = s[10] || [];
+        if (!pieces.length) pieces = [s[2], s[3], s[4], -1];
+        for (var k = 0, off = 0; k + 3 < pieces.length; k += 4) {
+          var size = pieces[k], a = pieces[k + 1], pe = pieces[k + 2], site = pieces[k + 3];
+          box.appendChild(piece(t, s, off, size, a, pe, site, px * size / s[2]));
+          off += size;
+        }
         box.addEventListener('mouseleave', hideTip);
         map.appendChild(box);
       });
@@ -687,6 +720,34 @@
         body.appendChild(el('p', { 'class': 'hint' }, p.segments_omitted + ' more segments not drawn'));
     }
     show(0);
+  }
+  /* One piece of a segment's map: a block, a free run, or neighbours
+   * merged where the segment has more than the map draws (their shares
+   * then stack inside the piece). */
+  function piece(t, s, off, size, a, pe, site, px) {
+    var d = el('div', { 'class': 'pc' + (px >= 4 ? ' edge' : '') });
+    d.style.width = (100 * size / s[2]) + '%';
+    var f = size - a - pe, kind = a === size ? 'a' : pe === size ? 'p' : f === size ? 'f' : '';
+    if (kind) {
+      d.classList.add(kind);
+    } else {
+      var x = 100 * a / size, y = 100 * (a + pe) / size;
+      d.style.background = 'linear-gradient(to right, var(--alloc-seg) 0 ' + x + '%, var(--pending-seg) ' +
+        x + '% ' + y + '%, var(--free-seg) ' + y + '% 100%)';
+    }
+    d.addEventListener('mousemove', function (ev) {
+      var b = site >= 0 ? t.block_sites[site] : null;
+      var what = kind === 'a' ? 'allocated block' : kind === 'p' ? 'pending block (freed, not yet reusable)' :
+        kind === 'f' ? 'free' : 'several blocks, merged to fit';
+      var lines = [fmtBytes(size) + ' (' + fmtExact(size) + ') at +' + fmtExact(off)];
+      if (!kind) lines.push('allocated ' + fmtBytes(a) + ', pending ' + fmtBytes(pe) + ', free ' + fmtBytes(f));
+      if (b) lines.push((kind === 'a' ? 'site ' : 'largest block from ') + b.site);
+      lines.push('segment ' + s[0] + (s[9] ? " (PyTorch's)" : '') + ' on device ' + s[1] + ', ' +
+                 fmtBytes(s[2]) + ': allocated ' + fmtBytes(s[3]) + ' in ' + s[8] + ' blocks, pending ' +
+                 fmtBytes(s[4]) + ', free ' + fmtBytes(s[5]) + ' in ' + s[7] + ' gaps, largest ' + fmtBytes(s[6]));
+      showTip(ev, what, lines, b ? b.stack : null);
+    });
+    return d;
   }
   /* addresses are hex strings; same-length comparison orders them */
   function BigIntish(h) { return ('0000000000000000' + h.slice(2)).slice(-16); }
@@ -783,6 +844,7 @@
       if (t.cut) sec.appendChild(el('div', { 'class': 'sub warn' }, 'the process ended without closing the trace: read up to its last complete event'));
       if (t.damage) sec.appendChild(el('div', { 'class': 'sub warn' }, 'damaged trace, read where intact: ' + t.damage));
       summary(sec, t);
+      if (t.kinds) kinds(sec, t);
       sec.appendChild(el('h3', null, 'Device memory over time, by site (top ' + t.timeline.sites.length + ' at the peak)'));
       var tv = new Timeline(sec, t, i);
       shared.views.push(tv);

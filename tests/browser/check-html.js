@@ -3,14 +3,16 @@
  * Chromium and report, as JSON on stdout, what a person would see:
  *
  *   node check-html.js PAGE.html [--screenshot FILE.png] [--chromium PATH]
- *                      [--no-interact]
+ *                      [--segments-shot FILE.png] [--no-interact]
  *
  * Per trace section: the site bands the timeline draws (and whether an
  * "other" band is drawn), the peak card's text, the tooltip shown when
  * the pointer rests on each site band at the peak's column, what a drag
  * across the chart does to the time axis (zoom) and the reset; the flame
  * graph's frames before and after a click on its widest frame; the pool
- * map's segment boxes. Page-wide: console errors and warnings, uncaught
+ * map's segment boxes, the memory-by-kind bar and table, their pieces (blocks and free runs), and the
+ * tooltip over the widest allocated block (--segments-shot: a picture of
+ * the map with it showing). Page-wide: console errors and warnings, uncaught
  * page errors, failed requests (the page must load nothing), the page
  * text, and load_ms: from navigation until the page says it has drawn
  * (body[data-ready]). Exit status 0 whenever the page could be opened;
@@ -31,6 +33,7 @@ function args(argv) {
     if (a === '--screenshot') o.screenshot = argv[++i];
     else if (a === '--chromium') o.chromium = argv[++i];
     else if (a === '--no-interact') o.interact = false;
+    else if (a === '--segments-shot') o.segshot = argv[++i];
     else if (!o.page) o.page = a;
     else throw new Error('unexpected argument ' + a);
   }
@@ -161,6 +164,40 @@ async function main() {
         return c ? { text: c.innerText, bytes: c.getAttribute('data-bytes') } : null;
       }, sec) };
       t.segments = await page.evaluate((s) => document.querySelectorAll(s + ' .segmap .seg').length, sec);
+      t.kinds = await page.evaluate((s) => {
+        const box = document.querySelector(s + ' .kinds');
+        if (!box) return null;
+        return { bar: [...box.querySelectorAll('.kindbar .kind')].map((d) => ({
+                   kind: d.getAttribute('data-kind'), width: d.getBoundingClientRect().width })),
+                 bar_width: box.querySelector('.kindbar').getBoundingClientRect().width,
+                 rows: [...box.querySelectorAll('table tr')].slice(1).map((tr) =>
+                   [...tr.querySelectorAll('td')].map((td) => td.innerText)) };
+      }, sec);
+      t.pieces = await page.evaluate((s) => document.querySelectorAll(s + ' .segmap .seg .pc').length, sec);
+      if (o.interact) {
+        /* the pointer on the widest allocated block of the pool's map */
+        const at = await page.evaluate((s) => {
+          let best = null, w = 0;
+          for (const p of document.querySelectorAll(s + ' .segmap .seg .pc.a')) {
+            const r = p.getBoundingClientRect();
+            if (r.width > w) { w = r.width; best = p; }
+          }
+          if (!best) return null;
+          best.scrollIntoView({ block: 'center' });
+          const r = best.getBoundingClientRect();
+          return { x: Math.floor(r.left + r.width / 2), y: Math.floor(r.top + r.height / 2) };
+        }, sec);
+        if (at) {
+          await page.mouse.move(at.x, at.y);
+          t.block_tip = await tipText(page);
+          if (i === 0 && o.segshot)
+            await page.screenshot({ path: o.segshot, clip: await page.evaluate((s) => {
+              const r = document.querySelector(s + ' .segmap').parentElement.getBoundingClientRect();
+              return { x: 0, y: Math.max(0, r.top - 80), width: 1400, height: Math.min(900, r.height + 360) };
+            }, sec) });
+          await page.mouse.move(0, 0);
+        }
+      }
       t.table_rows = await page.evaluate((s) => document.querySelectorAll(s + ' table tr').length, sec);
       if (o.interact) {
         await page.evaluate((s) => document.querySelector(s).scrollIntoView(), sec);

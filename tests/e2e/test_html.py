@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 from gmt import *
 
@@ -48,7 +49,7 @@ def page_data(path):
     return json.loads(m.group(1)), text
 
 
-def browse(page, screenshot=None):
+def browse(page, screenshot=None, segshot=None):
     """What headless Chromium shows of the page (check-html.js's JSON)."""
     expect(os.access(CHROMIUM, os.X_OK), f"no {CHROMIUM}: run scripts/install-deps.sh (package chromium)")
     expect(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
@@ -56,6 +57,8 @@ def browse(page, screenshot=None):
     cmd = ["node", CHECK, page]
     if screenshot:
         cmd += ["--screenshot", screenshot]
+    if segshot:
+        cmd += ["--segments-shot", segshot]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
                        env=dict(os.environ, CHROMIUM=CHROMIUM))
     expect(p.returncode == 0, f"check-html.js exited {p.returncode}: {p.stderr[-3000:]}")
@@ -77,7 +80,10 @@ def test_page_in_chromium():
     shot = os.path.join(ARTIFACTS, "html-report.png")
     if os.path.exists(shot):
         os.unlink(shot)
-    got = browse("report.html", shot)
+    segshot = os.path.join(ARTIFACTS, "html-segments.png")
+    if os.path.exists(segshot):
+        os.unlink(segshot)
+    got = browse("report.html", shot, segshot)
     expect(len(got["traces"]) == 1, len(got["traces"]))
     tr = got["traces"][0]
     # the peak figure, exact, as the peak command has it
@@ -114,10 +120,21 @@ def test_page_in_chromium():
     fl = tr["flame"]
     expect(fl["frames"] >= 8 and fl["width_before"] < fl["svg_width"] * 0.9, fl)
     expect(abs(fl["width_after"] - fl["svg_width"]) <= 1, fl)
-    # the pool's segments at the peak are drawn (the pool was on)
-    expect(tr["segments"] >= 1, tr["segments"])
-    with open(shot, "rb") as f:
-        expect(f.read(8) == b"\x89PNG\r\n\x1a\n", "the screenshot is no PNG")
+    # the pool's segments at the peak are drawn (the pool was on), each
+    # block and free run a piece of its box; resting on a block names its
+    # site and shows its stack
+    doc, _ = page_data("report.html")
+    at_peak = doc["traces"][0]["pools"][0]
+    expect(tr["segments"] == len(at_peak["segments"]) >= 1, tr["segments"])
+    expect(tr["pieces"] == sum(len(g[10]) // 4 for g in at_peak["segments"]) > tr["segments"], tr["pieces"])
+    tip = tr["block_tip"]
+    expect(tip is not None and tip.startswith("allocated block\n"), tip)
+    site = next(l for l in tip.splitlines() if l.startswith("site "))[5:]
+    expect(site in sites, (site, sites))
+    expect(all(f in tip.splitlines() for f in stacks[site]), (stacks[site], tip))
+    for f in (shot, segshot):
+        with open(f, "rb") as fh:
+            expect(fh.read(8) == b"\x89PNG\r\n\x1a\n", f"{f} is no PNG")
 
 
 def test_page_data_is_exact():
@@ -140,6 +157,25 @@ def test_page_data_is_exact():
     expect([b[k] for b in tl["bands"]] == [12 << 20, 8 << 20, 5 << 20, 0], [b[k] for b in tl["bands"]])
     for i in range(n):
         expect(sum(b[i] for b in tl["bands"]) == tl["requested"][i], f"bucket {i}")
+    # the pool's maps: the pieces of a segment tile it, and add up to its
+    # allocated and pending bytes; at the peak every live block is a piece
+    # of its own (few blocks: nothing merged), named by its site
+    for pic in d["pools"]:
+        for g in pic["segments"]:
+            m = g[10]
+            pieces = [m[i:i + 4] for i in range(0, len(m), 4)]
+            expect(sum(q[0] for q in pieces) == g[2], (g[:10], pieces))
+            expect(sum(q[1] for q in pieces) == g[3] and sum(q[2] for q in pieces) == g[4], g[:10])
+            expect(all(0 <= q[1] + q[2] <= q[0] for q in pieces), pieces)
+    at_peak = d["pools"][0]
+    blocks = [q for g in at_peak["segments"] for q in
+              (g[10][i:i + 4] for i in range(0, len(g[10]), 4)) if q[1]]
+    expect(len(blocks) == at_peak["live_blocks"] and all(q[1] == q[0] for q in blocks),
+           (len(blocks), at_peak["live_blocks"]))
+    named = {d["block_sites"][q[3]]["site"] for q in blocks if q[3] >= 0}
+    expect(named == {"weights (report_known.c:29)", "scratch (report_known.c:35)",
+                     "history (report_known.c:42)"}, named)
+    expect(sum(q[1] for q in blocks) == at_peak["allocated"], at_peak["allocated"])
     # the tables are the commands' figures
     peak = peak_json(t)
     expect([(r["site"], r["bytes"], r["allocations"]) for r in d["tables"]["peak"]] ==
@@ -233,3 +269,42 @@ def test_stdout_and_bad_input():
     # no trace at all, or --json: usage, exit 2
     html(check_rc=2)
     html("--json", t, check_rc=2)
+
+
+def test_memory_by_kind():
+    """The page's bytes by kind at the peak are summary's (issue 18), drawn
+    as one bar of shares and a table: tests/e2e/py/train_app.py's training
+    steps over the stand-in PyTorch (test_report_naming.py has the rules)."""
+    os.mkdir("cache", 0o700)
+    app = os.path.join(HERE, "py", "train_app.py")
+    standin = os.path.join(BUILD, "tests", "torch", "lib", "libc10_cuda.so")
+    p = run([sys.executable, app], SIM_TORCH_LIB=standin, GMT_BUILD=BUILD,
+            GPUMEMTRACE_OUTPUT="k.gmt", GPUMEMTRACE_CACHE=os.path.abspath("cache"))
+    expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
+    html("-o", "k.html", "k.gmt")
+    doc, _ = page_data("k.html")
+    s = json.loads(report("summary", "--json", "k.gmt").stdout)["traces"][0]
+    expect(doc["traces"][0]["kinds"] == s["kinds"], (doc["traces"][0]["kinds"], s["kinds"]))
+    live = [k for k in s["kinds"] if k["bytes"]]
+    expect(len(live) == 7, live)
+    got = browse("k.html")
+    k = got["traces"][0]["kinds"]
+    expect(k is not None, "no kinds on the page")
+    # one bar piece per kind live at the peak, as wide as its share
+    expect([b["kind"] for b in k["bar"]] == [x["kind"] for x in live], k["bar"])
+    peak = s["peak_requested"]
+    for b, x in zip(k["bar"], live):
+        expect(abs(b["width"] - k["bar_width"] * x["bytes"] / peak) <= 2, (b, x, k["bar_width"]))
+    # the table: each kind's bytes and blocks, then its layers
+    kinds_rows = [r for r in k["rows"] if not r[3].startswith("\u2003")]
+    expect([r[3] for r in kinds_rows] == [x["name"] for x in live], kinds_rows)
+    expect([r[2] for r in kinds_rows] == [str(x["blocks"]) for x in live], kinds_rows)
+    expect(kinds_rows[0][:2] == ["16.00 MiB", "33.0%"], kinds_rows[0])
+    layers = [r[3].strip("\u2003") for r in k["rows"] if r[3].startswith("\u2003")]
+    expect(any(l.startswith("Attention.forward (__init__.py:") for l in layers), layers)
+    # a trace without Python stacks has no kinds: no section
+    os.unlink("k.gmt")
+    t = known()
+    html("-o", "plain.html", t)
+    doc, _ = page_data("plain.html")
+    expect(doc["traces"][0]["kinds"] is None, doc["traces"][0]["kinds"])
