@@ -328,7 +328,14 @@ void gmt_modules_reset_after_fork(void);
 
 /* ---- lifecycle.c: when tracing starts and stops ---------------------- */
 
-bool gmt_tracer_active(void);
+/* GMT_TRACER_*: not started yet, tracing, off for good. Read on every
+ * hooked call, so inline here; written only by lifecycle.c. */
+enum { GMT_TRACER_UNINIT, GMT_TRACER_ACTIVE, GMT_TRACER_OFF };
+extern int gmt_tracer_state;
+static inline bool gmt_tracer_active(void)
+{
+    return __atomic_load_n(&gmt_tracer_state, __ATOMIC_ACQUIRE) == GMT_TRACER_ACTIVE;
+}
 /* Start tracing if it was not tried yet (the first hooked call does);
  * false: tracing is off. */
 bool gmt_tracer_start(void);

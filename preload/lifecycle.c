@@ -22,17 +22,10 @@
 
 #include "internal.h"
 
-enum { ST_UNINIT, ST_ACTIVE, ST_OFF };
-
-static int g_state = ST_UNINIT;
+int gmt_tracer_state = GMT_TRACER_UNINIT;
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_atfork_done;
 static uint64_t g_intercepted; /* calls seen while tracing was off or on */
-
-bool gmt_tracer_active(void)
-{
-    return __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_ACTIVE;
-}
 
 static uint64_t new_session_id(void)
 {
@@ -152,9 +145,9 @@ static void after_fork_child(void)
     gmt_fw_reset_after_fork();
     gmt_nvml_reset_after_fork();
     gmt_call_reset_after_fork();
-    if (g_state == ST_ACTIVE) {
+    if (gmt_tracer_state == GMT_TRACER_ACTIVE) {
         export_session();
-        g_state = ST_UNINIT;
+        gmt_tracer_state = GMT_TRACER_UNINIT;
     }
     pthread_mutex_init(&g_init_lock, NULL);
 }
@@ -163,14 +156,14 @@ static void after_fork_child(void)
 static bool start(void)
 {
     pthread_mutex_lock(&g_init_lock);
-    if (g_state != ST_UNINIT) {
-        bool on = g_state == ST_ACTIVE;
+    if (gmt_tracer_state != GMT_TRACER_UNINIT) {
+        bool on = gmt_tracer_state == GMT_TRACER_ACTIVE;
         pthread_mutex_unlock(&g_init_lock);
         return on;
     }
     gmt_options_load();
     if (gmt_opt.disable) {
-        __atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
+        __atomic_store_n(&gmt_tracer_state, GMT_TRACER_OFF, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&g_init_lock);
         return false;
     }
@@ -186,7 +179,7 @@ static bool start(void)
     }
     struct gmt_thread *t = NULL;
     if (!gmt_trace_open() || (t = gmt_thread_get()) == NULL) {
-        __atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
+        __atomic_store_n(&gmt_tracer_state, GMT_TRACER_OFF, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&g_init_lock);
         return false;
     }
@@ -197,7 +190,7 @@ static bool start(void)
     if (gmt_py_init(t))
         gmt_trace_add_feature(GMT_FEAT_PYTHON_STACKS);
     gmt_mem_init();
-    __atomic_store_n(&g_state, ST_ACTIVE, __ATOMIC_RELEASE);
+    __atomic_store_n(&gmt_tracer_state, GMT_TRACER_ACTIVE, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_init_lock);
     return true;
 }
@@ -209,12 +202,12 @@ static bool start(void)
 bool gmt_tracer_start(void)
 {
     __atomic_store_n(&g_intercepted, 1, __ATOMIC_RELAXED);
-    return __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != ST_OFF && start();
+    return __atomic_load_n(&gmt_tracer_state, __ATOMIC_ACQUIRE) != GMT_TRACER_OFF && start();
 }
 
 __attribute__((destructor)) static void gmt_fini(void)
 {
-    if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_ACTIVE) {
+    if (__atomic_load_n(&gmt_tracer_state, __ATOMIC_ACQUIRE) == GMT_TRACER_ACTIVE) {
         struct gmt_thread *t;
         if (gmt_opt.embed_symbols && (t = gmt_thread_get()) != NULL)
             gmt_stack_embed_symbols(t);
