@@ -4,7 +4,7 @@
 # process. Runs tests/gpu/kinds_memtracker.py (a real model's training
 # steps inside MemTracker, which marks the trace at its peak) under the
 # bundle's library, then compares `gpumemreport summary --json`'s kinds
-# with the program's and MemTracker's figures (scripts/kinds_compare.py
+# with the program's and MemTracker's figures (tests/gpu/kinds_compare.py
 # says how). Prints PASS/FAIL lines; exits 1 if any failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -28,6 +28,6 @@ for w in "gpt2 --bf16" "gpt2" "timm --bf16" "timm"; do
     done
     echo "== $name"
     "$B/gpumemreport" summary --kinds-at memtracker-peak "$O/$name.gmt" | sed -n 1,30p
-    python3 scripts/kinds_compare.py "$name" "$O/$name.json" "$O/$name" || fail=1
+    python3 tests/gpu/kinds_compare.py "$name" "$O/$name.json" "$O/$name" || fail=1
 done
 exit $fail

@@ -69,7 +69,7 @@ nvcc -O2 -cudart shared -o "$W/gpu_calls" "$ROOT/tests/gpu/gpu_calls.cu" 2>"$W/n
 calls() {
     cd "$W" && LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=calls.gmt ./gpu_calls >calls.out 2>calls.err
     cat calls.err
-    python3 "$ROOT/scripts/gpu_check.py" calls calls.out calls.gmt
+    python3 "$ROOT/tests/gpu/gpu_check.py" calls calls.out calls.gmt
 }
 check calls calls
 "$GPUMEMREPORT" info "$W/calls.gmt" >"$OUT/calls-info.txt" 2>&1
@@ -119,7 +119,7 @@ print(f"losses: cached {a['losses'][-1]!r}, uncached {p['losses'][-1]!r}, "
       f"and to the cached run: {a['losses'] == b['losses']}")
 sys.exit(0 if p["losses"] == b["losses"] else 1)
 PY
-    python3 "$ROOT/scripts/gpu_check.py" torch cached.json torch.gmt
+    python3 "$ROOT/tests/gpu/gpu_check.py" torch cached.json torch.gmt
 }
 check torch torch_run
 # PyTorch uses the legacy stream only: the pool waited for its fences, not

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Model a pool that moves physical pages instead of growing (issue 3).
 
-usage: scripts/model-page-remap.py TRACE [SLACK]
+usage: tests/bench/model-page-remap.py TRACE [SLACK]
 
 Replays a trace's cudaMalloc/cudaFree sequence (via `gpumemreport dump`;
 GPUMEMREPORT names the binary, default build/gpumemreport) through a model,
