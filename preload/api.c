@@ -168,7 +168,6 @@ static bool emit_marker(struct gmt_thread *t, unsigned type, uint32_t id)
 {
     struct gmt_event ev = {.kind = GMT_K_MARKER, .api = (uint8_t)type,
                            .value = id, .device = -1};
-    gmt_stamp(&ev.seq, &ev.time);
     return gmt_trace_emit(t, &ev);
 }
 

@@ -55,12 +55,10 @@ bool gmt_call_begin_flags(struct gmt_call *c, unsigned flags)
 void gmt_call_emit(struct gmt_call *c, struct gmt_event *ev)
 {
     struct gmt_thread *t = c->t;
-    if (c->seq) { /* stamped before the real call */
+    if (c->seq) { /* stamped before the real call; else gmt_trace_emit stamps */
         ev->seq = c->seq;
         ev->time = c->time;
         c->seq = 0;
-    } else {
-        gmt_stamp(&ev->seq, &ev->time);
     }
     ev->stack = c->stack;
     if (ev->device == GMT_DEVICE_CURRENT) {

@@ -322,12 +322,6 @@ void gmt_ev_copy3d_batch(struct gmt_call *c, int r, unsigned api,
     }
 }
 
-static void emit_now(struct gmt_thread *t, struct gmt_event *ev)
-{
-    gmt_stamp(&ev->seq, &ev->time);
-    gmt_trace_emit(t, ev);
-}
-
 void gmt_ev_pool(struct gmt_thread *t, unsigned kind, int dev, uint64_t addr,
                  uint64_t size, uint32_t stack)
 {
@@ -338,7 +332,7 @@ void gmt_ev_pool(struct gmt_thread *t, unsigned kind, int dev, uint64_t addr,
         .size = size,
         .stack = stack,
     };
-    emit_now(t, &ev);
+    gmt_trace_emit(t, &ev);
 }
 
 void gmt_ev_pool_sync(struct gmt_thread *t, int dev, unsigned api, int result)
@@ -350,14 +344,14 @@ void gmt_ev_pool_sync(struct gmt_thread *t, int dev, unsigned api, int result)
         .result = result,
         .stack = t->call_stack,
     };
-    emit_now(t, &ev);
+    gmt_trace_emit(t, &ev);
 }
 
 void gmt_ev_sample(struct gmt_thread *t, int dev, const uint64_t v[6])
 {
     struct gmt_event ev = {.kind = GMT_K_SAMPLE, .device = dev};
     memcpy(ev.v, v, sizeof ev.v);
-    emit_now(t, &ev);
+    gmt_trace_emit(t, &ev);
 }
 
 void gmt_ev_oom(struct gmt_call *c, int dev, uint64_t size, const uint64_t v[5])
@@ -369,5 +363,5 @@ void gmt_ev_oom(struct gmt_call *c, int dev, uint64_t size, const uint64_t v[5])
         .stack = c->stack,
     };
     memcpy(ev.v, v, 5 * sizeof *v);
-    emit_now(c->t, &ev);
+    gmt_trace_emit(c->t, &ev);
 }

@@ -245,7 +245,12 @@ struct gmt_event {
 struct gmt_thread;
 struct gmt_thread *gmt_thread_get(void); /* NULL if tracing is off */
 void gmt_stamp(uint64_t *seq, uint64_t *time);
-bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev);
+/* Encode a core record on this thread: the one place every event - a
+ * hook's, the pool's, the driver observer's, a marker - is written. One
+ * with seq 0 is stamped here (sequence number and time); a hook that had
+ * to stamp before its real call (gmt_call_begin's GMT_CALL_STAMP) hands
+ * its stamp in. */
+bool gmt_trace_emit(struct gmt_thread *t, struct gmt_event *ev);
 /* Write an extension record (ext kind, payload) on this thread. */
 bool gmt_trace_emit_ext(struct gmt_thread *t, unsigned ext, const uint8_t *p,
                         size_t len);

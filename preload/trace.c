@@ -638,8 +638,10 @@ static inline uint8_t *put_addr(uint8_t *p, struct gmt_thread *t,
     return p;
 }
 
-bool gmt_trace_emit(struct gmt_thread *t, const struct gmt_event *ev)
+bool gmt_trace_emit(struct gmt_thread *t, struct gmt_event *ev)
 {
+    if (ev->seq == 0)
+        gmt_stamp(&ev->seq, &ev->time);
     if (GMT_UNLIKELY(t->chunk == NULL ||
                      (size_t)(t->end - t->pos) < EVENT_MAX) &&
         !chunk_new(t, ev->seq, ev->time))
