@@ -37,16 +37,6 @@ static int cmp_fold(const void *a, const void *b)
     return strcmp(((const struct fold *)a)->stack, ((const struct fold *)b)->stack);
 }
 
-static int option(int opt, const char *arg, void *ctx)
-{
-    (void)arg;
-    if (opt == OPT_TOTAL) {
-        *(bool *)ctx = true;
-        return 1;
-    }
-    return 0;
-}
-
 /* {"frames":[outermost, ..., innermost],"bytes":N}: the folded line's
  * frames (sym_folded writes no ';' inside a frame) */
 static void json_stack(const char *folded, int64_t bytes, size_t index)
@@ -107,11 +97,11 @@ int cmd_flamegraph(int argc, char **argv)
 {
     static const struct option opts[] = {{"total", no_argument, NULL, OPT_TOTAL},
                                          {NULL, 0, NULL, 0}};
-    static const struct gmt_command cmd = {.schema = "gpumemtrace.flamegraph/1",
-                                           .options = opts,
-                                           .option = option,
-                                           .usage = usage,
-                                           .each = each};
+    static const struct gmt_command cmd = {
+        .schema = "gpumemtrace.flamegraph/1",
+        .args = {.options = opts, .option = gmt_args_flag, .usage = usage},
+        .each = each,
+    };
     bool total = false;
     return gmt_run(argc, argv, &cmd, &total);
 }

@@ -557,7 +557,7 @@ int cmd_frag(int argc, char **argv)
 {
     static const struct gmt_command cmd = {
         .schema = "gpumemtrace.frag/1",
-        .usage = usage,
+        .args = {.usage = usage},
         .each = each,
         .default_top = 10,
     };

@@ -209,7 +209,7 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
 int cmd_growth(int argc, char **argv)
 {
     static const struct gmt_command cmd = {.schema = "gpumemtrace.growth/1",
-                                           .usage = usage,
+                                           .args = {.usage = usage},
                                            .each = each,
                                            .replay = {.growth = true,
                                                       .mark_sites = true},

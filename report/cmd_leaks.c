@@ -20,16 +20,6 @@ static void usage(FILE *f)
                GMT_COMMON_HELP, gmt_prog);
 }
 
-static int option(int opt, const char *arg, void *ctx)
-{
-    (void)arg;
-    if (opt == OPT_LAYERS) {
-        *(bool *)ctx = true;
-        return 1;
-    }
-    return 0;
-}
-
 static bool live_dev(const struct site *s, int64_t v[GROUP_VALUES])
 {
     v[0] = s->live_bytes;
@@ -103,12 +93,12 @@ int cmd_leaks(int argc, char **argv)
 {
     static const struct option opts[] = {{"layers", no_argument, NULL, OPT_LAYERS},
                                          {NULL, 0, NULL, 0}};
-    static const struct gmt_command cmd = {.schema = "gpumemtrace.leaks/1",
-                                           .options = opts,
-                                           .option = option,
-                                           .usage = usage,
-                                           .each = each,
-                                           .default_top = 20};
+    static const struct gmt_command cmd = {
+        .schema = "gpumemtrace.leaks/1",
+        .args = {.options = opts, .option = gmt_args_flag, .usage = usage},
+        .each = each,
+        .default_top = 20,
+    };
     bool layers = false;
     return gmt_run(argc, argv, &cmd, &layers);
 }

@@ -29,16 +29,6 @@ static void usage(FILE *f)
                GMT_COMMON_HELP, gmt_prog);
 }
 
-static int option(int opt, const char *arg, void *ctx)
-{
-    (void)arg;
-    if (opt == OPT_LAYERS) {
-        *(bool *)ctx = true;
-        return 1;
-    }
-    return 0;
-}
-
 static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
 {
     v[0] = s->peak_bytes;
@@ -129,9 +119,7 @@ int cmd_peak(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     static const struct gmt_command cmd = {
         .schema = "gpumemtrace.peak/1",
-        .options = opts,
-        .option = option,
-        .usage = usage,
+        .args = {.options = opts, .option = gmt_args_flag, .usage = usage},
         .each = one,
         .default_top = 10,
     };

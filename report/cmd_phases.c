@@ -611,9 +611,7 @@ int cmd_phases(int argc, char **argv)
     };
     static const struct gmt_command cmd = {
         .schema = "gpumemtrace.phases/1",
-        .options = opts,
-        .option = option,
-        .usage = usage,
+        .args = {.options = opts, .option = option, .usage = usage},
         .each = each,
         .replay = {.on_marker = on_marker, .marker_ctx = &g_ph},
         .default_top = 0,

@@ -743,7 +743,7 @@ int cmd_ranks(int argc, char **argv)
     struct ranks st = {0};
     const struct gmt_command cmd = {
         .schema = "gpumemtrace.ranks/1",
-        .usage = usage,
+        .args = {.usage = usage},
         .each = one,
         .done = done,
         .replay = {.on_marker = on_marker, .marker_ctx = &st.marks},

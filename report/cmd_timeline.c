@@ -364,49 +364,23 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     free(p);
 }
 
-static const struct option tl_options[] = {
-    {"csv", no_argument, NULL, OPT_CSV},
-    {"width", required_argument, NULL, OPT_WIDTH},
-    {"height", required_argument, NULL, OPT_HEIGHT},
-    {NULL, 0, NULL, 0},
-};
-
-/* --csv and --json both write the series: refuse the pair before any
- * output starts (gmt_run opens the JSON document at once). This looks at
- * the options with the same table gmt_run uses, messages off. */
-static bool csv_and_json(int argc, char **argv)
-{
-    static const struct option common[] = {GMT_COMMON_LONGOPTS};
-    struct option opts[32];
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof common / sizeof *common; i++)
-        opts[n++] = common[i];
-    for (const struct option *o = tl_options; o->name; o++)
-        opts[n++] = *o;
-    opts[n] = (struct option){NULL, 0, NULL, 0};
-    bool csv_seen = false, json_seen = false;
-    int saved = opterr, o;
-    opterr = 0;
-    optind = 1;
-    while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        csv_seen |= o == OPT_CSV;
-        json_seen |= o == OPT_JSON;
-    }
-    opterr = saved;
-    optind = 1;
-    return csv_seen && json_seen;
-}
-
 int cmd_timeline(int argc, char **argv)
 {
+    static const struct option opts[] = {
+        {"csv", no_argument, NULL, OPT_CSV},
+        {"width", required_argument, NULL, OPT_WIDTH},
+        {"height", required_argument, NULL, OPT_HEIGHT},
+        {NULL, 0, NULL, 0},
+    };
     static const struct gmt_command cmd = {
         .schema = "gpumemtrace.timeline/1",
-        .options = tl_options,
-        .option = option,
-        .usage = usage,
+        .args = {.options = opts, .option = option, .usage = usage},
         .each = each,
     };
-    if (csv_and_json(argc, argv)) {
+    /* --csv and --json both write the series: refuse the pair before any
+     * output starts (gmt_run opens the JSON document at once) */
+    if (gmt_args_has(argc, argv, &cmd.args, OPT_CSV) &&
+        gmt_args_has(argc, argv, &cmd.args, OPT_JSON)) {
         gmt_errorf("timeline: --csv and --json exclude each other");
         return EXIT_ERROR;
     }

@@ -116,6 +116,9 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 int cmd_transfers(int argc, char **argv)
 {
     static const struct gmt_command cmd = {
-        .schema = "gpumemtrace.transfers/1", .usage = usage, .each = each, .default_top = 10};
+        .schema = "gpumemtrace.transfers/1",
+        .args = {.usage = usage},
+        .each = each,
+        .default_top = 10};
     return gmt_run(argc, argv, &cmd, NULL);
 }

@@ -1,6 +1,7 @@
 /* common.c - what every report command does the same way.
  *
- * Options shared by the table commands (parsed by gmt_common_opt), trace
+ * The command line of every command (gmt_args_parse: the options shared
+ * by the table commands, gmt_common_opt, and each command's own), trace
  * arguments (files, directories of *.gmt files, or quoted wildcard
  * patterns, in a stable order), loading a trace (replay + symbolizer)
  * with one error line on failure, and the table printer (aligned text or
@@ -70,6 +71,80 @@ void gmt_common_init(struct gmt_common *c)
     memset(c, 0, sizeof *c);
     c->top = 10;
     c->grain = GRAIN_LINE;
+}
+
+/* ---- the command line ------------------------------------------------------ */
+
+/* The long options a command takes (the common ones or --help alone, then
+ * its own) and its short options ("h" and a->shortopts). */
+#define MAX_OPTIONS 32
+static void option_table(const struct gmt_args *a, struct option opts[MAX_OPTIONS],
+                         char spec[15])
+{
+    static const struct option common[] = {GMT_COMMON_LONGOPTS};
+    static const struct option help = {"help", no_argument, NULL, OPT_HELP};
+    size_t n = 0;
+    if (a->only_own)
+        opts[n++] = help;
+    else
+        for (size_t i = 0; i < sizeof common / sizeof *common; i++)
+            opts[n++] = common[i];
+    for (const struct option *o = a->options; o && o->name && n < MAX_OPTIONS - 1; o++)
+        opts[n++] = *o;
+    opts[n] = (struct option){NULL, 0, NULL, 0};
+    snprintf(spec, 15, "h%s", a->shortopts ? a->shortopts : "");
+}
+
+int gmt_args_parse(int argc, char **argv, const struct gmt_args *a, struct gmt_common *c,
+                   void *ctx)
+{
+    struct option opts[MAX_OPTIONS];
+    char spec[16];
+    option_table(a, opts, spec);
+    int o;
+    optind = 1;
+    while ((o = gmt_getopt(argc, argv, spec, opts)) != -1) {
+        if (o == '?')
+            return EXIT_ERROR;
+        if (o == 'h' || o == OPT_HELP) {
+            a->usage(stdout);
+            return gmt_finish_output(EXIT_OK);
+        }
+        int k = a->option ? a->option(o, optarg, ctx) : 0;
+        if (k == 0)
+            k = gmt_common_opt(c, o, optarg);
+        if (k < 0)
+            return EXIT_ERROR;
+        if (k == 0)
+            return gmt_usage_error(argv[0], "bad option");
+    }
+    return GMT_PARSED;
+}
+
+bool gmt_args_has(int argc, char **argv, const struct gmt_args *a, int id)
+{
+    struct option opts[MAX_OPTIONS];
+    char spec[16];
+    option_table(a, opts, spec + 1);
+    spec[0] = ':';
+    bool seen = false;
+    int saved = opterr, o;
+    opterr = 0;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, spec, opts, NULL)) != -1)
+        seen |= o == id;
+    opterr = saved;
+    optind = 1;
+    return seen;
+}
+
+int gmt_args_flag(int opt, const char *arg, void *ctx)
+{
+    (void)arg;
+    if (opt < OPT_CMD_BASE)
+        return 0;
+    *(bool *)ctx = true;
+    return 1;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -556,32 +631,12 @@ struct table *gmt_sites_table(bool allocated)
 
 int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx)
 {
-    struct option opts[32];
-    static const struct option common[] = {GMT_COMMON_LONGOPTS};
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof common / sizeof *common; i++)
-        opts[n++] = common[i];
-    for (const struct option *o = cmd->options; o && o->name && n < 31; o++)
-        opts[n++] = *o;
-    opts[n] = (struct option){NULL, 0, NULL, 0};
     struct gmt_common c;
     gmt_common_init(&c);
     c.top = cmd->default_top;
-    int o;
-    optind = 1;
-    while ((o = gmt_getopt(argc, argv, "h", opts)) != -1) {
-        int k = gmt_common_opt(&c, o, optarg);
-        if (k == 0 && cmd->option && o >= OPT_CMD_BASE)
-            k = cmd->option(o, optarg, ctx);
-        if (k < 0)
-            return EXIT_ERROR;
-        if (k == 0) {
-            if (o != 'h' && o != OPT_HELP)
-                return o == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
-            cmd->usage(stdout);
-            return gmt_finish_output(EXIT_OK);
-        }
-    }
+    int parsed = gmt_args_parse(argc, argv, &cmd->args, &c, ctx);
+    if (parsed != GMT_PARSED)
+        return parsed;
     if (optind >= argc)
         return gmt_usage_error(argv[0], "no trace given");
     char **paths;

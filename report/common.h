@@ -52,6 +52,41 @@ void gmt_common_init(struct gmt_common *c);
 /* 1: handled, 0: not a common option, -1: bad value (message printed). */
 int gmt_common_opt(struct gmt_common *c, int opt, const char *arg);
 
+/* A command's command line: the options it takes besides the common ones
+ * (GMT_COMMON_LONGOPTS, --help and -h), and what to do with them. Every
+ * command parses its options with gmt_args_parse, so --help, an unknown
+ * option, a missing value and a bad value are answered the same way by
+ * all. */
+struct gmt_args {
+    const struct option *options; /* the command's own, NULL-terminated; may be NULL */
+    const char *shortopts;        /* short options besides -h ("o:"); may be NULL */
+    /* Called for each option before the common handling, in command-line
+     * order: 1 taken, 0 not the command's (the common handling takes it),
+     * -1 refused (one message printed) - so a command may refuse a common
+     * option too. May be NULL. */
+    int (*option)(int opt, const char *arg, void *ctx);
+    void (*usage)(FILE *f);
+    /* Only .options and --help, -h: not GMT_COMMON_LONGOPTS. A common
+     * option's id among .options (OPT_JSON, OPT_NO_SYMBOLS) is then the
+     * common option, set in struct gmt_common. */
+    bool only_own;
+};
+/* Parse argv (argv[0]: the command's name) into *c (gmt_common_init'ed
+ * by the caller, who may change its defaults) and, through a->option,
+ * ctx. GMT_PARSED: go on with the operands argv[optind..]; else the exit
+ * status to return at once: --help or -h printed the usage on stdout (0,
+ * or 2 when it could not be written), bad usage printed one line (2). */
+enum { GMT_PARSED = -1 };
+int gmt_args_parse(int argc, char **argv, const struct gmt_args *a, struct gmt_common *c,
+                   void *ctx);
+/* Is option `id` on the command line? Silent (nothing is printed, bad
+ * usage is gmt_args_parse's to answer): for refusing a pair of options
+ * before any output starts. */
+bool gmt_args_has(int argc, char **argv, const struct gmt_args *a, int id);
+/* The option callback of a command whose one own option is a flag
+ * (--layers, --total): ctx is its bool, set by that option. */
+int gmt_args_flag(int opt, const char *arg, void *ctx);
+
 /* Expand trace arguments: directories give their *.gmt files, sorted; an
  * argument that names nothing and holds * ? or [ is a pattern, expanded
  * with glob(3) (sorted; no match is an error). 0, or -1 after one error
@@ -132,8 +167,8 @@ bool gmt_group_differ(const struct group_row *rows, size_t n, int a, int b);
 struct table *gmt_sites_table(bool allocated);
 
 /* A command that prints something for each trace. gmt_run parses the
- * common options and the command's own (ids from OPT_CMD_BASE up, handled
- * by `option`: 1 handled, -1 bad value), expands trace arguments, loads
+ * common options and the command's own (args: gmt_args_parse, with
+ * default_top as --top's default), expands trace arguments, loads
  * each, and calls `each`; with --json, the output is
  * {"schema": SCHEMA, "traces": [each's object, ...] ...}, and `done` may
  * append fields after the list (it is called before the closing "]}" with
@@ -143,9 +178,7 @@ struct table *gmt_sites_table(bool allocated);
  * gmt_run prints nothing around them. */
 struct gmt_command {
     const char *schema;
-    const struct option *options; /* NULL-terminated, may be NULL */
-    int (*option)(int opt, const char *arg, void *ctx);
-    void (*usage)(FILE *f);
+    struct gmt_args args;
     void (*each)(struct loaded *l, const struct gmt_common *c, void *ctx);
     void (*done)(const struct gmt_common *c, void *ctx, size_t traces);
     struct replay_opts replay;
