@@ -345,37 +345,6 @@ static inline bool gmt_tracer_active(void)
  * false: tracing is off. */
 bool gmt_tracer_start(void);
 
-/* ---- call.c: the life of one hooked call ----------------------------- */
-
-/* A hooked call in flight. */
-struct gmt_call {
-    struct gmt_thread *t;
-    uint32_t stack;
-    int saved_errno;    /* restored by gmt_call_finish */
-    uint64_t seq, time; /* stamped before the real call when asked */
-};
-/* Begin a hooked call: false means "just pass through" (tracing off, or a
- * call made from inside the tracer). stamp_before: take the event's place
- * in the total order now (frees: before the memory can be reused). */
-bool gmt_call_begin(struct gmt_call *c, bool stamp_before);
-/* The same with GMT_CALL_* flags: STAMP (stamp_before), NO_STACK (an
- * event whose record has no stack: capture none). */
-#define GMT_CALL_STAMP 1u
-#define GMT_CALL_NO_STACK 2u
-bool gmt_call_begin_flags(struct gmt_call *c, unsigned flags);
-/* Record one event of the call (a call may record several: a batch copy).
- * The event takes the call's stack; device GMT_DEVICE_CURRENT means the
- * thread's current device. */
-#define GMT_DEVICE_CURRENT (-2)
-void gmt_call_emit(struct gmt_call *c, struct gmt_event *ev);
-void gmt_call_finish(struct gmt_call *c); /* leave the hook */
-/* After the real call: keep the errno it left for gmt_call_finish. */
-#define gmt_call_errno(c) ((c)->saved_errno = errno)
-/* Describe device (a DEVICE record) unless done already; emitting an
- * event calls it. */
-void gmt_device_seen(struct gmt_thread *t, int device);
-void gmt_call_reset_after_fork(void);
-
 /* ---- mem.c: the caching pool in the process (pool.c is the core) ----- */
 
 void gmt_mem_init(void);             /* at tracer start, if the pool is on */
@@ -429,7 +398,36 @@ void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
 void gmt_fence_forget_device(int dev); /* cudaDeviceReset destroyed them */
 void gmt_fence_reset_after_fork(void);
 
-/* ---- events.c: building the events of each family of calls ---------- */
+/* ---- events.c: a hooked call, and the events it records ------------ */
+
+/* A hooked call in flight. */
+struct gmt_call {
+    struct gmt_thread *t;
+    uint32_t stack;
+    int saved_errno;    /* restored by gmt_call_finish */
+    uint64_t seq, time; /* stamped before the real call when asked */
+};
+/* Begin a hooked call: false means "just pass through" (tracing off, or a
+ * call made from inside the tracer). stamp_before: take the event's place
+ * in the total order now (frees: before the memory can be reused). */
+bool gmt_call_begin(struct gmt_call *c, bool stamp_before);
+/* The same with GMT_CALL_* flags: STAMP (stamp_before), NO_STACK (an
+ * event whose record has no stack: capture none). */
+#define GMT_CALL_STAMP 1u
+#define GMT_CALL_NO_STACK 2u
+bool gmt_call_begin_flags(struct gmt_call *c, unsigned flags);
+/* Record one event of the call (a call may record several: a batch copy).
+ * The event takes the call's stack; device GMT_DEVICE_CURRENT means the
+ * thread's current device. */
+#define GMT_DEVICE_CURRENT (-2)
+void gmt_call_emit(struct gmt_call *c, struct gmt_event *ev);
+void gmt_call_finish(struct gmt_call *c); /* leave the hook */
+/* After the real call: keep the errno it left for gmt_call_finish. */
+#define gmt_call_errno(c) ((c)->saved_errno = errno)
+/* Describe device (a DEVICE record) unless done already; emitting an
+ * event calls it. */
+void gmt_device_seen(struct gmt_thread *t, int device);
+void gmt_call_reset_after_fork(void);
 
 #define GMT_NO_STREAM UINT64_MAX
 /* Which stream a call ran on: the runtime's special handles folded to

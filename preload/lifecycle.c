@@ -8,7 +8,7 @@
  * the header is marked closed; a process that dies without exiting leaves
  * a file that reads cleanly up to its last event and says it was cut.
  *
- * The life of one hooked call is call.c's: it asks gmt_tracer_start here
+ * The life of one hooked call is events.c's: it asks gmt_tracer_start here
  * only while tracing is not on. The fork handlers reset every file's
  * state in the child through its gmt_*_reset_after_fork.
  */
