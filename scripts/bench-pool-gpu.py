@@ -36,7 +36,8 @@ LayerNorm, batch 64, Adam). Configurations:
   async+tool     the same under libgpumemtrace.so
 
 --define NAME=BASE:KEY=VALUE,... adds a configuration: BASE's environment
-plus those variables (then name it in --configs).
+plus those variables (then name it in --configs). LD_PRELOAD=PATH there
+runs another build of the library: before and after a change, in one run.
 
 Runs alternate between configurations, REPEATS rounds; each figure is the
 median step time (warm-up steps dropped) divided by the baseline's, from
@@ -162,8 +163,8 @@ def run(workload, config, tmp):
            and k not in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD")}
     env.update(env_extra)
     trace = os.path.join(tmp, f"{workload}-{config}-{time.monotonic_ns()}.gmt")
-    if traced:
-        env["LD_PRELOAD"] = LIB
+    if traced:  # a --define may name another build's library (before/after)
+        env["LD_PRELOAD"] = env_extra.get("LD_PRELOAD", LIB)
         env["GPUMEMTRACE_OUTPUT"] = trace
         env["GPUMEMTRACE_VERBOSE"] = "1"  # the fence counts at exit
     args = ([] if PIN is None else ["taskset", "-c", PIN]) + [
