@@ -45,6 +45,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gmt_api.h"
+
 #define GMT_MAGIC "GPUMEMTR"
 #define GMT_VERSION_MAJOR 1
 #define GMT_VERSION_MINOR 2
@@ -212,101 +214,16 @@ enum gmt_fwx {
 #define GMT_ALLOC_FW_BACKING (1ull << 40)
 /* "str" inside a payload = varint length, then that many bytes. */
 
-/* Which runtime entry point produced an event (the api byte). */
+/* Which entry point produced an event (the api byte). The codes, their
+ * values and their names in reports are listed once, by value and with
+ * what a record of each means, in GMT_API_CODES (gmt_api.h, generated
+ * from the table in scripts/gen-hooks.py). A value, once written to a
+ * trace, never changes. */
 enum gmt_api {
     GMT_API_NONE = 0,
-    /* allocation */
-    GMT_API_MALLOC = 1,
-    GMT_API_MALLOC_MANAGED = 2,
-    GMT_API_MALLOC_PITCH = 3,
-    GMT_API_MALLOC_3D = 4,
-    GMT_API_MALLOC_HOST = 5,
-    GMT_API_HOST_ALLOC = 6,
-    GMT_API_MALLOC_ASYNC = 7,
-    GMT_API_MALLOC_FROM_POOL_ASYNC = 8,
-    GMT_API_FW_ALLOC = 9,  /* a framework allocator handed out a block:
-                              size requested, extra to 512-byte rounding
-                              (see GMT_FWX_BLOCK_SIZE), flags the
-                              framework's memory pool (PyTorch MempoolId_t
-                              first << 32 | second; 0: the default pool),
-                              stream the block's; failed: the framework
-                              raised out of memory */
-    /* free */
-    GMT_API_FREE = 16,
-    GMT_API_FREE_HOST = 17,
-    GMT_API_FREE_ASYNC = 18,
-    GMT_API_FW_FREE = 19,  /* the program freed a framework block (free
-                              requested; FREE_COMPLETED when reusable) */
-    /* copies */
-    GMT_API_MEMCPY = 32,
-    GMT_API_MEMCPY_ASYNC = 33,
-    GMT_API_MEMCPY_2D = 34,
-    GMT_API_MEMCPY_2D_ASYNC = 35,
-    GMT_API_MEMCPY_3D = 36,
-    GMT_API_MEMCPY_3D_ASYNC = 37,
-    GMT_API_MEMCPY_3D_PEER = 38,
-    GMT_API_MEMCPY_3D_PEER_ASYNC = 39,
-    GMT_API_MEMCPY_PEER = 40,
-    GMT_API_MEMCPY_PEER_ASYNC = 41,
-    GMT_API_MEMCPY_TO_SYMBOL = 42,
-    GMT_API_MEMCPY_TO_SYMBOL_ASYNC = 43,
-    GMT_API_MEMCPY_FROM_SYMBOL = 44,
-    GMT_API_MEMCPY_FROM_SYMBOL_ASYNC = 45,
-    GMT_API_MEMCPY_TO_ARRAY = 46,
-    GMT_API_MEMCPY_TO_ARRAY_ASYNC = 47,
-    GMT_API_MEMCPY_FROM_ARRAY = 48,
-    GMT_API_MEMCPY_FROM_ARRAY_ASYNC = 49,
-    GMT_API_MEMCPY_ARRAY_TO_ARRAY = 50,
-    GMT_API_MEMCPY_2D_TO_ARRAY = 51,
-    GMT_API_MEMCPY_2D_TO_ARRAY_ASYNC = 52,
-    GMT_API_MEMCPY_2D_FROM_ARRAY = 53,
-    GMT_API_MEMCPY_2D_FROM_ARRAY_ASYNC = 54,
-    GMT_API_MEMCPY_2D_ARRAY_TO_ARRAY = 55,
-    GMT_API_MEMCPY_BATCH_ASYNC = 56,
-    GMT_API_MEMCPY_3D_BATCH_ASYNC = 57,
-    /* sets */
-    GMT_API_MEMSET = 64,
-    GMT_API_MEMSET_ASYNC = 65,
-    GMT_API_MEMSET_2D = 66,
-    GMT_API_MEMSET_2D_ASYNC = 67,
-    GMT_API_MEMSET_3D = 68,
-    GMT_API_MEMSET_3D_ASYNC = 69,
-    /* synchronization */
-    GMT_API_DEVICE_SYNCHRONIZE = 80,
-    GMT_API_STREAM_SYNCHRONIZE = 81,
-    GMT_API_POOL_SYNCHRONIZE = 82, /* issued by the pool, not the program */
-    GMT_API_POOL_FENCE_WAIT = 83,  /* the pool waited for one of its fences
-                                      (an event on the legacy stream) */
-    /* streams */
-    GMT_API_STREAM_CREATE = 96,
-    GMT_API_STREAM_CREATE_WITH_FLAGS = 97,
-    GMT_API_STREAM_CREATE_WITH_PRIORITY = 98,
-    /* driver API, seen by the driver-level observer: allocations */
-    GMT_API_CU_MEM_ALLOC = 100,
-    GMT_API_CU_MEM_ALLOC_PITCH = 101,
-    GMT_API_CU_MEM_ALLOC_MANAGED = 102,
-    GMT_API_CU_MEM_ALLOC_HOST = 103,
-    GMT_API_CU_MEM_HOST_ALLOC = 104,
-    GMT_API_CU_MEM_ALLOC_ASYNC = 105,
-    GMT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC = 106,
-    GMT_API_CU_MEM_CREATE = 107,      /* physical memory on a device; the
-                                         address field holds the handle */
-    GMT_API_CU_MEM_CREATE_HOST = 108, /* physical memory on the host (not
-                                         device memory); addr: the handle */
-    /* driver API: frees */
-    GMT_API_CU_MEM_FREE = 112,
-    GMT_API_CU_MEM_FREE_HOST = 113,
-    GMT_API_CU_MEM_FREE_ASYNC = 114,
-    GMT_API_CU_MEM_RELEASE = 115,     /* addr: the handle */
-    /* driver API: address space (GMT_X_VMM records) */
-    GMT_API_CU_MEM_MAP = 120,
-    GMT_API_CU_MEM_UNMAP = 121,
-    GMT_API_CU_MEM_ADDRESS_RESERVE = 122,
-    GMT_API_CU_MEM_ADDRESS_FREE = 123,
-    /* driver API: copies (every cuMemcpy* the observer wraps; the dir
-     * byte says which way) and sets (cuMemsetD8/16/32*) */
-    GMT_API_CU_MEMCPY = 124,
-    GMT_API_CU_MEMSET = 125,
+#define GMT_API_ENUM(constant, value, name) constant = value,
+    GMT_API_CODES(GMT_API_ENUM)
+#undef GMT_API_ENUM
     GMT_API_API_MAX = 127,
 };
 /* Bit 7 of the api byte: the call was the per-thread-default-stream variant

@@ -21,7 +21,7 @@ void *gmt_real_fn[GMT_R_COUNT];
 static const char *const g_names[GMT_R_COUNT] = {
 #define GMT_NAME_BASE(n) [GMT_R_##n] = #n,
 #define GMT_NAME_PTDS(n, sfx) [GMT_R_##n##sfx] = #n #sfx,
-    GMT_BASE_FUNCS(GMT_NAME_BASE) GMT_PTDS_FUNCS(GMT_NAME_PTDS)
+    GMT_RT_FUNCS(GMT_NAME_BASE) GMT_RT_PTDS(GMT_NAME_PTDS)
 #undef GMT_NAME_BASE
 #undef GMT_NAME_PTDS
 };
