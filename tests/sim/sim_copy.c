@@ -24,44 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Prototypes for the per-thread-default-stream exports, derived from the
- * base functions so the compiler checks them.  A few base functions are
- * marked deprecated in the CUDA 13 headers; naming them in __typeof__
- * would warn, which says nothing about our definitions. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-__typeof__(cudaMemcpy) cudaMemcpy_ptds;
-__typeof__(cudaMemcpyToSymbol) cudaMemcpyToSymbol_ptds;
-__typeof__(cudaMemcpyFromSymbol) cudaMemcpyFromSymbol_ptds;
-__typeof__(cudaMemcpy2D) cudaMemcpy2D_ptds;
-__typeof__(cudaMemcpyToArray) cudaMemcpyToArray_ptds;
-__typeof__(cudaMemcpy2DToArray) cudaMemcpy2DToArray_ptds;
-__typeof__(cudaMemcpyFromArray) cudaMemcpyFromArray_ptds;
-__typeof__(cudaMemcpy2DFromArray) cudaMemcpy2DFromArray_ptds;
-__typeof__(cudaMemcpyArrayToArray) cudaMemcpyArrayToArray_ptds;
-__typeof__(cudaMemcpy2DArrayToArray) cudaMemcpy2DArrayToArray_ptds;
-__typeof__(cudaMemcpy3D) cudaMemcpy3D_ptds;
-__typeof__(cudaMemcpy3DPeer) cudaMemcpy3DPeer_ptds;
-__typeof__(cudaMemset) cudaMemset_ptds;
-__typeof__(cudaMemset2D) cudaMemset2D_ptds;
-__typeof__(cudaMemset3D) cudaMemset3D_ptds;
-__typeof__(cudaMemcpyAsync) cudaMemcpyAsync_ptsz;
-__typeof__(cudaMemcpyToSymbolAsync) cudaMemcpyToSymbolAsync_ptsz;
-__typeof__(cudaMemcpyFromSymbolAsync) cudaMemcpyFromSymbolAsync_ptsz;
-__typeof__(cudaMemcpy2DAsync) cudaMemcpy2DAsync_ptsz;
-__typeof__(cudaMemcpyToArrayAsync) cudaMemcpyToArrayAsync_ptsz;
-__typeof__(cudaMemcpy2DToArrayAsync) cudaMemcpy2DToArrayAsync_ptsz;
-__typeof__(cudaMemcpyFromArrayAsync) cudaMemcpyFromArrayAsync_ptsz;
-__typeof__(cudaMemcpy2DFromArrayAsync) cudaMemcpy2DFromArrayAsync_ptsz;
-__typeof__(cudaMemcpy3DAsync) cudaMemcpy3DAsync_ptsz;
-__typeof__(cudaMemcpy3DPeerAsync) cudaMemcpy3DPeerAsync_ptsz;
-__typeof__(cudaMemcpyBatchAsync) cudaMemcpyBatchAsync_ptsz;
-__typeof__(cudaMemcpy3DBatchAsync) cudaMemcpy3DBatchAsync_ptsz;
-__typeof__(cudaMemsetAsync) cudaMemsetAsync_ptsz;
-__typeof__(cudaMemset2DAsync) cudaMemset2DAsync_ptsz;
-__typeof__(cudaMemset3DAsync) cudaMemset3DAsync_ptsz;
-#pragma GCC diagnostic pop
-
 /* Stream used by the synchronous functions and their _ptds twins. */
 #define SIM_SYNC_LEGACY ((cudaStream_t)NULL)
 #define SIM_SYNC_PTDS cudaStreamPerThread

@@ -51,6 +51,23 @@
  * keeps its meaning. */
 #define SIM_PTSZ(s) ((s) ? (s) : cudaStreamPerThread)
 
+/* Prototypes for the per-thread-default-stream exports of the entry
+ * points the profiler hooks (the headers declare them only in a build
+ * with per-thread default streams), derived from the base functions so
+ * the compiler checks our definitions. The list is the profiler's
+ * (preload/gmt_api.h, generated from scripts/gen-hooks.py); a file that
+ * defines other such exports declares them itself. A few base functions
+ * are marked deprecated in the CUDA 13 headers; naming them in
+ * __typeof__ would warn, which says nothing about our definitions.
+ * Before the visibility push below: these are exported. */
+#include "../../preload/gmt_api.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#define SIM_DECLARE_PTDS(base, sfx) __typeof__(base) base##sfx;
+GMT_RT_PTDS(SIM_DECLARE_PTDS)
+#undef SIM_DECLARE_PTDS
+#pragma GCC diagnostic pop
+
 #pragma GCC visibility push(hidden)
 
 /* ------------------------------------------------------------------ */

@@ -547,10 +547,6 @@ static cudaError_t sim_malloc_async(void **ptr, size_t size, cudaMemPool_t pool,
     return sim_ret(err);
 }
 
-__typeof__(cudaMallocAsync) cudaMallocAsync_ptsz;
-__typeof__(cudaMallocFromPoolAsync) cudaMallocFromPoolAsync_ptsz;
-__typeof__(cudaFreeAsync) cudaFreeAsync_ptsz;
-
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
     return sim_malloc_async(devPtr, size, NULL, hStream);

@@ -31,14 +31,12 @@
 
 /* The exports below have no prototype in the headers unless the program is
  * built with per-thread default streams; declare them from the base API so
- * the compiler still checks the signatures. */
-__typeof__(cudaStreamSynchronize) cudaStreamSynchronize_ptsz;
+ * the compiler still checks the signatures (those of the entry points the
+ * profiler hooks: sim_internal.h). */
 __typeof__(cudaStreamQuery) cudaStreamQuery_ptsz;
 __typeof__(cudaStreamGetFlags) cudaStreamGetFlags_ptsz;
 __typeof__(cudaStreamGetPriority) cudaStreamGetPriority_ptsz;
 __typeof__(cudaStreamGetDevice) cudaStreamGetDevice_ptsz;
-__typeof__(cudaStreamBeginCapture) cudaStreamBeginCapture_ptsz;
-__typeof__(cudaStreamEndCapture) cudaStreamEndCapture_ptsz;
 __typeof__(cudaStreamIsCapturing) cudaStreamIsCapturing_ptsz;
 __typeof__(cudaStreamGetCaptureInfo) cudaStreamGetCaptureInfo_ptsz;
 __typeof__(cudaStreamAddCallback) cudaStreamAddCallback_ptsz;
