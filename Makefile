@@ -4,6 +4,7 @@
 #   make test       build and run the test suite (CPU only, simulated CUDA runtime)
 #   make asan       the end-to-end tests again, the library under ASan and UBSan
 #   make install    PREFIX=/usr/local DESTDIR= (lib, bin, include/gpumemtrace.h)
+#   make generate   rewrite the files generated from scripts/gen-hooks.py's table
 #   make clean
 #   V=1             show full commands; CC=clang to build with clang
 #
@@ -72,6 +73,22 @@ $(O)/gen/version_pic.o: $(O)/gen/version.c
 	$(Q)$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 .PHONY: FORCE
 FORCE:
+
+# ---- generated sources ----------------------------------------------------
+# preload/hooks.c and preload/gmt_api.h are generated from the table of
+# hooked entry points in scripts/gen-hooks.py, and committed. `make generate`
+# rewrites them; check-generated fails, naming the stale file, while one
+# differs from what the table makes. The library's build and `make test`
+# run the check (CI runs both).
+generate:
+	$(Q)python3 scripts/gen-hooks.py
+check-generated:
+	$(Q)python3 scripts/gen-hooks.py --check
+$(O)/gen/api-checked: scripts/gen-hooks.py preload/hooks.c preload/gmt_api.h
+	$(Q)python3 scripts/gen-hooks.py --check
+	@mkdir -p $(@D) && touch $@
+$(LIB): $(O)/gen/api-checked
+.PHONY: generate check-generated
 
 # ---- the preload library --------------------------------------------------
 # Hidden by default; exports.map lets out only cuda* and gpumemtrace_*.
@@ -261,7 +278,7 @@ BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 FUZZ_SRC := tests/fuzz/fuzz_reader.c report/reader.c report/defs.c report/stacks.c \
             report/output.c report/replay.c report/poolview.c report/backward.c \
             report/kinds.c report/pyclass.c
-$(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) preload/gmt_format.h
+$(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
@@ -270,7 +287,7 @@ $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) pre
 # The same smoke run for the command layer (every command in-process on
 # the input as a trace) and for check's baseline reader (the JSON parser).
 FUZZ_CMD_SRC := $(filter-out report/main.c,$(REPORT_SRC)) $(HTML_PAGE)
-$(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) $(wildcard report/*.h) preload/gmt_format.h
+$(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
@@ -281,7 +298,7 @@ $(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) 
 # (tests/e2e/test_sanitized.py): undefined behaviour on ordinary traces
 # fails them. Linked whole here, as the smoke test is, with clang.
 SAN_REPORT := $(O)/tests/gpumemreport-san
-$(SAN_REPORT): $(REPORT_SRC) $(HTML_PAGE) $(O)/gen/version.c $(wildcard report/*.h) preload/gmt_format.h
+$(SAN_REPORT): $(REPORT_SRC) $(HTML_PAGE) $(O)/gen/version.c $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
@@ -296,7 +313,7 @@ tests: all $(SIMLIB) $(SIMDRV) $(SIMNVML) $(PROGS) $(DRV_PROGS) $(TESTLIBS) $(UN
        $(O)/tests/sim-selftest \
        $(O)/tests/fuzz_smoke $(O)/tests/fuzz_smoke_commands $(O)/tests/fuzz_smoke_baseline
 
-test: tests
+test: check-generated tests
 	$(Q)tests/run.sh $(O)
 
 # The end-to-end suite again with the library built under ASan and UBSan,
