@@ -555,8 +555,9 @@ static int limit_option(struct options *op, enum metric m, const char *arg)
     return 1;
 }
 
-static int option(struct options *op, int o, const char *arg)
+static int option(int o, const char *arg, void *ctx)
 {
+    struct options *op = ctx;
     switch (o) {
     case OPT_MAX_PEAK:
         return limit_option(op, M_PEAK, arg);
@@ -661,7 +662,6 @@ static void warn_unused_rank_limits(const struct options *op, const struct figur
 int cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
-        GMT_COMMON_LONGOPTS,
         {"max-peak", required_argument, NULL, OPT_MAX_PEAK},
         {"max-reserved", required_argument, NULL, OPT_MAX_RESERVED},
         {"max-leaked", required_argument, NULL, OPT_MAX_LEAKED},
@@ -673,6 +673,7 @@ int cmd_check(int argc, char **argv)
         {"save", required_argument, NULL, OPT_SAVE},
         {NULL, 0, NULL, 0},
     };
+    static const struct gmt_args args = {.options = opts, .option = option, .usage = usage};
     struct gmt_common c;
     struct options op = {.tolerance = DEFAULT_TOLERANCE};
     struct baseline b = {0};
@@ -687,24 +688,10 @@ int cmd_check(int argc, char **argv)
         return EXIT_ERROR;
     }
     gmt_common_init(&c);
-    int o;
-    optind = 1;
-    while ((o = gmt_getopt(argc, argv, "h", opts)) != -1) {
-        int k = gmt_common_opt(&c, o, optarg);
-        if (k == 0)
-            k = option(&op, o, optarg);
-        if (k < 0)
-            goto out;
-        if (k == 0) {
-            if (o != 'h' && o != OPT_HELP) {
-                if (o != '?')
-                    gmt_usage_error(argv[0], "bad option");
-                goto out;
-            }
-            usage(stdout);
-            rc = gmt_finish_output(EXIT_OK);
-            goto out;
-        }
+    int parsed = gmt_args_parse(argc, argv, &args, &c, &op);
+    if (parsed != GMT_PARSED) {
+        rc = parsed;
+        goto out;
     }
     if (optind >= argc) {
         gmt_usage_error(argv[0], "check needs a trace or a directory of traces");

@@ -530,23 +530,12 @@ static void json(const struct gmt_common *c, const struct side sd[2], struct dsi
 
 int cmd_diff(int argc, char **argv)
 {
-    static const struct option opts[] = {GMT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+    static const struct gmt_args args = {.usage = usage};
     struct gmt_common c;
-    gmt_common_init(&c);
-    c.top = 10;
-    int o;
-    optind = 1;
-    while ((o = gmt_getopt(argc, argv, "h", opts)) != -1) {
-        int k = gmt_common_opt(&c, o, optarg);
-        if (k < 0)
-            return EXIT_ERROR;
-        if (k == 0) {
-            if (o != 'h' && o != OPT_HELP)
-                return o == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
-            usage(stdout);
-            return gmt_finish_output(EXIT_OK);
-        }
-    }
+    gmt_common_init(&c); /* --top 10 */
+    int parsed = gmt_args_parse(argc, argv, &args, &c, NULL);
+    if (parsed != GMT_PARSED)
+        return parsed;
     if (argc - optind != 2)
         return gmt_usage_error(argv[0], "diff compares two runs: give A and B (a directory "
                                         "holds one run of several processes)");

@@ -16,12 +16,11 @@
  * decimal number. The device column of a fw_ record is its device. A
  * CUDA allocation under PyTorch's segments ends with the token fw_backing.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "common.h"
 
 static void usage(FILE *f)
 {
@@ -344,43 +343,51 @@ static void json_record(const struct gmt_rec *rec, uint64_t start, int dev, bool
     printf("}");
 }
 
+enum { OPT_LIMIT = OPT_CMD_BASE, OPT_NO_STACKS };
+
+struct dump_opts {
+    uint64_t limit;
+    bool stacks;
+};
+
+static int option(int opt, const char *arg, void *ctx)
+{
+    struct dump_opts *o = ctx;
+    char *end;
+    switch (opt) {
+    case OPT_LIMIT:
+        o->limit = strtoull(arg, &end, 10);
+        if (*arg == '\0' || *end != '\0') {
+            gmt_errorf("--limit needs a number, not '%s'", arg);
+            return -1;
+        }
+        return 1;
+    case OPT_NO_STACKS:
+        o->stacks = false;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int cmd_dump(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"limit", required_argument, NULL, 'n'},
-        {"no-stacks", no_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
+        {"json", no_argument, NULL, OPT_JSON},
         {NULL, 0, NULL, 0},
     };
-    uint64_t limit = UINT64_MAX;
-    bool stacks = true, json = false;
-    int c;
-    optind = 1;
-    while ((c = gmt_getopt(argc, argv, "h", opts)) != -1) {
-        switch (c) {
-        case 'n': {
-            char *end;
-            limit = strtoull(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0') {
-                gmt_errorf("--limit needs a number, not '%s'", optarg);
-                return EXIT_ERROR;
-            }
-            break;
-        }
-        case 's':
-            stacks = false;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return gmt_finish_output(EXIT_OK);
-        default:
-            return c == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
-        }
-    }
+    static const struct gmt_args args = {
+        .options = opts, .option = option, .usage = usage, .only_own = true};
+    struct dump_opts o = {UINT64_MAX, true};
+    struct gmt_common c;
+    gmt_common_init(&c);
+    int parsed = gmt_args_parse(argc, argv, &args, &c, &o);
+    if (parsed != GMT_PARSED)
+        return parsed;
+    uint64_t limit = o.limit;
+    bool stacks = o.stacks, json = c.json;
     if (optind != argc - 1)
         return gmt_usage_error(argv[0], optind >= argc ? "no trace given"
                                                        : "dump reads one trace");

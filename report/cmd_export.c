@@ -34,7 +34,7 @@ static const struct format formats[] = {
 };
 #define NFORMATS (sizeof formats / sizeof *formats)
 
-enum { OPT_FORMAT = OPT_CMD_BASE, OPT_OUTPUT };
+enum { OPT_FORMAT = OPT_CMD_BASE, OPT_OUTPUT = 'o' };
 
 static void usage(FILE *f)
 {
@@ -47,47 +47,52 @@ static void usage(FILE *f)
                "  --no-symbols       don't read binaries: frames as module+offset\n");
 }
 
+struct export_opts {
+    const struct format *fmt;
+    const char *output;
+};
+
+static int option(int opt, const char *arg, void *ctx)
+{
+    struct export_opts *e = ctx;
+    switch (opt) {
+    case OPT_FORMAT:
+        e->fmt = NULL;
+        for (size_t i = 0; i < NFORMATS; i++)
+            if (!strcmp(arg, formats[i].name))
+                e->fmt = &formats[i];
+        if (e->fmt == NULL) {
+            gmt_usage_error("export", "no format '%s' (memory-viz, perfetto, speedscope, "
+                                      "pprof)", arg);
+            return -1;
+        }
+        return 1;
+    case OPT_OUTPUT:
+        e->output = arg;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int cmd_export(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"format", required_argument, NULL, OPT_FORMAT},
         {"output", required_argument, NULL, OPT_OUTPUT},
         {"no-symbols", no_argument, NULL, OPT_NO_SYMBOLS},
-        {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    const struct format *fmt = NULL;
-    const char *output = NULL;
+    static const struct gmt_args args = {
+        .options = opts, .shortopts = "o:", .option = option, .usage = usage, .only_own = true};
+    struct export_opts e = {NULL, NULL};
     struct gmt_common c;
     gmt_common_init(&c);
-    optind = 1;
-    int o;
-    while ((o = gmt_getopt(argc, argv, "ho:", opts)) != -1) {
-        switch (o) {
-        case OPT_FORMAT:
-            fmt = NULL;
-            for (size_t i = 0; i < NFORMATS; i++)
-                if (!strcmp(optarg, formats[i].name))
-                    fmt = &formats[i];
-            if (fmt == NULL)
-                return gmt_usage_error(argv[0], "no format '%s' (memory-viz, perfetto, "
-                                                "speedscope, pprof)", optarg);
-            break;
-        case 'o':
-        case OPT_OUTPUT:
-            output = optarg;
-            break;
-        case OPT_NO_SYMBOLS:
-            c.no_symbols = true;
-            break;
-        case 'h':
-        case OPT_HELP:
-            usage(stdout);
-            return gmt_finish_output(EXIT_OK);
-        default: /* gmt_getopt said what */
-            return EXIT_ERROR;
-        }
-    }
+    int parsed = gmt_args_parse(argc, argv, &args, &c, &e);
+    if (parsed != GMT_PARSED)
+        return parsed;
+    const struct format *fmt = e.fmt;
+    const char *output = e.output;
     if (argc - optind != 1)
         return gmt_usage_error(argv[0], argc == optind ? "no trace given"
                                                        : "one trace, please (%d given)",

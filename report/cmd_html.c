@@ -76,6 +76,22 @@ static size_t upto_marker(const char *p, const char **marker, const char **next)
     return strlen(p);
 }
 
+/* -o FILE; the page is HTML: --json and --markdown are refused. */
+static int option(int opt, const char *arg, void *ctx)
+{
+    switch (opt) {
+    case OPT_OUTPUT:
+        *(const char **)ctx = arg;
+        return 1;
+    case OPT_JSON:
+    case OPT_MARKDOWN:
+        gmt_usage_error("html", "the page is HTML: no --json or --markdown");
+        return -1;
+    default:
+        return 0;
+    }
+}
+
 /* Write the page: the template with its markers filled. */
 static int page(FILE *f, char **paths, size_t np, const struct gmt_common *c)
 {
@@ -115,35 +131,16 @@ static int page(FILE *f, char **paths, size_t np, const struct gmt_common *c)
 
 int cmd_html(int argc, char **argv)
 {
-    static const struct option common[] = {GMT_COMMON_LONGOPTS};
-    struct option opts[16];
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof common / sizeof *common; i++)
-        opts[n++] = common[i];
-    opts[n++] = (struct option){"output", required_argument, NULL, OPT_OUTPUT};
-    opts[n] = (struct option){NULL, 0, NULL, 0};
+    static const struct option opts[] = {{"output", required_argument, NULL, OPT_OUTPUT},
+                                         {NULL, 0, NULL, 0}};
+    static const struct gmt_args args = {
+        .options = opts, .shortopts = "o:", .option = option, .usage = usage};
     struct gmt_common c;
     gmt_common_init(&c);
     const char *out = NULL;
-    int o;
-    optind = 1;
-    while ((o = gmt_getopt(argc, argv, "ho:", opts)) != -1) {
-        if (o == OPT_OUTPUT) {
-            out = optarg;
-            continue;
-        }
-        int k = gmt_common_opt(&c, o, optarg);
-        if (k < 0)
-            return EXIT_ERROR;
-        if (c.json || c.markdown)
-            return gmt_usage_error(argv[0], "the page is HTML: no --json or --markdown");
-        if (k == 0) {
-            if (o != 'h' && o != OPT_HELP)
-                return o == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
-            usage(stdout);
-            return gmt_finish_output(EXIT_OK);
-        }
-    }
+    int parsed = gmt_args_parse(argc, argv, &args, &c, &out);
+    if (parsed != GMT_PARSED)
+        return parsed;
     if (optind >= argc)
         return gmt_usage_error(argv[0], "no trace given");
     if (out == NULL && isatty(STDOUT_FILENO)) {

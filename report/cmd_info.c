@@ -6,13 +6,12 @@
  * test program made. PyTorch's caching allocator's block events are not
  * calls of CUDA: they are counted apart (framework), not by entry point.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "report.h"
+#include "common.h"
 
 #define NCLASS 32
 #define NAPI 256
@@ -356,26 +355,15 @@ static void json(const char *path, const struct gmt_reader *r,
 
 int cmd_info(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    bool as_json = false;
-    int c;
-    optind = 1;
-    while ((c = gmt_getopt(argc, argv, "h", opts)) != -1) {
-        switch (c) {
-        case 'j':
-            as_json = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return gmt_finish_output(EXIT_OK);
-        default:
-            return c == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
-        }
-    }
+    static const struct option opts[] = {{"json", no_argument, NULL, OPT_JSON},
+                                         {NULL, 0, NULL, 0}};
+    static const struct gmt_args args = {.options = opts, .usage = usage, .only_own = true};
+    struct gmt_common c;
+    gmt_common_init(&c);
+    int parsed = gmt_args_parse(argc, argv, &args, &c, NULL);
+    if (parsed != GMT_PARSED)
+        return parsed;
+    bool as_json = c.json;
     if (optind >= argc)
         return gmt_usage_error(argv[0], "no trace given");
     int rc = EXIT_OK;

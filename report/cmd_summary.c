@@ -51,6 +51,18 @@ static double at_s(const struct replay *r, uint64_t t);
  * the search for it found in the trace at hand. */
 static const char *kinds_mark;
 static bool kinds_failed;
+
+enum { OPT_KINDS_AT = OPT_CMD_BASE };
+
+static int option(int opt, const char *arg, void *ctx)
+{
+    (void)ctx;
+    if (opt != OPT_KINDS_AT)
+        return 0;
+    kinds_mark = arg;
+    return 1;
+}
+
 struct mark_find {
     const char *name;
     uint64_t seq, time, count;
@@ -479,31 +491,16 @@ static void json(struct loaded *l, const struct gmt_common *c)
 
 int cmd_summary(int argc, char **argv)
 {
-    enum { OPT_KINDS_AT = OPT_CMD_BASE };
     static const struct option opts[] = {
-        GMT_COMMON_LONGOPTS, {"kinds-at", required_argument, NULL, OPT_KINDS_AT},
-        {NULL, 0, NULL, 0}};
+        {"kinds-at", required_argument, NULL, OPT_KINDS_AT}, {NULL, 0, NULL, 0}};
+    static const struct gmt_args args = {.options = opts, .option = option, .usage = usage};
     struct gmt_common c;
     gmt_common_init(&c);
-    int o;
-    optind = 1;
     kinds_mark = NULL;
     kinds_failed = false;
-    while ((o = gmt_getopt(argc, argv, "h", opts)) != -1) {
-        if (o == OPT_KINDS_AT) {
-            kinds_mark = optarg;
-            continue;
-        }
-        int k = gmt_common_opt(&c, o, optarg);
-        if (k < 0)
-            return EXIT_ERROR;
-        if (k == 0) {
-            if (o != 'h' && o != OPT_HELP)
-                return o == '?' ? EXIT_ERROR : gmt_usage_error(argv[0], "bad option");
-            usage(stdout);
-            return gmt_finish_output(EXIT_OK);
-        }
-    }
+    int parsed = gmt_args_parse(argc, argv, &args, &c, NULL);
+    if (parsed != GMT_PARSED)
+        return parsed;
     char **paths;
     size_t n;
     if (optind >= argc)

@@ -75,11 +75,34 @@ void gmt_common_init(struct gmt_common *c)
 
 /* ---- the command line ------------------------------------------------------ */
 
+/* getopt_long over a command's argv with the short options `spec`
+ * (":h..."): an unknown option or a missing value is reported with
+ * gmt_usage_error, and '?' returned. */
+static int next_option(int argc, char **argv, const char *spec, const struct option *opts)
+{
+    opterr = 0;
+    int o = getopt_long(argc, argv, spec, opts, NULL);
+    if (o == '?' || o == ':') {
+        /* the word at fault: the option getopt just stepped over */
+        const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        char shortopt[3] = {'-', (char)optopt, '\0'};
+        if (optopt && strncmp(arg, "--", 2) != 0)
+            arg = shortopt;
+        if (o == ':')
+            gmt_usage_error(argv[0], "option '%s' needs a value", arg);
+        else
+            gmt_usage_error(argv[0], "unknown option '%s'", arg);
+        return '?';
+    }
+    return o;
+}
+
 /* The long options a command takes (the common ones or --help alone, then
- * its own) and its short options ("h" and a->shortopts). */
+ * its own) and its short options: ":h" and a->shortopts (the ':' tells a
+ * missing value from an unknown option). */
 #define MAX_OPTIONS 32
 static void option_table(const struct gmt_args *a, struct option opts[MAX_OPTIONS],
-                         char spec[15])
+                         char spec[16])
 {
     static const struct option common[] = {GMT_COMMON_LONGOPTS};
     static const struct option help = {"help", no_argument, NULL, OPT_HELP};
@@ -92,7 +115,7 @@ static void option_table(const struct gmt_args *a, struct option opts[MAX_OPTION
     for (const struct option *o = a->options; o && o->name && n < MAX_OPTIONS - 1; o++)
         opts[n++] = *o;
     opts[n] = (struct option){NULL, 0, NULL, 0};
-    snprintf(spec, 15, "h%s", a->shortopts ? a->shortopts : "");
+    snprintf(spec, 16, ":h%s", a->shortopts ? a->shortopts : "");
 }
 
 int gmt_args_parse(int argc, char **argv, const struct gmt_args *a, struct gmt_common *c,
@@ -103,7 +126,7 @@ int gmt_args_parse(int argc, char **argv, const struct gmt_args *a, struct gmt_c
     option_table(a, opts, spec);
     int o;
     optind = 1;
-    while ((o = gmt_getopt(argc, argv, spec, opts)) != -1) {
+    while ((o = next_option(argc, argv, spec, opts)) != -1) {
         if (o == '?')
             return EXIT_ERROR;
         if (o == 'h' || o == OPT_HELP) {
@@ -125,8 +148,7 @@ bool gmt_args_has(int argc, char **argv, const struct gmt_args *a, int id)
 {
     struct option opts[MAX_OPTIONS];
     char spec[16];
-    option_table(a, opts, spec + 1);
-    spec[0] = ':';
+    option_table(a, opts, spec);
     bool seen = false;
     int saved = opterr, o;
     opterr = 0;

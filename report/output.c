@@ -4,7 +4,6 @@
  * mistake a truncated report for a good one.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -45,27 +44,6 @@ int gmt_usage_error(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "; try '%s %s --help'\n", gmt_prog, cmd);
     va_end(ap);
     return EXIT_ERROR;
-}
-
-int gmt_getopt(int argc, char **argv, const char *shortopts, const struct option *opts)
-{
-    char spec[64];
-    snprintf(spec, sizeof spec, ":%s", shortopts);
-    opterr = 0;
-    int o = getopt_long(argc, argv, spec, opts, NULL);
-    if (o == '?' || o == ':') {
-        /* the word at fault: the option getopt just stepped over */
-        const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-        char shortopt[3] = {'-', (char)optopt, '\0'};
-        if (optopt && strncmp(arg, "--", 2) != 0)
-            arg = shortopt;
-        if (o == ':')
-            gmt_usage_error(argv[0], "option '%s' needs a value", arg);
-        else
-            gmt_usage_error(argv[0], "unknown option '%s'", arg);
-        return '?';
-    }
-    return o;
 }
 
 /* The mode a new file gets (0666 less the umask): mkstemp's 0600 is for

@@ -59,12 +59,6 @@ int gmt_out_close(struct gmt_out *o, bool ok);
  * CMD --help'", one line on stderr; returns EXIT_ERROR. */
 int gmt_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* getopt_long over a command's argv (argv[0]: the command's name), short
- * options shortopts ("h", "ho:"): an unknown option or a missing value is
- * reported with gmt_usage_error, and '?' returned (the caller exits with
- * EXIT_ERROR). */
-struct option;
-int gmt_getopt(int argc, char **argv, const char *shortopts, const struct option *opts);
 
 /* ---- names.c: readable names for the trace's codes ------------------- */
 const char *gmt_kind_name(unsigned kind);  /* "alloc", "free", ... */
