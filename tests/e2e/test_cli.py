@@ -68,6 +68,46 @@ def test_missing_value_and_missing_trace_are_one_line():
            p.stderr)
 
 
+def test_help_and_options_in_order():
+    """Every command reads its options in order through one parser: --help,
+    -h and `gpumemreport help CMD` print the same usage on stdout (exit 0),
+    also with a bad option after them; a bad option before --help is the
+    answer instead, one line, exit 2."""
+    for c in commands():
+        want = report(c, "--help").stdout
+        expect(want.startswith(f"usage: gpumemreport {c}"), f"{c}: {want!r}")
+        for args in (["-h"], ["--help", "--no-such-option"]):
+            p = report(c, *args)
+            expect(p.stdout == want and p.stderr == "", f"{c} {args}: {p.stderr!r}")
+        expect(report("help", c).stdout == want, f"help {c}")
+        p = report(c, "--no-such-option", "--help", check_rc=2)
+        expect(p.stdout == "" and len(p.stderr.splitlines()) == 1, f"{c}: {p.stderr!r}")
+
+
+def test_bad_values_are_one_line():
+    """A command's own options and the common ones refuse a bad value with
+    one line, exit 2, before any trace is read; a command that does not
+    take a common option says it is unknown."""
+    try_ = lambda c: f"; try 'gpumemreport {c} --help'"
+    for args, want in (
+            (["peak", "--top", "x"], "gpumemreport: --top needs a number, not 'x'"),
+            (["peak", "--group", "x"], "gpumemreport: --group is function, line or stack, "
+                                       "not 'x'"),
+            (["dump", "--limit", "x"], "gpumemreport: --limit needs a number, not 'x'"),
+            (["timeline", "--width", "3"], "gpumemreport: --width needs a number from 16 to "
+                                           "400, not '3'"),
+            (["html", "--markdown"], "gpumemreport html: the page is HTML: no --json or "
+                                     "--markdown" + try_("html")),
+            (["export", "--format", "x"], "gpumemreport export: no format 'x' (memory-viz, "
+                                          "perfetto, speedscope, pprof)" + try_("export")),
+            (["info", "--markdown"], "gpumemreport info: unknown option '--markdown'" +
+             try_("info")),
+            (["dump", "--top", "3"], "gpumemreport dump: unknown option '--top'" +
+             try_("dump"))):
+        p = report(*args, "missing.gmt", check_rc=2)
+        expect(p.stderr.splitlines() == [want] and p.stdout == "", f"{args}: {p.stderr!r}")
+
+
 def test_launcher_bad_usage_is_one_line():
     p = run([LAUNCHER, "--no-such-option", "true"], traced=False, check=False)
     expect(p.returncode == 2 and p.stderr.splitlines() ==
