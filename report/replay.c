@@ -24,7 +24,7 @@
 #include "addrmap.h"
 #include "backward.h"
 #include "kinds.h"
-#include "replay.h"
+#include "replay_internal.h"
 #include "report.h"
 
 #define DENSE_IDS (1u << 20)
@@ -64,14 +64,14 @@ static struct site *site_new(struct replay *r, uint32_t id, uint32_t *index)
 
 /* The site's rarely needed figures, made on first use; NULL if memory ran
  * out (they go uncounted, as a site would). */
-static struct site_rare *site_rare(struct site *s)
+struct site_rare *replay_site_rare(struct site *s)
 {
     if (s->rare == NULL)
         s->rare = calloc(1, sizeof *s->rare);
     return s->rare;
 }
 
-static struct site *site_of(struct replay *r, uint32_t id)
+struct site *replay_site_of(struct replay *r, uint32_t id)
 {
     uint32_t index;
     if (id < DENSE_IDS) {
@@ -106,193 +106,6 @@ static struct site *site_of(struct replay *r, uint32_t id)
     return s;
 }
 
-/* ---- time series ---------------------------------------------------------- */
-
-static void merge_buckets(struct replay *r)
-{
-    for (int i = 0; i < REPLAY_BUCKETS / 2; i++) {
-        struct bucket *a = &r->buckets[2 * i], *b = &r->buckets[2 * i + 1];
-        struct bucket m = *a;
-        if (b->used) {
-            if (!m.used)
-                m = *b;
-            if (b->requested > m.requested)
-                m.requested = b->requested;
-            if (b->reserved > m.reserved)
-                m.reserved = b->reserved;
-            if (b->host > m.host)
-                m.host = b->host;
-            m.device_used = b->device_used ? b->device_used : m.device_used;
-            m.used = true;
-        }
-        r->buckets[i] = m;
-    }
-    memset(&r->buckets[REPLAY_BUCKETS / 2], 0,
-           REPLAY_BUCKETS / 2 * sizeof r->buckets[0]);
-    r->bucket_ns *= 2;
-    r->cur_bucket = NULL; /* ranges changed */
-}
-
-static void merge_growth(struct replay *r)
-{
-    for (size_t k = 0; k < r->nsites; k++) {
-        if (r->sites[k].growth == NULL)
-            continue;
-        int64_t *g = r->sites[k].growth->live;
-        for (int i = 0; i < REPLAY_GROWTH_BUCKETS / 2; i++)
-            g[i] = g[2 * i + 1]; /* the value at the end of the merged pair */
-        for (int i = REPLAY_GROWTH_BUCKETS / 2; i < REPLAY_GROWTH_BUCKETS; i++)
-            g[i] = g[REPLAY_GROWTH_BUCKETS / 2 - 1];
-    }
-    r->g_bucket_ns *= 2;
-    r->g_last /= 2;
-}
-
-/* Growth series hold, per site, the live bytes at the end of each bucket:
- * every bucket from the last one written up to `b` gets the current value
- * of every site (carried forward), so a site untouched in a bucket keeps
- * its value there. */
-static void growth_fill_to(struct replay *r, int b)
-{
-    while (r->g_last < b) {
-        r->g_last++;
-        for (size_t k = 0; k < r->nsites; k++)
-            if (r->sites[k].growth)
-                r->sites[k].growth->live[r->g_last] = r->sites[k].live_bytes;
-    }
-}
-
-/* The buckets of steps (replay_opts.step_anchor): buckets in use, and the
- * bucket of step j. */
-static int step_buckets(const struct replay *r)
-{
-    return r->step_count < REPLAY_GROWTH_BUCKETS ? (int)r->step_count
-                                                 : REPLAY_GROWTH_BUCKETS;
-}
-
-static int step_bucket(const struct replay *r, uint64_t j)
-{
-    return (int)(j * (uint64_t)step_buckets(r) / r->step_count);
-}
-
-/* A step begins (before the anchor's allocation is applied): the buckets
- * of the steps that ended get their end values. Occurrences beyond the
- * count the first replay saw (none, for the same file) are ignored. */
-static void step_begins(struct replay *r, uint64_t t)
-{
-    uint64_t j = r->steps_begun++;
-    if (j == 0)
-        r->first_step_time = t;
-    if (j == 0 || j >= r->step_count)
-        return;
-    int b = step_bucket(r, j);
-    if (b > step_bucket(r, j - 1))
-        growth_fill_to(r, b - 1);
-}
-
-static void growth_advance(struct replay *r, uint64_t t)
-{
-    if (t < r->t0)
-        return;
-    uint64_t b = (t - r->t0) / r->g_bucket_ns;
-    while (b >= REPLAY_GROWTH_BUCKETS) {
-        merge_growth(r);
-        b = (t - r->t0) / r->g_bucket_ns;
-    }
-    while (r->g_last < (int)b) {
-        r->g_last++;
-        for (size_t k = 0; k < r->nsites; k++)
-            if (r->sites[k].growth)
-                r->sites[k].growth->live[r->g_last] = r->sites[k].live_bytes;
-    }
-}
-
-static struct bucket *bucket_at(struct replay *r, uint64_t t)
-{
-    if (t < r->t0)
-        t = r->t0;
-    /* events come in time order: usually the same bucket as the last one */
-    if (t >= r->cur_lo && t < r->cur_hi && r->cur_bucket)
-        return r->cur_bucket;
-    uint64_t b = (t - r->t0) / r->bucket_ns;
-    while (b >= REPLAY_BUCKETS) {
-        merge_buckets(r);
-        b = (t - r->t0) / r->bucket_ns;
-    }
-    r->cur_lo = r->t0 + b * r->bucket_ns;
-    r->cur_hi = r->cur_lo + r->bucket_ns;
-    r->cur_bucket = &r->buckets[b];
-    return r->cur_bucket;
-}
-
-static void note_series(struct replay *r, uint64_t t)
-{
-    struct bucket *b = bucket_at(r, t);
-    b->used = true;
-    if ((uint64_t)r->requested > b->requested)
-        b->requested = (uint64_t)r->requested;
-    if ((uint64_t)r->reserved > b->reserved)
-        b->reserved = (uint64_t)r->reserved;
-    if ((uint64_t)r->host > b->host)
-        b->host = (uint64_t)r->host;
-}
-
-/* ---- markers --------------------------------------------------------------- */
-
-/* Per-site values at the followed marks, lazily: an occurrence only counts
- * itself. A site about to change checks each followed mark: if it occurred
- * since the site's last change, the site's live bytes until now are its
- * value at that occurrence (and at the first one, if that is the one). So
- * a mark costs O(1) however many sites there are, a change O(slots). */
-static void marks_before_change(const struct replay *r, struct site *s)
-{
-    struct site_marks *m = s->marks;
-    if (m == NULL)
-        return;
-    for (int j = 0; j < r->nmarks; j++) {
-        if (r->mark[j].count > m->stamp[j]) {
-            if (m->stamp[j] == 0)
-                m->first[j] = s->live_bytes;
-            m->last[j] = s->live_bytes;
-            m->stamp[j] = r->mark[j].count;
-        }
-    }
-}
-
-bool replay_site_mark(const struct replay *r, const struct site *s, int slot,
-                      int64_t *first, int64_t *last)
-{
-    if (slot < 0 || slot >= r->nmarks || r->mark[slot].count == 0 ||
-        s->marks == NULL)
-        return false;
-    const struct site_marks *m = s->marks;
-    bool since = r->mark[slot].count > m->stamp[slot]; /* unchanged since */
-    *first = m->stamp[slot] == 0 ? s->live_bytes : m->first[slot];
-    *last = since ? s->live_bytes : m->last[slot];
-    return true;
-}
-
-static void on_marker(struct replay *r, const struct gmt_rec *rec)
-{
-    r->markers++;
-    /* a region's start counts as an occurrence of its name too: NVTX
-     * users mark steps with ranges */
-    if (r->want_marks && (rec->api == GMT_MARK || rec->api == GMT_MARK_PUSH)) {
-        const char *name = gmt_defs_string(&r->defs, rec->value);
-        int j = 0;
-        while (j < r->nmarks && (name == NULL || strcmp(r->mark[j].name, name)))
-            j++;
-        if (j == r->nmarks && name != NULL && j < REPLAY_MARK_SLOTS &&
-            (r->mark[j].name = strdup(name)) != NULL)
-            r->nmarks++;
-        if (j < r->nmarks)
-            r->mark[j].count++;
-    }
-    if (r->on_marker)
-        r->on_marker(r, rec, r->marker_ctx);
-    r->window_peak = (uint64_t)(r->requested > 0 ? r->requested : 0);
-}
-
 /* ---- events --------------------------------------------------------------- */
 
 static int mem_of(unsigned api)
@@ -309,66 +122,6 @@ static int mem_of(unsigned api)
         return MEM_MANAGED;
     default:
         return MEM_DEVICE;
-    }
-}
-
-static void on_mempool(struct replay *r, const struct gmt_rec *rec)
-{
-    struct gmt_mempool m;
-    if (gmt_mempool_decode(rec, &m) != 0)
-        return;
-    int i = 0;
-    while (i < r->nmempools && r->mempools[i].pool != m.pool)
-        i++;
-    if (i == r->nmempools) {
-        if (i == REPLAY_MAX_POOLS)
-            return;
-        r->mempools[r->nmempools++] = (struct replay_pool){m.pool, m.device, 0, 0};
-    }
-    struct replay_pool *p = &r->mempools[i];
-    uint64_t res = m.reserved_high > m.reserved ? m.reserved_high : m.reserved;
-    uint64_t used = m.used_high > m.used ? m.used_high : m.used;
-    if (res > p->reserved_high)
-        p->reserved_high = res;
-    if (used > p->used_high)
-        p->used_high = used;
-}
-
-/* Virtual memory: physical memory is counted by its cuMemCreate (an
- * allocation keyed by its handle); mappings and reservations are address
- * space, counted apart. */
-/* Hostile traces: address-space sums stay far from overflow. */
-static void clamp(int64_t *x)
-{
-    const int64_t lim = (int64_t)1 << 62;
-    *x = *x > lim ? lim : *x < -lim ? -lim : *x;
-}
-
-static void on_vmm(struct replay *r, const struct gmt_rec *rec)
-{
-    struct gmt_vmm v;
-    if (gmt_vmm_decode(rec, &v) != 0 || v.result != 0)
-        return;
-    clamp(&r->mapped);
-    clamp(&r->va_reserved);
-    r->vmm_ops++;
-    switch (v.api) {
-    case GMT_API_CU_MEM_MAP:
-        r->mapped += (int64_t)v.size;
-        if (r->mapped > 0 && (uint64_t)r->mapped > r->peak_mapped)
-            r->peak_mapped = (uint64_t)r->mapped;
-        break;
-    case GMT_API_CU_MEM_UNMAP:
-        r->mapped -= (int64_t)v.size;
-        break;
-    case GMT_API_CU_MEM_ADDRESS_RESERVE:
-        r->va_reserved += (int64_t)v.size;
-        if (r->va_reserved > 0 && (uint64_t)r->va_reserved > r->peak_va_reserved)
-            r->peak_va_reserved = (uint64_t)r->va_reserved;
-        break;
-    case GMT_API_CU_MEM_ADDRESS_FREE:
-        r->va_reserved -= (int64_t)v.size;
-        break;
     }
 }
 
@@ -518,7 +271,7 @@ static void let_go(struct replay *r, struct live *l, uint64_t time, bool freed)
 {
     struct device_state *d = &r->dev[l->device];
     d->frees += freed;
-    struct site *s = site_of(r, l->stack);
+    struct site *s = replay_site_of(r, l->stack);
     if (l->mem == MEM_HOST) {
         d->host -= (int64_t)l->size;
         r->host -= (int64_t)l->size;
@@ -547,7 +300,7 @@ static void let_go(struct replay *r, struct live *l, uint64_t time, bool freed)
         }
         changed(r, l->device, l->stack, -(int64_t)l->size);
         if (s) {
-            marks_before_change(r, s);
+            replay_marks_before_change(r, s);
             if (s->growth)
                 s->growth->last_time = time;
             s->live_bytes -= (int64_t)l->size;
@@ -612,11 +365,11 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
     l->mem = (uint8_t)mem;
     l->api = rec->api;
     d->allocs++;
-    struct site *s = site_of(r, rec->stack);
+    struct site *s = replay_site_of(r, rec->stack);
     if (mem == MEM_HOST) {
         d->host += (int64_t)rec->size;
         r->host += (int64_t)rec->size;
-        struct site_rare *sr = s ? site_rare(s) : NULL;
+        struct site_rare *sr = s ? replay_site_rare(s) : NULL;
         if (sr) {
             sr->host_live_bytes += rec->size;
             sr->host_total_bytes += rec->size;
@@ -642,7 +395,7 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
         r->alloc_bytes += l->size;
         changed(r, l->device, l->stack, (int64_t)l->size);
         if (s) {
-            marks_before_change(r, s);
+            replay_marks_before_change(r, s);
             if (s->growth) {
                 struct site_growth *g = s->growth;
                 if (g->first_time == 0)
@@ -768,7 +521,7 @@ static void fw_block_size(struct replay *r, const struct gmt_rec *rec,
     d->allocated += delta;
     r->allocated += delta;
     d->fw_allocated += delta;
-    struct site *s = site_of(r, l->stack);
+    struct site *s = replay_site_of(r, l->stack);
     if (s) {
         s->live_alloc_bytes += delta;
         if (!s->dirty)
@@ -809,65 +562,6 @@ static void on_fw(struct replay *r, const struct gmt_rec *rec)
     default: /* an action of a newer minor version */
         break;
     }
-}
-
-static void on_copy(struct replay *r, const struct gmt_rec *rec)
-{
-    if (rec->result != 0)
-        return;
-    unsigned dir = rec->dir & GMT_DIR_MASK, hm = (rec->dir >> GMT_HOSTMEM_SHIFT) & 3;
-    if (dir > 4)
-        dir = 0;
-    if (hm > 2)
-        hm = 0;
-    r->copy_bytes[dir][hm] += rec->size;
-    r->copy_count[dir][hm]++;
-    struct site *s = site_of(r, rec->stack);
-    struct site_rare *sr = s ? site_rare(s) : NULL;
-    if (sr) {
-        sr->copy_bytes[dir] += rec->size;
-        sr->copy_count[dir]++;
-    }
-}
-
-static void on_sample(struct replay *r, const struct gmt_rec *rec)
-{
-    struct device_state *d = &r->dev[rec->device % REPLAY_MAX_DEVICES];
-    d->seen = true;
-    d->samples++;
-    uint64_t used = rec->v[4];
-    if (used) {
-        d->last_device_used = used;
-        if (used > d->max_device_used)
-            d->max_device_used = used;
-        int64_t beyond = (int64_t)used - d->reserved;
-        if (beyond > d->max_untracked)
-            d->max_untracked = beyond;
-        struct bucket *b = bucket_at(r, rec->time);
-        b->device_used = used;
-        b->used = true;
-    }
-    uint64_t reserved = rec->v[0], allocated = rec->v[1], largest = rec->v[2];
-    if (reserved > allocated) {
-        double frag = 1.0 - (double)largest / (double)(reserved - allocated);
-        if (frag > d->max_frag) {
-            d->max_frag = frag;
-            d->max_frag_time = rec->time;
-        }
-    }
-}
-
-static void on_proc_mem(struct replay *r, const struct gmt_rec *rec)
-{
-    struct gmt_proc_mem m;
-    if (gmt_proc_mem_decode(rec, &m) != 0)
-        return;
-    struct device_state *d = &r->dev[m.device % REPLAY_MAX_DEVICES];
-    int64_t beyond = (int64_t)m.used - d->reserved;
-    if (d->proc_samples++ == 0 || beyond > d->max_proc_untracked)
-        d->max_proc_untracked = beyond;
-    if (m.used > d->max_proc_used)
-        d->max_proc_used = m.used;
 }
 
 /* ---- progress ------------------------------------------------------------ */
@@ -934,14 +628,14 @@ static void apply(struct replay *r, struct gmt_rec *rec)
     if (rec->kind == GMT_K_EXT) {
         gmt_defs_add(&r->defs, rec);
         if (rec->ext == GMT_X_VMM) {
-            on_vmm(r, rec);
+            replay_on_vmm(r, rec);
         } else if (rec->ext == GMT_X_MEMPOOL) {
-            on_mempool(r, rec);
+            replay_on_mempool(r, rec);
         } else if (rec->ext == GMT_X_PROC_MEM) {
-            on_proc_mem(r, rec);
+            replay_on_proc_mem(r, rec);
         } else if (rec->ext == GMT_X_FW) {
             on_fw(r, rec);
-            note_series(r, rec->time);
+            replay_note_series(r, rec->time);
         }
         return;
     }
@@ -950,22 +644,22 @@ static void apply(struct replay *r, struct gmt_rec *rec)
         r->first_time = rec->time;
     r->last_time = rec->time;
     if (r->want_growth && !r->step_anchor)
-        growth_advance(r, rec->time);
+        replay_growth_advance(r, rec->time);
     switch (rec->kind) {
     case GMT_K_ALLOC:
         rec->stack = gmt_bw_site(&r->bw, &r->defs, rec);
         if (r->step_anchor && rec->stack == r->step_anchor && rec->result == 0)
-            step_begins(r, rec->time);
+            replay_step_begins(r, rec->time);
         on_alloc(r, rec);
         if (r->kinds_seq)
             gmt_kinds_alloc(r, rec);
-        note_series(r, rec->time);
+        replay_note_series(r, rec->time);
         break;
     case GMT_K_FREE:
         on_free(r, rec);
         if (r->kinds_seq)
             gmt_kinds_free(r, rec);
-        note_series(r, rec->time);
+        replay_note_series(r, rec->time);
         break;
     case GMT_K_FREE_COMPLETED:
         on_completed(r, rec);
@@ -973,32 +667,23 @@ static void apply(struct replay *r, struct gmt_rec *rec)
     case GMT_K_SEGMENT_ALLOC:
     case GMT_K_SEGMENT_FREE:
         on_segment(r, rec, rec->kind == GMT_K_SEGMENT_ALLOC);
-        note_series(r, rec->time);
+        replay_note_series(r, rec->time);
         break;
     case GMT_K_MEMCPY:
-        on_copy(r, rec);
+        replay_on_copy(r, rec);
         break;
     case GMT_K_MEMSET:
-        if (rec->result == 0) {
-            r->set_bytes += rec->size;
-            r->set_count++;
-            struct site *s = site_of(r, rec->stack);
-            struct site_rare *sr = s ? site_rare(s) : NULL;
-            if (sr) {
-                sr->set_bytes += rec->size;
-                sr->set_count++;
-            }
-        }
+        replay_on_memset(r, rec);
         break;
     case GMT_K_SAMPLE:
-        on_sample(r, rec);
+        replay_on_sample(r, rec);
         break;
     case GMT_K_OOM:
         r->oom_state_pending = true;
         memcpy(r->oom_state, rec->v, sizeof r->oom_state);
         break;
     case GMT_K_MARKER:
-        on_marker(r, rec);
+        replay_on_marker(r, rec);
         break;
     default:
         break;
@@ -1056,9 +741,9 @@ int replay_trace(const char *path, struct replay *r,
         return -1;
     }
     if (r->want_growth && r->step_anchor)
-        growth_fill_to(r, step_buckets(r) - 1);
+        replay_growth_fill_to(r, replay_step_buckets(r) - 1);
     else if (r->want_growth)
-        growth_advance(r, r->last_time);
+        replay_growth_advance(r, r->last_time);
     gmt_damage(rd, &r->defs, r->damage, sizeof r->damage);
     gmt_reader_close(rd);
     return 0;
