@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addrmap.h"
 #include "defs.h"
 #include "pool.h"
 #include "poolview.h"
@@ -47,6 +48,8 @@ struct pv_segment {
     uint8_t kind;     /* PV_SEG_* */
 };
 
+ADDRMAP_FUNCS(blkmap, struct pv_blocks, struct pv_block, 1024)
+
 void pv_init(struct poolview *v)
 {
     memset(v, 0, sizeof *v);
@@ -57,78 +60,16 @@ void pv_free(struct poolview *v)
     for (size_t i = 0; i < v->nsegs; i++)
         free(v->segs[i].blk);
     free(v->segs);
-    free(v->blocks);
+    blkmap_release(&v->blocks);
     free(v->backing);
     memset(v, 0, sizeof *v);
 }
 
 /* ---- blocks by address ------------------------------------------------- */
 
-static size_t slot(uint64_t addr, size_t cap)
-{
-    return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
-}
-
 static struct pv_block *blk_find(const struct poolview *v, uint64_t addr)
 {
-    if (v->cap == 0 || addr == 0)
-        return NULL;
-    for (size_t j = slot(addr, v->cap); v->blocks[j].addr; j = (j + 1) & (v->cap - 1))
-        if (v->blocks[j].addr == addr)
-            return &v->blocks[j];
-    return NULL;
-}
-
-static bool blk_grow(struct poolview *v)
-{
-    size_t cap = v->cap ? v->cap * 2 : 1024;
-    struct pv_block *t = calloc(cap, sizeof *t);
-    if (t == NULL)
-        return false;
-    for (size_t i = 0; i < v->cap; i++) {
-        if (!v->blocks[i].addr)
-            continue;
-        size_t j = slot(v->blocks[i].addr, cap);
-        while (t[j].addr)
-            j = (j + 1) & (cap - 1);
-        t[j] = v->blocks[i];
-    }
-    free(v->blocks);
-    v->blocks = t;
-    v->cap = cap;
-    return true;
-}
-
-/* A new, zeroed entry for addr (not present); NULL without memory. */
-static struct pv_block *blk_insert(struct poolview *v, uint64_t addr)
-{
-    if ((v->n + 1) * 4 > v->cap * 3 && !blk_grow(v))
-        return NULL;
-    size_t j = slot(addr, v->cap);
-    while (v->blocks[j].addr)
-        j = (j + 1) & (v->cap - 1);
-    memset(&v->blocks[j], 0, sizeof v->blocks[j]);
-    v->blocks[j].addr = addr;
-    v->n++;
-    return &v->blocks[j];
-}
-
-/* Remove by shifting the rest of the probe run back (no tombstones). */
-static void blk_remove(struct poolview *v, struct pv_block *b)
-{
-    size_t cap = v->cap, hole = (size_t)(b - v->blocks), j = hole;
-    for (;;) {
-        j = (j + 1) & (cap - 1);
-        if (!v->blocks[j].addr)
-            break;
-        size_t home = slot(v->blocks[j].addr, cap);
-        if (((j - home) & (cap - 1)) >= ((j - hole) & (cap - 1))) {
-            v->blocks[hole] = v->blocks[j];
-            hole = j;
-        }
-    }
-    memset(&v->blocks[hole], 0, sizeof v->blocks[hole]);
-    v->n--;
+    return blkmap_find((struct pv_blocks *)&v->blocks, addr); /* find writes nothing */
 }
 
 /* Count a block in or out of its device's pending bytes. */
@@ -284,7 +225,7 @@ static uint64_t seg_drop(struct poolview *v, size_t i)
         live += b->state == PV_ALLOC;
         if (b->state == PV_PENDING)
             pend(v, b, false);
-        blk_remove(v, b);
+        blkmap_remove(&v->blocks, b);
     }
     free(s->blk);
     memmove(s, s + 1, (v->nsegs - i - 1) * sizeof *s);
@@ -304,7 +245,7 @@ static void forget(struct poolview *v, struct pv_block *b)
         if (s)
             seg_list_drop(s, b->addr);
     }
-    blk_remove(v, b);
+    blkmap_remove(&v->blocks, b);
 }
 
 /* The real size of a block carved at addr from segment s: the recorded
@@ -363,7 +304,7 @@ static void on_alloc(struct poolview *v, const struct gmt_rec *rec)
         v->nomem = true;
         return;
     }
-    if ((b = blk_insert(v, rec->addr)) == NULL) {
+    if ((b = blkmap_insert(&v->blocks, rec->addr)) == NULL) {
         if (s)
             seg_list_drop(s, rec->addr);
         v->nomem = true;
@@ -525,7 +466,7 @@ static void seg_unmap(struct poolview *v, uint64_t a, uint64_t size)
         v->odd += b->state == PV_ALLOC;
         if (b->state == PV_PENDING)
             pend(v, b, false);
-        blk_remove(v, b);
+        blkmap_remove(&v->blocks, b);
     }
     if (hi < end) {
         size_t nr = s->nblk - hi_k;
@@ -761,8 +702,8 @@ static void add_segment(struct pv_state *out, const struct pv_seg_stat *st)
 static void add_allocations(const struct poolview *v, int64_t device,
                             struct pv_state *out)
 {
-    for (size_t i = 0; i < v->cap; i++) {
-        const struct pv_block *b = &v->blocks[i];
+    for (size_t i = 0; i < v->blocks.cap; i++) {
+        const struct pv_block *b = &v->blocks.slot[i];
         if (!b->addr || b->state != PV_ALLOC || (device >= 0 && b->device != device))
             continue;
         out->requested += b->req;

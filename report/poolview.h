@@ -56,9 +56,13 @@ struct pv_segment;
 
 #define PV_DEVICES 64 /* pending bytes are kept per device below this */
 
-struct poolview {
-    struct pv_block *blocks;    /* open addressing by address */
+struct pv_blocks {               /* by address (addrmap.h) */
+    struct pv_block *slot;
     size_t cap, n;
+};
+
+struct poolview {
+    struct pv_blocks blocks;
     struct pv_segment *segs;    /* sorted by address, never overlapping */
     size_t nsegs, cap_segs;
     uint64_t *backing;          /* live GMT_ALLOC_FW_BACKING addresses, sorted */
