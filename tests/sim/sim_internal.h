@@ -306,6 +306,17 @@ void sim_alloc_unlink(struct sim_alloc *a);
 /* Poisons and releases the memory of an unlinked allocation, and its
  * driver twin (lock NOT held). */
 void sim_alloc_destroy(struct sim_alloc *a);
+/* Creates, charges and registers an allocation (lock held). */
+cudaError_t sim_alloc_new(enum sim_mem_type type, size_t size, int dev, unsigned flags,
+                          struct CUmemPoolHandle_st *pool, struct sim_alloc **out);
+/* The driver underneath (SIM_CUDA_DRIVER=1), lock NOT held: loads it the
+ * first time and says whether it is in use; gives a fresh allocation its
+ * driver twin; releases a twin. */
+bool sim_drv_ready(void);
+cudaError_t sim_drv_attach(struct sim_alloc *a);
+void sim_drv_release(enum sim_mem_type type, uintptr_t twin);
+
+/* sim_array.c */
 bool sim_array_is_live(const struct cudaArray *arr); /* lock held */
 
 /* sim_stream.c, sim_event.c (lock held unless noted) */
