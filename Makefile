@@ -43,8 +43,8 @@ SIMLIB   := $(O)/sim/libcudart.so.13
 
 PRELOAD_SRC := $(wildcard preload/*.c)
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o $(O)/gen/version_pic.o
-LAUNCHER_SRC := report/launcher.c report/launch_traces.c
-REPORT_SRC  := $(filter-out $(LAUNCHER_SRC),$(wildcard report/*.c))
+LAUNCHER_SRC := $(wildcard report/launcher/*.c)
+REPORT_SRC  := $(wildcard report/*.c)
 REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o) $(O)/gen/version.o
 HTML_PAGE   := $(O)/report/html_page.c
 REPORT_OBJ  += $(O)/report/html_page.o
@@ -130,7 +130,7 @@ $(LIB): $(PRELOAD_OBJ) preload/exports.map
 $(O)/report/%.o: report/%.c
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -O3 -fwrapv -Ipreload -c $< -o $@
+	$(Q)$(CC) $(BASE) $(CFLAGS) -O3 -fwrapv -Ipreload -Ireport -c $< -o $@
 
 $(REPORT): $(REPORT_OBJ)
 	$(call say,LD,$@)
@@ -153,16 +153,18 @@ $(O)/report/html_page.o: $(HTML_PAGE)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
 
-# The launcher reads the library's options table (preload/internal.h) and
-# links the report code, minus its main, for the summary at exit.
-$(LAUNCHER): $(LAUNCHER_SRC:%.c=$(O)/%.o) $(filter-out $(O)/report/main.o,$(REPORT_OBJ))
+# The launcher (report/launcher/) checks options by the library's table and
+# rules (preload/gmt_options.h, option_values.c) and links the report code,
+# minus its main, for the summary at exit.
+$(LAUNCHER): $(LAUNCHER_SRC:%.c=$(O)/%.o) $(O)/preload/option_values.o \
+             $(filter-out $(O)/report/main.o,$(REPORT_OBJ))
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $^ -ldw -lelf -ldl -lm
 
 # The launcher's unit test compiles launcher.c in (tests/unit/test_launcher.c),
 # so it links the launcher's other object besides the report code.
-$(O)/tests/unit/test_launcher: $(O)/report/launch_traces.o
-$(O)/tests/unit/test_launcher: UNIT_OBJ += $(O)/report/launch_traces.o
+$(O)/tests/unit/test_launcher: $(O)/report/launcher/launch_traces.o $(O)/preload/option_values.o
+$(O)/tests/unit/test_launcher: UNIT_OBJ += $(O)/report/launcher/launch_traces.o $(O)/preload/option_values.o
 
 # ---- tests: simulated runtime, test programs, unit tests ---------------------
 $(O)/tests/sim/%.o: tests/sim/%.c
@@ -246,7 +248,7 @@ UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(POOL_OBJ) $(O)/prel
 $(O)/tests/unit/%: tests/unit/%.c $(UNIT_OBJ)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(UNIT_OBJ) -ldw -lelf -ldl -lm
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -Ireport/launcher -o $@ $< $(UNIT_OBJ) -ldw -lelf -ldl -lm
 
 $(O)/tests/sim-selftest: tests/sim/selftest.c $(SIMLIB)
 	$(call say,CC,$@)
@@ -276,7 +278,8 @@ BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 # UBSan, driven by tests/fuzz/smoke.c (clang: its sanitizer runtime is the
 # one install-deps.sh provides).
 FUZZ_SRC := tests/fuzz/fuzz_reader.c report/reader.c report/defs.c report/stacks.c \
-            report/output.c report/replay.c report/poolview.c report/backward.c \
+            report/output.c report/replay.c report/replay_series.c report/replay_device.c \
+            report/poolview.c report/backward.c \
             report/kinds.c report/pyclass.c
 $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h
 	$(call say,CC,$@)

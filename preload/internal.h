@@ -21,12 +21,12 @@
 
 #include "fw_bridge.h"
 #include "gmt_format.h"
+#include "gmt_options.h"
 
 #define GMT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GMT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define GMT_TLS __thread __attribute__((tls_model("initial-exec")))
 #define GMT_MAX_DEVICES 64
-#define GMT_MAX_PY_DEPTH GMT_MAX_PY_FRAMES
 
 static inline uint64_t gmt_now_ns(void)
 {
@@ -45,81 +45,7 @@ static inline uint8_t *gmt_put_str(uint8_t *p, const void *s, size_t n)
 
 /* ---- options.c: the GPUMEMTRACE_* environment variables -------------- */
 
-/* X(NAME, field, type, default, min, max, help). One table: parsing, the
- * README's options list and `--help` of the launcher all come from it. */
-#define GMT_OPTIONS(X)                                                        \
-    X(OUTPUT, output, str, "gpumemtrace.%R%p.gmt", 0, 0,                      \
-      "trace file path; %p is the pid, %h the host name, %r the rank (RANK, " \
-      "SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, LOCAL_RANK; " \
-      "0 if none is set), %R \"r<rank>.\" when one is set (else nothing), " \
-      "%% a percent sign")                                                    \
-    X(STACK_DEPTH, stack_depth, int, 64, 0, GMT_MAX_STACK_DEPTH,              \
-      "native frames recorded per call stack; 0 turns stacks off")            \
-    X(MAX_STACKS, max_stacks, int, 1000000, 1, 100000000,                     \
-      "distinct call stacks recorded at most; later new ones are recorded "    \
-      "as none (said once)")                                                  \
-    X(PYTHON, python, int, 128, 0, GMT_MAX_PY_DEPTH,                          \
-      "Python frames recorded per call stack when the process runs CPython "  \
-      "(3.9-3.13); 0 turns them off")                                         \
-    X(DISABLE, disable, bool, 0, 0, 1,                                        \
-      "1: trace nothing, pass every call straight through")                   \
-    X(HOSTMEM, hostmem, bool, 1, 0, 1,                                        \
-      "classify the host side of copies as pinned or pageable (one pointer "  \
-      "query per copy)")                                                      \
-    X(POOL, pool, bool, 1, 0, 1,                                              \
-      "serve cudaMalloc/cudaFree from gpumemtrace's caching pool; 0: pass "   \
-      "every call through to the runtime")                                    \
-    X(POOL_VMM, pool_vmm, bool, 0, 0, 1,                                      \
-      "1: the pool backs blocks over 1 MiB with the driver's virtual "       \
-      "memory and moves free memory to where a request needs it (less "      \
-      "memory held; cudaIpcGetMemHandle is refused on those blocks)")        \
-    X(POOL_VMM_PAGE_MB, pool_vmm_page_mb, int, 2, 2, 1024,                    \
-      "with GPUMEMTRACE_POOL_VMM=1: MiB per page, the unit memory is "       \
-      "mapped in, a power of two")                                            \
-    X(POOL_VMM_CHUNK_MB, pool_vmm_chunk_mb, int, 16, 2, 1024,                 \
-      "with GPUMEMTRACE_POOL_VMM=1: the most MiB one mapping covers: larger " \
-      "chunks cost fewer driver calls per byte moved and hold more memory")  \
-    X(POOL_VMM_DEFER, pool_vmm_defer, bool, 1, 0, 1,                         \
-      "with GPUMEMTRACE_POOL_VMM=1: unmap memory moved out of a free block "  \
-      "just before the next wait for the GPU rather than at once; 0: at once")\
-    X(POOL_ORDERED, pool_ordered, bool, 0, 0, 1,                              \
-      "1: hand freed blocks out again as soon as a fence is recorded after "  \
-      "the free, before the GPU reaches it (safe while fences are on; see "   \
-      "docs/usage.md); ends at the first non-blocking stream or capture")    \
-    X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
-      "let the pool reuse freed blocks once an event on the legacy stream "    \
-      "shows the GPU past the free, instead of synchronizing the device "     \
-      "(only while the process has no non-blocking stream; see "              \
-      "docs/usage.md); 0: device-wide synchronizations only")                 \
-    X(DRIVER, driver, bool, 1, 0, 1,                                          \
-      "observe the CUDA driver's memory calls too (a statically linked "      \
-      "cudart, CuPy, JAX, PyTorch's expandable segments); 0: runtime hooks "  \
-      "only")                                                                 \
-    X(SAMPLE_MS, sample_ms, int, 50, 0, 60000,                                \
-      "milliseconds between samples of pool and device memory; 0: none")      \
-    X(EMBED_SYMBOLS, embed_symbols, bool, 0, 0, 1,                            \
-      "1: at exit, write the names of the functions in the recorded stacks "  \
-      "into the trace (dladdr: exported symbols), for reports on machines "    \
-      "without the binaries")                                                 \
-    X(FRAMEWORK, framework, bool, 1, 0, 1,                                    \
-      "record PyTorch's caching allocator's own block events, its cache "     \
-      "left on (a C++ bridge built once against the program's PyTorch); 0: "  \
-      "its CUDA calls only")                                                  \
-    X(CXX, cxx, str, "c++", 0, 0,                                             \
-      "the C++ compiler that builds the PyTorch bridge at first use")          \
-    X(CACHE, cache, str, "", 0, 0,                                            \
-      "directory of built bridges (default: $XDG_CACHE_HOME/gpumemtrace, "    \
-      "else ~/.cache/gpumemtrace)")                                           \
-    X(VERBOSE, verbose, bool, 0, 0, 1,                                        \
-      "1: print the trace file's name and event count at exit")               \
-    X(CHUNK_KB, chunk_kb, int, 64, 4, 16384,                                  \
-      "per-thread chunk size of the trace file in KiB (rounded up to 4 KiB)")                       \
-    X(SESSION, session, hex, 0, 0, 0,                                         \
-      "session id shared by the processes of one run (set by the tool)")      \
-    X(FORCED_ALLOCATOR, forced_allocator, str, "", 0, 0,                      \
-      "set by the launcher: the frameworks whose own caching it turned off "  \
-      "(pytorch, jax), so the library can explain failures that may cause")
-
+/* The table and the value rules: gmt_options.h (the launcher's too). */
 struct gmt_options {
 #define GMT_OPT_FIELD_str const char *
 #define GMT_OPT_FIELD_int long

@@ -1,6 +1,6 @@
 /* options.c - GPUMEMTRACE_* environment variables.
  *
- * All options live in one table (GMT_OPTIONS in internal.h). They are read
+ * All options live in one table (GMT_OPTIONS in gmt_options.h). They are read
  * once, when the first CUDA call starts tracing, never in a process that
  * doesn't use CUDA. A value that doesn't parse or is out of range gets one
  * warning and the default is kept: a typo must not stop the user's job.
@@ -21,35 +21,21 @@ struct gmt_options gmt_opt = {
 #undef X
 };
 
+/* The rules are gmt_optval_*'s (gmt_options.h); a bad value is said
+ * once and the default kept. */
 static bool parse_int(const char *name, const char *s, long lo, long hi,
                       long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
-        gmt_warn("%s=%s is not a number in [%ld, %ld]; keeping %ld", name, s,
-                 lo, hi, *out);
-        return false;
-    }
-    *out = v;
-    return true;
+    if (gmt_optval_int(s, lo, hi, out))
+        return true;
+    gmt_warn("%s=%s is not a number in [%ld, %ld]; keeping %ld", name, s, lo, hi, *out);
+    return false;
 }
 
 static bool parse_bool(const char *name, const char *s, bool *out)
 {
-    static const char *yes[] = {"1", "yes", "true", "on"};
-    static const char *no[] = {"0", "no", "false", "off"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) {
-            *out = true;
-            return true;
-        }
-        if (strcasecmp(s, no[i]) == 0) {
-            *out = false;
-            return true;
-        }
-    }
+    if (gmt_optval_bool(s, out))
+        return true;
     gmt_warn("%s=%s is not a boolean (1/0, yes/no, true/false, on/off); "
              "keeping %d", name, s, (int)*out);
     return false;
@@ -57,20 +43,15 @@ static bool parse_bool(const char *name, const char *s, bool *out)
 
 static bool parse_hex(const char *name, const char *s, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 16);
-    if (errno || end == s || *end != '\0' || v == 0) {
-        gmt_warn("%s=%s is not a non-zero hexadecimal number; ignored", name, s);
-        return false;
-    }
-    *out = v;
-    return true;
+    if (gmt_optval_hex(s, out))
+        return true;
+    gmt_warn("%s=%s is not a non-zero hexadecimal number; ignored", name, s);
+    return false;
 }
 
 static bool parse_str(const char *name, const char *s, const char **out)
 {
-    if (*s == '\0') {
+    if (!gmt_optval_str(s)) {
         gmt_warn("%s is empty; keeping \"%s\"", name, *out);
         return false;
     }
@@ -86,13 +67,8 @@ static bool parse_str(const char *name, const char *s, const char **out)
 bool gmt_opt_verbose_now(void)
 {
     const char *s = getenv("GPUMEMTRACE_VERBOSE");
-    bool v = gmt_opt.verbose;
-    if (s != NULL && !v) {
-        static const char *yes[] = {"1", "yes", "true", "on"};
-        for (size_t i = 0; i < 4; i++)
-            v = v || strcasecmp(s, yes[i]) == 0;
-    }
-    return v;
+    bool v = gmt_opt.verbose, on;
+    return v || (s != NULL && gmt_optval_bool(s, &on) && on);
 }
 
 void gmt_options_load(void)

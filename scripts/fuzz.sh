@@ -31,12 +31,12 @@ make -s tests
 CC="clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=fuzzer,address,undefined
     -fno-sanitize-recover=undefined -Ipreload -Ireport"
 # the command layer: the report tool less its main() and the launcher
-report_src="$(ls report/*.c | grep -v -e '^report/main\.c$' -e '^report/launcher\.c$' \
-    -e '^report/launch_traces\.c$') build/report/html_page.c" # (html's page: make tests)
+report_src="$(ls report/*.c | grep -v -e '^report/main\.c$') build/report/html_page.c" # (html's page: make tests)
 case $target in
 reader)
     $CC -o "$out/fuzz_reader" tests/fuzz/fuzz_reader.c report/reader.c report/defs.c \
-        report/stacks.c report/output.c report/replay.c report/poolview.c report/backward.c \
+        report/stacks.c report/output.c report/replay.c report/replay_series.c \
+        report/replay_device.c report/poolview.c report/backward.c \
         report/kinds.c report/pyclass.c
     corpus=tests/fuzz/corpus prefix="$out/" extra= ;;
 commands)

@@ -1,5 +1,5 @@
 """The docs tell the truth about the options: every GPUMEMTRACE_* option
-of the table in preload/internal.h is in the README's options table with
+of the table in preload/gmt_options.h is in the README's options table with
 its default, and the README lists no option the library doesn't have."""
 import os
 import re
@@ -10,8 +10,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def table_options():
-    text = open(os.path.join(ROOT, "preload", "internal.h")).read()
-    block = text.split("#define GMT_OPTIONS(X)", 1)[1].split("\nstruct gmt_options", 1)[0]
+    text = open(os.path.join(ROOT, "preload", "gmt_options.h")).read()
+    block = text.split("#define GMT_OPTIONS(X)", 1)[1].split("\n\n", 1)[0]
     # hex options (the session id) are generated, not defaulted
     return {m.group(1): (m.group(3).strip() if m.group(2) != "hex" else None)
             for m in re.finditer(r"X\((\w+),\s*\w+,\s*(\w+),\s*(\"[^\"]*\"|[\w.]+),", block)}

@@ -449,7 +449,7 @@ def test_bad_usage_exits_2():
 
 def test_help_lists_every_library_option():
     p = launch("--help")
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "preload", "internal.h")) as f:
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "preload", "gmt_options.h")) as f:
         table = re.findall(r"^\s+X\((\w+),", f.read(), re.M)
     expect(len(table) >= 10, table)
     missing = [n for n in table if f"GPUMEMTRACE_{n}\n" not in p.stdout]

@@ -4,7 +4,7 @@
  * talks to the library only through the environment: it finds the library
  * (GPUMEMTRACE_LIB, else beside itself, else ../lib), prepends it to
  * LD_PRELOAD, turns its flags into GPUMEMTRACE_* variables (the names,
- * ranges and help come from the GMT_OPTIONS table in preload/internal.h),
+ * ranges and help come from the GMT_OPTIONS table in preload/gmt_options.h),
  * gives the run a fresh session id, and - with the pool on - routes the
  * frameworks' own caching allocators to the pool so that every tensor is a
  * traced allocation. Then it runs the command as a child and waits.
@@ -39,9 +39,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "internal.h" /* GMT_OPTIONS: names, types, ranges, help */
+#include "gmt_options.h" /* GMT_OPTIONS and the rules for their values */
 #include "launcher.h"
 #include "rank.h"
 #include "report.h"
@@ -95,63 +96,46 @@ static const struct optdef *optdef_find(const char *name, size_t len)
     return NULL;
 }
 
-/* The library's own parsing rules (options.c), so that a bad value is a
+/* The library's own rules (gmt_options.h), so that a bad value is a
  * usage error here rather than a warning in every traced process.
  * Returns NULL if v is fine, else what is wrong with it. */
 static const char *optdef_check(const struct optdef *o, const char *v, char *why,
                                 size_t cap)
 {
-    char *end;
+    long n;
+    bool b;
+    uint64_t h;
     switch (o->type) {
-    case 'i': {
-        errno = 0;
-        long n = strtol(v, &end, 10);
-        if (errno || end == v || *end || n < o->lo || n > o->hi) {
-            snprintf(why, cap, "a number from %ld to %ld", o->lo, o->hi);
-            return why;
-        }
-        return NULL;
-    }
-    case 'b': {
-        static const char *const words[] = {"1", "yes", "true", "on",
-                                            "0", "no", "false", "off"};
-        for (size_t i = 0; i < sizeof words / sizeof *words; i++)
-            if (strcasecmp(v, words[i]) == 0)
-                return NULL;
+    case 'i':
+        if (gmt_optval_int(v, o->lo, o->hi, &n))
+            return NULL;
+        snprintf(why, cap, "a number from %ld to %ld", o->lo, o->hi);
+        return why;
+    case 'b':
+        if (gmt_optval_bool(v, &b))
+            return NULL;
         snprintf(why, cap, "1/0, yes/no, true/false or on/off");
         return why;
-    }
     case 'h':
-        errno = 0;
-        if (strtoull(v, &end, 16) == 0 || errno || end == v || *end) {
-            snprintf(why, cap, "a non-zero hexadecimal number");
-            return why;
-        }
-        return NULL;
+        if (gmt_optval_hex(v, &h))
+            return NULL;
+        snprintf(why, cap, "a non-zero hexadecimal number");
+        return why;
     default:
-        if (*v == '\0') {
-            snprintf(why, cap, "not empty");
-            return why;
-        }
-        return NULL;
+        if (gmt_optval_str(v))
+            return NULL;
+        snprintf(why, cap, "not empty");
+        return why;
     }
 }
 
-/* A boolean GPUMEMTRACE_ variable as the library will read it. */
+/* A boolean GPUMEMTRACE_ variable as the library will read it (a bad
+ * value: the library warns and keeps its default). */
 static bool env_bool(const char *var, bool def)
 {
     const char *v = getenv(var);
-    if (v == NULL)
-        return def;
-    static const char *const yes[] = {"1", "yes", "true", "on"};
-    static const char *const no[] = {"0", "no", "false", "off"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(v, yes[i]) == 0)
-            return true;
-        if (strcasecmp(v, no[i]) == 0)
-            return false;
-    }
-    return def; /* the library warns and keeps its default */
+    bool b;
+    return v != NULL && gmt_optval_bool(v, &b) ? b : def;
 }
 
 /* ---- messages ------------------------------------------------------------ */
