@@ -319,8 +319,11 @@ void sim_drv_release(enum sim_mem_type type, uintptr_t twin);
 /* sim_array.c */
 bool sim_array_is_live(const struct cudaArray *arr); /* lock held */
 
-/* sim_stream.c, sim_event.c (lock held unless noted) */
+/* sim_stream.c, sim_worker.c, sim_capture.c, sim_event.c (lock held unless noted) */
 cudaError_t sim_stream_resolve(cudaStream_t h, struct CUstream_st **out);
+void sim_stream_maybe_free(struct CUstream_st *s); /* frees a destroyed stream once idle */
+cudaError_t sim_submit(cudaStream_t h, struct sim_op *op); /* validates h, enqueues (lock NOT held) */
+void sim_capture_end(struct sim_capture *c); /* its streams stop capturing */
 struct sim_op *sim_op_new(enum sim_op_kind kind);           /* no lock needed */
 void sim_op_free(struct sim_op *op);                        /* lock held */
 cudaError_t sim_enqueue(struct CUstream_st *s, struct sim_op *op); /* frees op on error */
