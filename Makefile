@@ -337,6 +337,17 @@ install: all
 	install -m 0644 preload/gpumemtrace.h $(DESTDIR)$(PREFIX)/include/gpumemtrace.h
 	install -m 0755 $(REPORT) $(DESTDIR)$(PREFIX)/bin/gpumemreport
 	install -m 0755 $(LAUNCHER) $(DESTDIR)$(PREFIX)/bin/gpumemtrace
+	@# the markers module, where python3 imports from under PREFIX (Debian:
+	@# lib/python3.X/dist-packages), else PREFIX's standard site-packages
+	$(Q)site=$$(python3 -c 'import os, sys; p = sys.argv[1]; \
+	  d = [x for x in sys.path if x.startswith(p + "/lib/") and x.endswith(("-packages"))]; \
+	  print(d[0] if d else os.path.join(p, "lib", "python%d.%d" % sys.version_info[:2], "site-packages"))' \
+	  '$(PREFIX)' 2>/dev/null) && [ -n "$$site" ] && \
+	  install -d "$(DESTDIR)$$site" && \
+	  install -m 0644 preload/gpumemtrace_markers.py "$(DESTDIR)$$site/gpumemtrace_markers.py" && \
+	  echo "  INSTALL  $$site/gpumemtrace_markers.py" || \
+	  echo "  (no python3: preload/gpumemtrace_markers.py not installed)"
+
 
 clean:
 	rm -rf $(O)

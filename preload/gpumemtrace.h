@@ -48,7 +48,7 @@
  *     import ctypes
  *     ctypes.CDLL(None).gpumemtrace_mark(b"step")
  *
- * or scripts/gpumemtrace_markers.py (mark, push, pop, `with phase(...)`),
+ * or preload/gpumemtrace_markers.py (mark, push, pop, `with phase(...)`),
  * which does nothing when the library is not loaded.
  *
  * NVTX: libgpumemtrace.so is also an NVTX injection library. With

@@ -563,7 +563,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     } else if (r->markers == 0) {
         printf("%s: no markers in this trace (pid %u). Add them with\n"
                "gpumemtrace_mark/push/pop (preload/gpumemtrace.h), from Python through\n"
-               "ctypes (scripts/gpumemtrace_markers.py), or as NVTX ranges with\n"
+               "ctypes (preload/gpumemtrace_markers.py), or as NVTX ranges with\n"
                "NVTX_INJECTION64_PATH=libgpumemtrace.so; see docs/usage.md.\n",
                l->path, r->hdr.pid);
     } else {

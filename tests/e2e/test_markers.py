@@ -1,6 +1,6 @@
 """Phase markers end to end: the public API (tests/progs/phases.c), NVTX
 ranges through NVTX_INJECTION64_PATH (tests/progs/nvtx.c), Python through
-ctypes (scripts/gpumemtrace_markers.py), and the reports built on them:
+ctypes (preload/gpumemtrace_markers.py), and the reports built on them:
 `gpumemreport phases` and the per-interval rise of `growth`."""
 import json
 import os
@@ -310,7 +310,7 @@ def python3():
 def test_python_markers_through_ctypes():
     with open("app.py", "w") as f:
         f.write(PY_APP)
-    argv = [python3(), "app.py", os.path.join(ROOT, "scripts"), prog("libmarkalloc.so")]
+    argv = [python3(), "app.py", os.path.join(ROOT, "preload"), prog("libmarkalloc.so")]
     p = run(argv)
     expect(p.stdout.strip() == "loaded True active True", p.stdout + p.stderr)
     d = phases_json(one_trace())
@@ -325,3 +325,28 @@ def test_python_markers_through_ctypes():
     os.remove(one_trace())
     p = run(argv, traced=False)
     expect(p.stdout.strip() == "loaded False active False" and not traces(), p.stdout)
+
+
+def test_make_install_puts_the_module_where_python_imports_from():
+    """make install: the library, the header, both programs, and the
+    markers module in a directory of PREFIX's that python3 imports from
+    (or PREFIX's site-packages), where it imports and does nothing without
+    the library."""
+    dest = os.path.abspath("dest")
+    p = subprocess.run(["make", "-s", "-C", ROOT, f"O={BUILD}", "install", f"DESTDIR={dest}",
+                        "PREFIX=/opt/gmt"], capture_output=True, text=True, timeout=600)
+    expect(p.returncode == 0, p.stdout + p.stderr)
+    for f in ("lib/libgpumemtrace.so", "include/gpumemtrace.h", "bin/gpumemreport",
+              "bin/gpumemtrace"):
+        expect(os.path.isfile(os.path.join(dest, "opt/gmt", f)), f)
+    found = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs
+             if f == "gpumemtrace_markers.py"]
+    expect(len(found) == 1 and found[0].startswith(os.path.join(dest, "opt/gmt/lib/python")) and
+           found[0].endswith("-packages/gpumemtrace_markers.py"), found)
+    site = os.path.dirname(found[0])[len(dest):]
+    expect(f"INSTALL  {site}/gpumemtrace_markers.py" in p.stdout, p.stdout)
+    r = subprocess.run([python3(), "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                        "import gpumemtrace_markers as g; g.mark('x'); "
+                        "print(g.__file__)", os.path.dirname(found[0])],
+                       capture_output=True, text=True, env=clean_env(), timeout=60)
+    expect(r.returncode == 0 and r.stdout.strip() == found[0], r.stdout + r.stderr)

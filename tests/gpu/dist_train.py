@@ -20,7 +20,7 @@ and the root; FullyShardedDataParallel where FSDP2 is missing).
 ranks use cuda:0 (gloo only: NCCL refuses two ranks on one GPU).
 
 Every step is marked "step": with gpumemtrace's markers
-(scripts/gpumemtrace_markers.py) when the library is loaded, else with
+(preload/gpumemtrace_markers.py) when the library is loaded, else with
 torch.cuda.nvtx.mark (which the launcher's NVTX injection records too);
 --marks picks one. Seeded and deterministic: the same command gives the
 same losses traced and untraced. PyTorch's peak statistics are never reset.
@@ -46,7 +46,7 @@ for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # determinism
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "scripts"))
+    os.path.abspath(__file__)))), "preload"))
 try:
     import gpumemtrace_markers as gmt
 except ImportError:  # the script copied elsewhere: NVTX only

@@ -4,8 +4,8 @@ When the program runs under libgpumemtrace.so (LD_PRELOAD, or the
 gpumemtrace launcher), these record markers in its trace, which
 `gpumemreport phases` and `gpumemreport growth` report on. Without the
 library they do nothing and cost a function call. Pure Python (ctypes),
-no dependencies: copy this file next to your script, or put scripts/ on
-sys.path.
+no dependencies: `make install` puts it where python3 imports from;
+else copy this file next to your script, or put preload/ on sys.path.
 
     import gpumemtrace_markers as gmt
 
