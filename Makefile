@@ -48,7 +48,7 @@ REPORT_SRC  := $(wildcard report/*.c)
 REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o) $(O)/gen/version.o
 HTML_PAGE   := $(O)/report/html_page.c
 REPORT_OBJ  += $(O)/report/html_page.o
-SIM_SRC     := $(filter-out tests/sim/selftest.c tests/sim/sim_driver.c tests/sim/sim_drv_%.c tests/sim/sim_nvml.c,$(wildcard tests/sim/*.c))
+SIM_SRC     := $(filter-out tests/sim/selftest%.c tests/sim/sim_driver.c tests/sim/sim_drv_%.c tests/sim/sim_nvml.c,$(wildcard tests/sim/*.c))
 SIMNVML     := $(O)/sim/libnvidia-ml.so.1
 SIMDRV      := $(O)/sim/libcuda.so.1
 SIM_OBJ     := $(SIM_SRC:%.c=$(O)/%.o)
@@ -250,11 +250,11 @@ $(O)/tests/unit/%: tests/unit/%.c $(UNIT_OBJ)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -Ireport/launcher -o $@ $< $(UNIT_OBJ) -ldw -lelf -ldl -lm
 
-$(O)/tests/sim-selftest: tests/sim/selftest.c $(SIMLIB)
+$(O)/tests/sim-selftest: $(wildcard tests/sim/selftest*.c) $(SIMLIB)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -Wno-deprecated-declarations -Itests/sim \
-	    -o $@ $< -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
+	    -o $@ $(filter %.c,$^) -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
 # Benchmarks of the library's cores (no CUDA): tests/bench/*.c
 $(O)/tests/bench_%: tests/bench/bench_%.c $(POOL_OBJ)

@@ -17,9 +17,9 @@ root=$(cd "$here/../.." && pwd)
 cuda_inc=${CUDA_INC:-/usr/local/cuda/include}
 cflags="-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -Wall -Wextra -Werror -pthread -I$cuda_inc"
 
-# Runtime sources: every .c here except the self test and the driver's
+# Runtime sources: every .c here except the self test's and the driver's
 # files (sim_driver.c, sim_drv_*.c), which build libcuda.so.1.
-lib_srcs=$(ls "$here"/*.c | grep -v -e '/selftest\.c$' -e '/sim_driver\.c$' -e '/sim_drv_[^/]*\.c$')
+lib_srcs=$(ls "$here"/*.c | grep -v -e '/selftest[^/]*\.c$' -e '/sim_driver\.c$' -e '/sim_drv_[^/]*\.c$')
 drv_srcs=$(ls "$here"/sim_driver.c "$here"/sim_drv_*.c)
 
 build() { # build <cc> <outdir> [extra flags...]
@@ -35,7 +35,7 @@ build() { # build <cc> <outdir> [extra flags...]
         -Wl,--version-script="$here/libcuda.map" -o "$out/libcuda.so.1" $drv_srcs
     ln -sf libcuda.so.1 "$out/libcuda.so"
     # shellcheck disable=SC2086
-    $cc $cflags "$@" -I"$here" -o "$out/selftest" "$here/selftest.c" \
+    $cc $cflags "$@" -I"$here" -o "$out/selftest" "$here"/selftest*.c \
         -L"$out" -lcudart -Wl,-rpath,"$out"
 }
 
