@@ -45,7 +45,16 @@ PRELOAD_SRC := $(wildcard preload/*.c)
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o $(O)/gen/version_pic.o
 LAUNCHER_SRC := $(wildcard report/launcher/*.c)
 REPORT_SRC  := $(wildcard report/*.c)
-REPORT_OBJ  := $(REPORT_SRC:%.c=$(O)/%.o) $(O)/gen/version.o
+# libgmttrace, the trace-reading library: read a trace (reader, defs,
+# names, stacks), replay it (replay*, backward, kinds, poolview), name its
+# frames (symbols, opnames, pyclass), with the messages and JSON strings
+# they print (output). The report commands, the launcher, the unit tests,
+# the fuzzers and the benches link it; nothing in it knows a command.
+TRACE_SRC   := $(addprefix report/,reader.c defs.c names.c stacks.c output.c replay.c \
+                 replay_series.c replay_device.c backward.c kinds.c poolview.c \
+                 pyclass.c symbols.c opnames.c)
+TRACE_LIB   := $(O)/libgmttrace.a
+REPORT_OBJ  := $(patsubst %.c,$(O)/%.o,$(filter-out $(TRACE_SRC),$(REPORT_SRC))) $(O)/gen/version.o
 HTML_PAGE   := $(O)/report/html_page.c
 REPORT_OBJ  += $(O)/report/html_page.o
 SIM_SRC     := $(filter-out tests/sim/selftest%.c tests/sim/sim_driver.c tests/sim/sim_drv_%.c tests/sim/sim_nvml.c,$(wildcard tests/sim/*.c))
@@ -132,9 +141,13 @@ $(O)/report/%.o: report/%.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -O3 -fwrapv -Ipreload -Ireport -c $< -o $@
 
-$(REPORT): $(REPORT_OBJ)
+$(TRACE_LIB): $(TRACE_SRC:%.c=$(O)/%.o)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(REPORT): $(REPORT_OBJ) $(TRACE_LIB)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $(REPORT_OBJ) -ldw -lelf -ldl -lm
+	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $(REPORT_OBJ) $(TRACE_LIB) -ldw -lelf -ldl -lm
 
 # `gpumemreport html` carries its page (report/html/) as C strings: each
 # line a literal, with \ " and ? escaped (no trigraphs, no escapes by accident).
@@ -157,7 +170,7 @@ $(O)/report/html_page.o: $(HTML_PAGE)
 # rules (preload/gmt_options.h, option_values.c) and links the report code,
 # minus its main, for the summary at exit.
 $(LAUNCHER): $(LAUNCHER_SRC:%.c=$(O)/%.o) $(O)/preload/option_values.o \
-             $(filter-out $(O)/report/main.o,$(REPORT_OBJ))
+             $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(TRACE_LIB)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $^ -ldw -lelf -ldl -lm
 
@@ -244,7 +257,7 @@ $(O)/tests/lib%.so: tests/progs/libs/%.c $(SIMLIB)
 
 # Unit tests link the report tool's objects and the library's pure cores.
 POOL_OBJ := $(O)/preload/pool.o $(O)/preload/pool_vmm.o $(O)/preload/pool_sync.o $(O)/preload/pool_trim.o $(O)/preload/pool_index.o
-UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(POOL_OBJ) $(O)/preload/pool_check.o
+UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(TRACE_LIB) $(POOL_OBJ) $(O)/preload/pool_check.o
 $(O)/tests/unit/%: tests/unit/%.c $(UNIT_OBJ)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
@@ -267,25 +280,23 @@ $(O)/tests/gen_trace: tests/bench/gen_trace.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $<
 
-$(O)/tests/replay_pool: tests/bench/replay_pool.c $(POOL_OBJ) $(O)/report/reader.o
+$(O)/tests/replay_pool: tests/bench/replay_pool.c $(POOL_OBJ) $(TRACE_LIB)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(POOL_OBJ) $(O)/report/reader.o
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(POOL_OBJ) $(TRACE_LIB) -ldw -lelf -ldl -lm
 
 BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 
 # The fuzz smoke run of the suite: the libFuzzer entry point under ASan and
 # UBSan, driven by tests/fuzz/smoke.c (clang: its sanitizer runtime is the
 # one install-deps.sh provides).
-FUZZ_SRC := tests/fuzz/fuzz_reader.c report/reader.c report/defs.c report/stacks.c \
-            report/output.c report/replay.c report/replay_series.c report/replay_device.c \
-            report/poolview.c report/backward.c \
-            report/kinds.c report/pyclass.c
+FUZZ_SRC := tests/fuzz/fuzz_reader.c $(TRACE_SRC)
 $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
-	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c $(FUZZ_SRC)
+	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c $(FUZZ_SRC) \
+	    -ldw -lelf -ldl -lm
 
 # The same smoke run for the command layer (every command in-process on
 # the input as a trace) and for check's baseline reader (the JSON parser).
@@ -349,10 +360,14 @@ install: all
 	  echo "  (no python3: preload/gpumemtrace_markers.py not installed)"
 
 
+# scripts/fuzz.sh builds its targets from the same list
+trace-sources:
+	@echo $(TRACE_SRC)
+
 clean:
 	rm -rf $(O)
 
-.PHONY: all test tests asan install clean
+.PHONY: all test tests asan install clean trace-sources
 .DELETE_ON_ERROR:
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

@@ -34,10 +34,10 @@ CC="clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=fuzzer,address,undefi
 report_src="$(ls report/*.c | grep -v -e '^report/main\.c$') build/report/html_page.c" # (html's page: make tests)
 case $target in
 reader)
-    $CC -o "$out/fuzz_reader" tests/fuzz/fuzz_reader.c report/reader.c report/defs.c \
-        report/stacks.c report/output.c report/replay.c report/replay_series.c \
-        report/replay_device.c report/poolview.c report/backward.c \
-        report/kinds.c report/pyclass.c
+    # the trace-reading library (libgmttrace: the Makefile's list)
+    # shellcheck disable=SC2046
+    $CC -o "$out/fuzz_reader" tests/fuzz/fuzz_reader.c $(make -s trace-sources) \
+        -ldw -lelf -ldl -lm
     corpus=tests/fuzz/corpus prefix="$out/" extra= ;;
 commands)
     # shellcheck disable=SC2086
