@@ -17,6 +17,8 @@ struct command {
     const char *summary;
 };
 
+int cmd_whatif(int argc, char **argv); /* cmd_whatif.c */
+
 static const struct command commands[] = {
     {"summary", cmd_summary, "peaks, memory beyond the trace, leaks, OOMs, top sites (default)"},
     {"peak", cmd_peak, "sites live at the peak: bytes, share, allocations"},
@@ -33,6 +35,7 @@ static const struct command commands[] = {
     {"dump", cmd_dump, "every record in order, readable (stacks as module+offset)"},
     {"diff", cmd_diff, "per-site change between two runs (A before, B after)"},
     {"check", cmd_check, "CI gate: limits or a baseline; exit 1 on a regression"},
+    {"whatif", cmd_whatif, "peak reserved under other allocator settings (PyTorch's, ideal)"},
     {"ranks", cmd_ranks, "a multi-rank job: per-rank peaks, imbalance, first OOM, NCCL"},
 };
 #define NCOMMANDS (sizeof commands / sizeof *commands)

@@ -1,0 +1,86 @@
+/* whatif.h - allocator models for `gpumemreport whatif`.
+ *
+ * A model is a small allocator that holds no memory: it replays a
+ * program's requests (size, stream, in order, with their frees) and keeps
+ * the figures a real allocator would have had - bytes reserved from the
+ * device, bytes handed out, device calls, synchronizations - so policies
+ * can be compared on one recorded allocation stream. Every model has the
+ * same interface (struct wi_model_ops); cmd_whatif.c feeds them and
+ * prints their figures side by side. One instance serves one device, as
+ * PyTorch keeps one allocator per device.
+ *
+ * Memory is bounded by the live requests: a model keeps one record per
+ * live block and per cached (free) block, never the length of the trace.
+ * Sizes are at most GMT_SIZE_MAX (2^48): the caller skips larger ones.
+ */
+#ifndef GMT_WHATIF_H
+#define GMT_WHATIF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A PYTORCH_CUDA_ALLOC_CONF, the options that change where memory goes. */
+#define WI_ROUNDUP_INTERVALS 16 /* 1 MiB .. 64 GiB, one per power of two */
+struct wi_conf {
+    uint64_t max_split_size;         /* UINT64_MAX: unlimited (the default) */
+    uint64_t max_non_split_rounding; /* default kLargeBuffer, 20 MiB */
+    double gc_threshold;             /* 0: off */
+    bool expandable;
+    uint32_t roundup[WI_ROUNDUP_INTERVALS]; /* divisions per interval, 0: none */
+};
+/* Parse a PYTORCH_CUDA_ALLOC_CONF string by PyTorch's rules (keys
+ * max_split_size_mb, max_non_split_rounding_mb, garbage_collection_threshold,
+ * roundup_power2_divisions as N or [256:1,512:2,>:4], expandable_segments;
+ * backend:native and the pinned/lock options are accepted and change
+ * nothing). 0, or -1 with the reason in why. */
+int wi_conf_parse(const char *s, struct wi_conf *c, char *why, size_t whylen);
+
+/* A model's figures. */
+struct wi_stats {
+    uint64_t reserved;       /* now: bytes held from the device */
+    uint64_t allocated;      /* now: block bytes handed out */
+    uint64_t peak_reserved;
+    /* at the first moment of peak_reserved: reserved bytes not handed
+     * out, and the largest free block among them */
+    uint64_t peak_free, peak_largest_free;
+    uint64_t device_allocs, device_frees; /* cudaMalloc/cudaFree, or map/unmap */
+    uint64_t syncs;          /* times the allocator waited for the GPU */
+    uint64_t retries;        /* allocations retried after freeing cache */
+    uint64_t segments, peak_segments;
+    bool has_device_calls;   /* false: the model makes none (ideal) */
+};
+
+/* What an instance is made with. */
+struct wi_opts {
+    const struct wi_conf *conf; /* pytorch: its configuration */
+    uint64_t limit;             /* device memory; 0: unlimited */
+    /* bytes this device holds outside the model (other allocations of the
+     * program), counted against limit; may be NULL */
+    const uint64_t *outside;
+};
+
+struct wi_model_ops {
+    const char *name;
+    void *(*init)(const struct wi_opts *o); /* NULL: out of host memory */
+    /* Hand out a block for `size` bytes on `stream`: 0 and *id, or -1
+     * when the device would have run out of memory (after the model's
+     * own retries). */
+    int (*alloc)(void *m, uint64_t size, uint64_t stream, uint64_t *id);
+    void (*free)(void *m, uint64_t id);
+    void (*stats)(void *m, struct wi_stats *s);
+    void (*fini)(void *m);
+};
+
+extern const struct wi_model_ops wi_ideal;   /* whatif_ideal.c */
+extern const struct wi_model_ops wi_pytorch; /* whatif_pytorch.c */
+
+/* whatif_pytorch.c: PyTorch's size rounding for a configuration
+ * (round_size): at least 512 bytes, a multiple of 512, or the next
+ * power-of-two division where roundup_power2_divisions says so. */
+uint64_t wi_pytorch_round(const struct wi_conf *c, uint64_t size);
+
+/* cmd_whatif.c: the command (main.c's table) */
+int cmd_whatif(int argc, char **argv);
+
+#endif /* GMT_WHATIF_H */

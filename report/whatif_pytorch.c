@@ -1,0 +1,818 @@
+/* whatif_pytorch.c - a model of PyTorch's CUDA caching allocator.
+ *
+ * The rules are those of c10/cuda/CUDACachingAllocator.cpp
+ * (DeviceCachingAllocator) at pytorch/pytorch commit 001074d2 (2025;
+ * the options as c10/core/AllocatorConfig.cpp reads them), written anew
+ * in C from reading it:
+ *
+ * - round_size: under 512 bytes (kMinBlockSize) 512; else a multiple of
+ *   512, or with roundup_power2_divisions for the size's power-of-two
+ *   interval (1 MiB .. 64 GiB, 16 of them) the next of that many
+ *   divisions between two powers of two, when size > 512 * divisions.
+ * - Two pools: small (rounded size <= 1 MiB, kSmallSize) and large. Free
+ *   blocks are ordered by (stream, size, address) and found best-fit
+ *   with a lower bound, so a stream reuses only its own blocks.
+ * - get_free_block: a block at or above max_split_size never serves a
+ *   request under it; a request at or above it takes a block under
+ *   size + max_non_split_rounding (default 20 MiB, kLargeBuffer). With
+ *   expandable segments a block's size for best fit includes the
+ *   unmapped space after it.
+ * - A new segment (get_allocation_size): 2 MiB (kSmallBuffer) for small
+ *   requests, 20 MiB (kLargeBuffer) for requests under 10 MiB
+ *   (kMinLargeAlloc), else the size rounded up to 2 MiB (kRoundLarge).
+ * - should_split: small pool or expandable: remainder >= 512; large pool:
+ *   request < max_split_size and remainder > 1 MiB. A freed block merges
+ *   with its free neighbours in the segment.
+ * - When nothing cached fits: garbage collection (below); a new segment;
+ *   if the device refuses, release_available_cached_blocks (with
+ *   max_split_size set: the smallest oversize cached block that covers
+ *   the request, or the largest oversize ones until enough) and retry;
+ *   then release_cached_blocks (synchronize, cudaFree every unsplit
+ *   cached block of both pools, unmap the free pages of expandable
+ *   segments) and retry once more (a "retry"); then out of memory.
+ * - expandable_segments: per stream and pool one segment with address
+ *   space for 1 1/8 of the card (1 TiB without --device-memory), mapped
+ *   in pages of 2 MiB (small pool) or 20 MiB (large pool) at the lowest
+ *   free address that fits, so it grows in place; emptying the cache
+ *   unmaps whole free pages and gives back a segment once nothing in it
+ *   is mapped. A map or an unmap is one device call (num_device_alloc /
+ *   num_device_free, as PyTorch counts them).
+ * - garbage_collection_threshold: PyTorch runs it only under a memory
+ *   fraction (set_per_process_memory_fraction); the model runs it when
+ *   --device-memory is given, as if the fraction were 1.0 of that card:
+ *   when reserved exceeds threshold * card, unsplit large cached blocks
+ *   at least as old (in block searches since cached) as the average are
+ *   freed until reserved is back under the threshold.
+ *
+ * Simplified or left out: the device limit is what this model reserves
+ * plus what the program holds outside it, so a real card's CUDA context
+ * and other processes are not counted; a free is reusable at once (the
+ * events of recordStream are not in the trace); CUDA graph private pools,
+ * IPC, and the free-memory callbacks are not modelled; a set fraction's
+ * own check before each segment (total + allocation size > allowed) is
+ * the device check here. syncs counts release_cached_blocks'
+ * synchronization of all streams, each stream synchronization before an
+ * unmap, and each cudaFree outside an emptying of the cache (cudaFree
+ * waits for the device).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "whatif.h"
+
+#define K_MIN_BLOCK 512ull
+#define K_SMALL_SIZE (1ull << 20)
+#define K_SMALL_BUFFER (2ull << 20)
+#define K_LARGE_BUFFER (20ull << 20)
+#define K_MIN_LARGE_ALLOC (10ull << 20)
+#define K_ROUND_LARGE (2ull << 20)
+#define DEFAULT_CARD (1ull << 40)
+
+struct pool;
+struct eseg { /* an expandable segment: address space, mapped in pages */
+    uint64_t base, va_size, page;
+    struct eseg *lprev, *lnext; /* the model's list of them */
+};
+
+struct blk {
+    uint64_t addr, size, stream, serial;
+    struct blk *prev, *next;  /* neighbours in the segment */
+    struct blk *tl, *tr;      /* treap children (blocks or unmapped set) */
+    uint32_t prio;
+    bool allocated, mapped;
+    struct pool *pool;
+    struct eseg *es;
+    int64_t gc_base;
+};
+
+/* A treap ordered by (stream, size, address) or (stream, address). */
+struct tree {
+    struct blk *root;
+    bool by_addr;
+    size_t n;
+};
+struct key {
+    uint64_t stream, size, addr, serial;
+};
+
+struct pool {
+    struct tree blocks;   /* free, mapped */
+    struct tree unmapped; /* expandable segments' unmapped ranges */
+    bool small;
+    int64_t get_free_calls;
+};
+
+struct pt {
+    struct wi_conf conf;
+    uint64_t limit, card;
+    const uint64_t *outside;
+    struct pool small, large;
+    struct wi_stats st;
+    struct eseg *esegs;
+    uint64_t next_addr, serial, rng;
+    bool in_release; /* inside release_cached_blocks: cudaFree adds no sync */
+};
+
+/* ---- the ordered sets ---------------------------------------------------- */
+
+static struct key key_of(const struct blk *b)
+{
+    return (struct key){b->stream, b->size, b->addr, b->serial};
+}
+
+static int cmp(const struct tree *t, const struct blk *b, const struct key *k)
+{
+#define C3(x, y) ((x) < (y) ? -1 : (x) > (y) ? 1 : 0)
+    int c = C3(b->stream, k->stream);
+    if (c == 0 && !t->by_addr)
+        c = C3(b->size, k->size);
+    if (c == 0)
+        c = C3(b->addr, k->addr);
+    if (c == 0)
+        c = C3(b->serial, k->serial);
+    return c;
+#undef C3
+}
+
+/* split n into nodes < k (*l) and >= k (*r) */
+static void tsplit(const struct tree *t, struct blk *n, const struct key *k, struct blk **l,
+                   struct blk **r)
+{
+    while (n) { /* iterative: depth is bounded by the loop, not the stack */
+        if (cmp(t, n, k) < 0) {
+            *l = n;
+            l = &n->tr;
+            n = n->tr;
+        } else {
+            *r = n;
+            r = &n->tl;
+            n = n->tl;
+        }
+    }
+    *l = *r = NULL;
+}
+
+static struct blk *tmerge(struct blk *a, struct blk *b)
+{
+    struct blk *root = NULL, **at = &root;
+    while (a && b) {
+        if (a->prio > b->prio) {
+            *at = a;
+            at = &a->tr;
+            a = a->tr;
+        } else {
+            *at = b;
+            at = &b->tl;
+            b = b->tl;
+        }
+    }
+    *at = a ? a : b;
+    return root;
+}
+
+static void tinsert(struct tree *t, struct blk *b)
+{
+    struct key k = key_of(b);
+    struct blk *l, *r;
+    tsplit(t, t->root, &k, &l, &r);
+    b->tl = b->tr = NULL;
+    t->root = tmerge(tmerge(l, b), r);
+    t->n++;
+}
+
+static void terase(struct tree *t, struct blk *b)
+{
+    struct key k = key_of(b), k2 = k;
+    k2.serial++;
+    struct blk *l, *m, *r;
+    tsplit(t, t->root, &k, &l, &r);
+    tsplit(t, r, &k2, &m, &r);
+    t->root = tmerge(l, r);
+    if (m)
+        t->n--;
+    b->tl = b->tr = NULL;
+}
+
+/* smallest node >= k */
+static struct blk *tlower(const struct tree *t, const struct key *k)
+{
+    struct blk *n = t->root, *best = NULL;
+    while (n) {
+        if (cmp(t, n, k) >= 0) {
+            best = n;
+            n = n->tl;
+        } else {
+            n = n->tr;
+        }
+    }
+    return best;
+}
+
+static struct blk *tnext(const struct tree *t, const struct blk *b)
+{
+    struct key k = key_of(b);
+    k.serial++;
+    return tlower(t, &k);
+}
+
+/* largest node < k */
+static struct blk *tbefore(const struct tree *t, const struct key *k)
+{
+    struct blk *n = t->root, *best = NULL;
+    while (n) {
+        if (cmp(t, n, k) < 0) {
+            best = n;
+            n = n->tr;
+        } else {
+            n = n->tl;
+        }
+    }
+    return best;
+}
+
+static struct blk *tfirst(const struct tree *t)
+{
+    struct blk *n = t->root;
+    while (n && n->tl)
+        n = n->tl;
+    return n;
+}
+
+/* ---- blocks -------------------------------------------------------------- */
+
+static struct blk *new_blk(struct pt *m, struct pool *p, uint64_t stream, uint64_t addr,
+                           uint64_t size)
+{
+    struct blk *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return NULL;
+    b->addr = addr;
+    b->size = size;
+    b->stream = stream;
+    b->pool = p;
+    b->mapped = true;
+    b->serial = ++m->serial;
+    m->rng ^= m->rng << 13; /* xorshift: treap priorities */
+    m->rng ^= m->rng >> 7;
+    m->rng ^= m->rng << 17;
+    b->prio = (uint32_t)(m->rng >> 32);
+    return b;
+}
+
+static void insert_free(struct pool *p, struct blk *b)
+{
+    b->gc_base = p->get_free_calls;
+    tinsert(&p->blocks, b);
+}
+
+static bool is_split(const struct blk *b)
+{
+    return b->prev || b->next;
+}
+
+static bool device_has_room(struct pt *m, uint64_t n)
+{
+    if (!m->limit)
+        return true;
+    uint64_t out = m->outside ? *m->outside : 0;
+    return out <= m->limit && n <= m->limit - out && m->st.reserved <= m->limit - out - n;
+}
+
+static void reserved_add(struct pt *m, uint64_t n)
+{
+    m->st.reserved += n;
+}
+
+/* The size rule of round_size and roundup_power2_next_division. */
+uint64_t wi_pytorch_round(const struct wi_conf *c, uint64_t size)
+{
+    if (size < K_MIN_BLOCK)
+        return K_MIN_BLOCK;
+    int idx = 63 - __builtin_clzll(size) - 20;
+    idx = idx < 0 ? 0 : idx > WI_ROUNDUP_INTERVALS - 1 ? WI_ROUNDUP_INTERVALS - 1 : idx;
+    uint64_t div = c->roundup[idx];
+    if (div > 1 && size > K_MIN_BLOCK * div) {
+        if (!(size & (size - 1)))
+            return size;
+        uint64_t floor2 = 1ull << (63 - __builtin_clzll(size));
+        uint64_t step = floor2 >> (63 - __builtin_clzll(div));
+        if (step == 0)
+            return floor2 << 1;
+        uint64_t lo = size & ~(step - 1);
+        return lo == size ? size : lo + step;
+    }
+    return K_MIN_BLOCK * ((size + K_MIN_BLOCK - 1) / K_MIN_BLOCK);
+}
+
+static uint64_t allocation_size(uint64_t size)
+{
+    if (size <= K_SMALL_SIZE)
+        return K_SMALL_BUFFER;
+    if (size < K_MIN_LARGE_ALLOC)
+        return K_LARGE_BUFFER;
+    return K_ROUND_LARGE * ((size + K_ROUND_LARGE - 1) / K_ROUND_LARGE);
+}
+
+/* try_merge_blocks: dst (in no set) takes in its free neighbour src. */
+static uint64_t try_merge(struct blk *dst, struct blk *src)
+{
+    if (!src || src->allocated || dst->mapped != src->mapped)
+        return 0;
+    struct pool *p = src->pool;
+    terase(src->mapped ? &p->blocks : &p->unmapped, src);
+    if (dst->prev == src) {
+        dst->addr = src->addr;
+        dst->prev = src->prev;
+        if (dst->prev)
+            dst->prev->next = dst;
+    } else {
+        dst->next = src->next;
+        if (dst->next)
+            dst->next->prev = dst;
+    }
+    dst->size += src->size;
+    uint64_t n = src->size;
+    free(src);
+    return n;
+}
+
+/* free_block: back into its pool, merged with its free neighbours. */
+static void free_block(struct blk *b)
+{
+    b->allocated = false;
+    try_merge(b, b->prev);
+    try_merge(b, b->next);
+    insert_free(b->pool, b);
+}
+
+/* ---- getting a block ------------------------------------------------------ */
+
+static uint64_t expandable_size(const struct blk *b)
+{
+    return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
+}
+
+static struct blk *get_free_block(struct pt *m, struct pool *p, uint64_t stream, uint64_t size)
+{
+    if (m->limit && m->conf.gc_threshold > 0)
+        p->get_free_calls++;
+    struct key k = {stream, size, 0, 0};
+    struct blk *b = tlower(&p->blocks, &k);
+    if (b == NULL || b->stream != stream)
+        return NULL;
+    if (b->es) { /* best fit counts the unmapped space after a block */
+        struct blk *n = tnext(&p->blocks, b);
+        while (b->es && n && n->stream == stream && expandable_size(n) < expandable_size(b)) {
+            b = n;
+            n = tnext(&p->blocks, b);
+        }
+    }
+    uint64_t mss = m->conf.max_split_size;
+    if (size < mss && b->size >= mss)
+        return NULL;
+    if (size >= mss && b->size - size >= m->conf.max_non_split_rounding)
+        return NULL;
+    terase(&p->blocks, b);
+    return b;
+}
+
+static void release_block(struct pt *m, struct blk *b)
+{
+    terase(&b->pool->blocks, b);
+    m->st.reserved -= b->size;
+    m->st.device_frees++;
+    m->st.segments--;
+    if (!m->in_release)
+        m->st.syncs++; /* cudaFree waits for the device */
+    free(b);
+}
+
+static void garbage_collect(struct pt *m)
+{
+    uint64_t threshold = (uint64_t)(m->conf.gc_threshold * (double)m->limit);
+    if (m->st.reserved <= threshold)
+        return;
+    uint64_t target = m->st.reserved - threshold, reclaimed = 0;
+    struct pool *p = &m->large;
+    double total_age = 0;
+    int64_t count = 0;
+    for (struct blk *b = tfirst(&p->blocks); b; b = tnext(&p->blocks, b)) {
+        if (!is_split(b) && !b->es) {
+            total_age += (double)(p->get_free_calls - b->gc_base);
+            count++;
+        }
+    }
+    bool freed = true;
+    while (reclaimed < target && freed && count > 0) {
+        double threshold_age = total_age / (double)count;
+        freed = false;
+        struct blk *b = tfirst(&p->blocks);
+        while (b) {
+            struct blk *n = tnext(&p->blocks, b);
+            double age = (double)(p->get_free_calls - b->gc_base);
+            if (!is_split(b) && !b->es && age >= threshold_age) {
+                freed = true;
+                reclaimed += b->size;
+                total_age -= age;
+                count--;
+                release_block(m, b);
+            }
+            b = n;
+        }
+    }
+}
+
+/* ---- expandable segments --------------------------------------------------- */
+
+static uint64_t pages_left(const struct eseg *e, uint64_t a)
+{
+    return (a - e->base) / e->page;
+}
+static uint64_t pages_right(const struct eseg *e, uint64_t a)
+{
+    uint64_t off = a - e->base;
+    return off / e->page + (off % e->page != 0);
+}
+
+static bool allocatable(const struct blk *b)
+{
+    return b && !b->allocated && b->mapped;
+}
+
+/* find_expandable_block: the lowest address in a segment of this stream
+ * with room for size (free and unmapped space), or a new segment. */
+static struct blk *find_expandable(struct pt *m, struct pool *p, uint64_t stream,
+                                   uint64_t size)
+{
+    struct key k = {stream, 0, 0, 0};
+    for (struct blk *u = tlower(&p->unmapped, &k); u && u->stream == stream;
+         u = tnext(&p->unmapped, u)) {
+        struct blk *c = u;
+        if (allocatable(c->prev))
+            c = c->prev;
+        uint64_t bytes = 0;
+        for (struct blk *x = c; x && bytes < size && (!x->allocated); x = x->next)
+            bytes += x->size;
+        if (bytes >= size)
+            return c;
+    }
+    uint64_t page = p->small ? K_SMALL_BUFFER : K_LARGE_BUFFER;
+    uint64_t space = m->card + m->card / 8;
+    space = (space + page - 1) / page * page;
+    if (size > space)
+        return NULL; /* more than the card: the real one fails too */
+    struct eseg *e = calloc(1, sizeof *e);
+    struct blk *b = e ? new_blk(m, p, stream, m->next_addr, space) : NULL;
+    if (b == NULL) {
+        free(e);
+        return NULL;
+    }
+    e->base = m->next_addr;
+    e->va_size = space;
+    e->page = page;
+    e->lnext = m->esegs;
+    if (m->esegs)
+        m->esegs->lprev = e;
+    m->esegs = e;
+    m->next_addr += space;
+    b->mapped = false;
+    b->es = e;
+    tinsert(&p->unmapped, b);
+    m->st.segments++;
+    return b;
+}
+
+/* map_block: map the pages under the first size bytes of unmapped block
+ * b; false when the device has no room for them. */
+static bool map_block(struct pt *m, struct blk *b, uint64_t size)
+{
+    struct eseg *e = b->es;
+    uint64_t first = pages_left(e, b->addr), last = pages_right(e, b->addr + size);
+    uint64_t bytes = (last - first) * e->page;
+    if (bytes > b->size)
+        bytes = b->size;
+    if (!device_has_room(m, bytes))
+        return false;
+    struct pool *p = b->pool;
+    struct blk *rest = NULL;
+    if (bytes < b->size) {
+        rest = new_blk(m, p, b->stream, b->addr + bytes, b->size - bytes);
+        if (rest == NULL)
+            return false;
+    }
+    terase(&p->unmapped, b);
+    b->mapped = true;
+    if (rest) {
+        rest->mapped = false;
+        rest->es = e;
+        rest->prev = b;
+        rest->next = b->next;
+        if (b->next)
+            b->next->prev = rest;
+        b->next = rest;
+        b->size = bytes;
+        tinsert(&p->unmapped, rest);
+    }
+    try_merge(b, b->prev);
+    try_merge(b, b->next);
+    insert_free(p, b);
+    reserved_add(m, bytes);
+    m->st.device_allocs++;
+    return true;
+}
+
+static struct blk *alloc_expandable(struct pt *m, struct pool *p, uint64_t stream,
+                                    uint64_t size)
+{
+    struct blk *c = find_expandable(m, p, stream, size);
+    if (c == NULL)
+        return NULL;
+    if (!c->mapped && !map_block(m, c, c->size < size ? c->size : size))
+        return NULL;
+    while (c->size < size) {
+        struct blk *n = c->next;
+        if (n == NULL || n->mapped) /* cannot happen: find_expandable saw room */
+            return NULL;
+        uint64_t want = size - c->size;
+        if (!map_block(m, n, want < n->size ? want : n->size))
+            return NULL;
+        c = n; /* map_block merged c, free before it, into n */
+    }
+    terase(&p->blocks, c);
+    return c;
+}
+
+/* unmap_block: the whole free pages inside free block b go back. */
+static void unmap_block(struct pt *m, struct blk *b)
+{
+    struct eseg *e = b->es;
+    uint64_t first = pages_right(e, b->addr), last = pages_left(e, b->addr + b->size);
+    if (first >= last)
+        return;
+    struct pool *p = b->pool;
+    uint64_t ua = e->base + first * e->page, un = (last - first) * e->page;
+    uint64_t before = ua - b->addr, after = b->size - before - un;
+    struct blk *bf = before ? new_blk(m, p, b->stream, b->addr, before) : NULL;
+    struct blk *af = after ? new_blk(m, p, b->stream, ua + un, after) : NULL;
+    if ((before && !bf) || (after && !af)) {
+        free(bf);
+        free(af);
+        return;
+    }
+    terase(&p->blocks, b);
+    if (bf) {
+        bf->es = e;
+        bf->prev = b->prev;
+        bf->next = b;
+        if (b->prev)
+            b->prev->next = bf;
+        b->prev = bf;
+        insert_free(p, bf);
+    }
+    if (af) {
+        af->es = e;
+        af->prev = b;
+        af->next = b->next;
+        if (b->next)
+            b->next->prev = af;
+        b->next = af;
+        insert_free(p, af);
+    }
+    b->addr = ua;
+    b->size = un;
+    b->mapped = false;
+    try_merge(b, b->prev);
+    try_merge(b, b->next);
+    tinsert(&p->unmapped, b);
+    m->st.reserved -= un;
+    m->st.device_frees++;
+    m->st.syncs++; /* unmapHandles synchronizes the stream first */
+}
+
+/* ---- emptying the cache ------------------------------------------------------ */
+
+static void drop_eseg(struct pt *m, struct eseg *e)
+{
+    if (e->lprev)
+        e->lprev->lnext = e->lnext;
+    else
+        m->esegs = e->lnext;
+    if (e->lnext)
+        e->lnext->lprev = e->lprev;
+    free(e);
+}
+
+static void release_blocks(struct pt *m, struct pool *p)
+{
+    struct blk **to_unmap = NULL;
+    size_t n = 0, cap = 0;
+    struct blk *b = tfirst(&p->blocks);
+    while (b) {
+        struct blk *next = tnext(&p->blocks, b);
+        if (b->es) {
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                struct blk **t = realloc(to_unmap, nc * sizeof *t);
+                if (t == NULL)
+                    break;
+                to_unmap = t;
+                cap = nc;
+            }
+            to_unmap[n++] = b;
+        } else if (!is_split(b)) {
+            release_block(m, b);
+        }
+        b = next;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct blk *u = to_unmap[i];
+        unmap_block(m, u);
+        if (!u->mapped && !is_split(u)) { /* the whole segment is unmapped */
+            terase(&p->unmapped, u);
+            drop_eseg(m, u->es);
+            free(u);
+            m->st.segments--;
+        }
+    }
+    free(to_unmap);
+}
+
+static bool release_cached_blocks(struct pt *m)
+{
+    m->st.syncs++; /* synchronize_and_free_events */
+    m->in_release = true;
+    release_blocks(m, &m->large);
+    release_blocks(m, &m->small);
+    m->in_release = false;
+    return true;
+}
+
+static bool release_available(struct pt *m, struct pool *p, uint64_t stream, uint64_t size)
+{
+    uint64_t mss = m->conf.max_split_size;
+    if (mss == UINT64_MAX)
+        return false;
+    struct key k = {stream, size < mss ? mss : size, 0, 0};
+    struct blk *b = tlower(&p->blocks, &k);
+    if (b && b->stream == stream) {
+        if (b->es)
+            return false; /* PyTorch would assert; never release a mapped part */
+        release_block(m, b);
+        return true;
+    }
+    /* none big enough: the largest oversize blocks of this stream */
+    uint64_t released = 0;
+    b = tbefore(&p->blocks, &k);
+    while (b && released < k.size && b->size >= mss && b->stream == stream && !b->es) {
+        struct blk *prev = tbefore(&p->blocks, &(struct key){b->stream, b->size, b->addr,
+                                                             b->serial});
+        released += b->size;
+        release_block(m, b);
+        b = prev;
+    }
+    return released >= k.size;
+}
+
+/* alloc_block: a new segment (or pages of an expandable one). */
+static struct blk *alloc_block(struct pt *m, struct pool *p, uint64_t stream, uint64_t size,
+                               bool retry)
+{
+    if (retry)
+        m->st.retries++;
+    if (m->conf.expandable)
+        return alloc_expandable(m, p, stream, size);
+    uint64_t n = allocation_size(size);
+    if (!device_has_room(m, n))
+        return NULL;
+    struct blk *b = new_blk(m, p, stream, m->next_addr, n);
+    if (b == NULL)
+        return NULL;
+    m->next_addr += n;
+    reserved_add(m, n);
+    m->st.device_allocs++;
+    if (++m->st.segments > m->st.peak_segments)
+        m->st.peak_segments = m->st.segments;
+    return b;
+}
+
+static bool should_split(const struct pt *m, const struct blk *b, uint64_t size)
+{
+    uint64_t rest = b->size - size;
+    if (b->pool->small || m->conf.expandable)
+        return rest >= K_MIN_BLOCK;
+    return size < m->conf.max_split_size && rest > K_SMALL_SIZE;
+}
+
+/* The free bytes of the pools and the largest free block (mapped). */
+static void free_figures(const struct pt *m, uint64_t *free_bytes, uint64_t *largest)
+{
+    *free_bytes = m->st.reserved - m->st.allocated;
+    *largest = 0;
+    const struct pool *ps[2] = {&m->small, &m->large};
+    for (int i = 0; i < 2; i++)
+        for (struct blk *b = tfirst(&ps[i]->blocks); b; b = tnext(&ps[i]->blocks, b))
+            if (b->size > *largest)
+                *largest = b->size;
+}
+
+static int pt_alloc(void *v, uint64_t orig, uint64_t stream, uint64_t *id)
+{
+    struct pt *m = v;
+    uint64_t size = wi_pytorch_round(&m->conf, orig);
+    struct pool *p = size <= K_SMALL_SIZE ? &m->small : &m->large;
+    struct blk *b = get_free_block(m, p, stream, size);
+    if (b == NULL) {
+        if (m->limit && m->conf.gc_threshold > 0)
+            garbage_collect(m);
+        b = alloc_block(m, p, stream, size, false);
+        if (b == NULL && release_available(m, p, stream, size))
+            b = alloc_block(m, p, stream, size, false);
+        if (b == NULL && release_cached_blocks(m))
+            b = alloc_block(m, p, stream, size, true);
+    }
+    if (b == NULL)
+        return -1;
+    if (should_split(m, b, size)) {
+        struct blk *rest = new_blk(m, p, stream, b->addr + size, b->size - size);
+        if (rest) {
+            rest->es = b->es;
+            rest->prev = b;
+            rest->next = b->next;
+            if (b->next)
+                b->next->prev = rest;
+            b->next = rest;
+            b->size = size;
+            insert_free(p, rest);
+        }
+    }
+    b->allocated = true;
+    m->st.allocated += b->size;
+    if (m->st.segments > m->st.peak_segments)
+        m->st.peak_segments = m->st.segments;
+    if (m->st.reserved > m->st.peak_reserved) {
+        m->st.peak_reserved = m->st.reserved;
+        free_figures(m, &m->st.peak_free, &m->st.peak_largest_free);
+    }
+    *id = (uint64_t)(uintptr_t)b;
+    return 0;
+}
+
+static void pt_free(void *v, uint64_t id)
+{
+    struct pt *m = v;
+    struct blk *b = (struct blk *)(uintptr_t)id;
+    m->st.allocated -= b->size;
+    free_block(b);
+}
+
+static void *pt_init(const struct wi_opts *o)
+{
+    struct pt *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return NULL;
+    m->conf = *o->conf;
+    m->limit = o->limit;
+    m->card = o->limit ? o->limit : DEFAULT_CARD;
+    m->outside = o->outside;
+    m->small.small = true;
+    m->small.unmapped.by_addr = m->large.unmapped.by_addr = true;
+    m->next_addr = 1ull << 40;
+    m->rng = 0x9e3779b97f4a7c15ull;
+    m->st.has_device_calls = true;
+    return m;
+}
+
+static void pt_stats(void *v, struct wi_stats *s)
+{
+    *s = ((struct pt *)v)->st;
+}
+
+/* The caller frees every id it holds before fini (cmd_whatif.c does),
+ * so every block is then in a set. */
+static void pt_fini(void *v)
+{
+    struct pt *m = v;
+    if (m == NULL)
+        return;
+    struct tree *ts[4] = {&m->small.blocks, &m->small.unmapped, &m->large.blocks,
+                          &m->large.unmapped};
+    for (int j = 0; j < 4; j++) {
+        struct blk *b;
+        while ((b = tfirst(ts[j])) != NULL) {
+            terase(ts[j], b);
+            free(b);
+        }
+    }
+    while (m->esegs)
+        drop_eseg(m, m->esegs);
+    free(m);
+}
+
+const struct wi_model_ops wi_pytorch = {
+    .name = "pytorch",
+    .init = pt_init,
+    .alloc = pt_alloc,
+    .free = pt_free,
+    .stats = pt_stats,
+    .fini = pt_fini,
+};

@@ -1,0 +1,317 @@
+/* test_whatif.c - the allocator models of `gpumemreport whatif`
+ * (report/whatif*.c) on hand-written streams whose answers are worked
+ * out below from PyTorch's rules (see the top of whatif_pytorch.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "../../report/whatif.h"
+#include "check.h"
+
+#define MiB (1ull << 20)
+
+static struct wi_conf conf(const char *s)
+{
+    struct wi_conf c;
+    char why[160];
+    if (wi_conf_parse(s, &c, why, sizeof why) != 0) {
+        fprintf(stderr, "conf '%s': %s\n", s, why);
+        check_failures++;
+    }
+    return c;
+}
+
+static void *make(const struct wi_model_ops *ops, const struct wi_conf *c, uint64_t limit)
+{
+    struct wi_opts o = {c, limit, NULL};
+    return ops->init(&o);
+}
+
+static struct wi_stats stats(const struct wi_model_ops *ops, void *m)
+{
+    struct wi_stats s;
+    ops->stats(m, &s);
+    return s;
+}
+
+static uint64_t get(void *m, uint64_t size, uint64_t stream)
+{
+    uint64_t id = 0;
+    if (wi_pytorch.alloc(m, size, stream, &id) != 0) {
+        fprintf(stderr, "alloc of %llu failed\n", (unsigned long long)size);
+        check_failures++;
+    }
+    return id;
+}
+
+/* 2 MiB and 3 MiB (large pool, under 10 MiB: one 20 MiB segment). The
+ * 2 MiB request splits it (18 MiB left > 1 MiB), the 3 MiB one takes
+ * from the 18 MiB rest (15 MiB left). Two small 1 MiB requests share
+ * one 2 MiB segment (the first splits it, the second fits the rest). */
+static void test_split(void)
+{
+    struct wi_conf c = conf("");
+    void *m = make(&wi_pytorch, &c, 0);
+    uint64_t a = get(m, 2 * MiB, 0);
+    struct wi_stats s = stats(&wi_pytorch, m);
+    /* the peak was first reached after a: 18 MiB free, all in one block */
+    CHECK(s.reserved == 20 * MiB && s.peak_free == 18 * MiB && s.peak_largest_free == 18 * MiB);
+    uint64_t b = get(m, 3 * MiB, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 20 * MiB && s.allocated == 5 * MiB && s.device_allocs == 1);
+    uint64_t x = get(m, MiB, 0), y = get(m, MiB, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 22 * MiB && s.device_allocs == 2 && s.allocated == 7 * MiB);
+    /* at the 22 MiB peak (after x): 15 MiB + 1 MiB free, largest 15 MiB */
+    CHECK(s.peak_reserved == 22 * MiB && s.peak_free == 16 * MiB &&
+          s.peak_largest_free == 15 * MiB);
+    wi_pytorch.free(m, a);
+    wi_pytorch.free(m, b);
+    wi_pytorch.free(m, x);
+    wi_pytorch.free(m, y);
+    /* freed blocks merge back: a 20 MiB request reuses the whole segment */
+    uint64_t z = get(m, 20 * MiB, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.device_allocs == 2 && s.allocated == 20 * MiB);
+    /* another stream never reuses stream 0's cache: a new 2 MiB segment */
+    uint64_t w = get(m, 1000, 7);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.device_allocs == 3 && s.reserved == 24 * MiB && s.allocated == 20 * MiB + 1024);
+    wi_pytorch.free(m, z);
+    wi_pytorch.free(m, w);
+    wi_pytorch.fini(m);
+}
+
+/* max_split_size_mb:20. A 24 MiB segment (24 MiB request, >= 10 MiB:
+ * rounded to 2 MiB) once freed is oversize: a 2 MiB request may not use
+ * it and gets its own 20 MiB segment (the default config splits the
+ * 24 MiB block instead). A 30 MiB block serves a 25 MiB request (within
+ * 20 MiB of it) whole, unsplit: 30 MiB allocated. */
+static void test_max_split(void)
+{
+    struct wi_conf c = conf("max_split_size_mb:20");
+    CHECK(c.max_split_size == 20 * MiB);
+    void *m = make(&wi_pytorch, &c, 0);
+    wi_pytorch.free(m, get(m, 24 * MiB, 0));
+    uint64_t a = get(m, 2 * MiB, 0);
+    struct wi_stats s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 44 * MiB && s.device_allocs == 2);
+    wi_pytorch.free(m, a);
+    wi_pytorch.fini(m);
+
+    struct wi_conf d = conf("");
+    m = make(&wi_pytorch, &d, 0);
+    wi_pytorch.free(m, get(m, 24 * MiB, 0));
+    a = get(m, 2 * MiB, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 24 * MiB && s.device_allocs == 1 && s.allocated == 2 * MiB);
+    wi_pytorch.free(m, a);
+    wi_pytorch.fini(m);
+
+    m = make(&wi_pytorch, &c, 0);
+    wi_pytorch.free(m, get(m, 30 * MiB, 0));
+    a = get(m, 25 * MiB, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 30 * MiB && s.allocated == 30 * MiB && s.device_allocs == 1);
+    wi_pytorch.free(m, a);
+    wi_pytorch.fini(m);
+    /* a 50 MiB block is not within 20 MiB of a 25 MiB request: a new
+     * 26 MiB segment (25 MiB rounded to 2 MiB), unsplit */
+    m = make(&wi_pytorch, &c, 0);
+    wi_pytorch.free(m, get(m, 50 * MiB, 0));
+    uint64_t b = get(m, 25 * MiB, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.device_allocs == 2 && s.reserved == 76 * MiB && s.allocated == 26 * MiB);
+    wi_pytorch.free(m, b);
+    wi_pytorch.fini(m);
+}
+
+/* expandable_segments:True, two 25 MiB requests. The first maps two
+ * 20 MiB pages (40 MiB) of a new segment and splits (25 + 15 free); the
+ * second finds no free block of 25 MiB, takes the free 15 MiB plus one
+ * more page mapped after it (35 MiB, split 25 + 10): 60 MiB reserved by
+ * 2 maps, one segment. Without it: two segments of 26 MiB. */
+static void test_expandable(void)
+{
+    struct wi_conf c = conf("expandable_segments:True");
+    CHECK(c.expandable);
+    void *m = make(&wi_pytorch, &c, 0);
+    uint64_t a = get(m, 25 * MiB, 0);
+    struct wi_stats s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 40 * MiB && s.device_allocs == 1 && s.segments == 1);
+    uint64_t b = get(m, 25 * MiB, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 60 * MiB && s.device_allocs == 2 && s.peak_segments == 1);
+    CHECK(s.allocated == 50 * MiB && s.peak_free == 10 * MiB && s.peak_largest_free == 10 * MiB);
+    /* small requests: their own segment, 2 MiB pages */
+    uint64_t x = get(m, 4096, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 62 * MiB && s.device_allocs == 3 && s.segments == 2);
+    wi_pytorch.free(m, a);
+    wi_pytorch.free(m, b);
+    wi_pytorch.free(m, x);
+    wi_pytorch.fini(m);
+
+    struct wi_conf d = conf("");
+    m = make(&wi_pytorch, &d, 0);
+    a = get(m, 25 * MiB, 0);
+    b = get(m, 25 * MiB, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 52 * MiB && s.device_allocs == 2 && s.peak_segments == 2);
+    wi_pytorch.free(m, a);
+    wi_pytorch.free(m, b);
+    wi_pytorch.fini(m);
+}
+
+/* On a 100 MiB card, expandable: 60 MiB mapped (3 pages) for a 60 MiB
+ * request, freed; a 70 MiB request on another stream needs 80 MiB of
+ * its own segment: 60 + 80 > 100, so the cache is emptied (the 3 free
+ * pages unmapped: one unmap, the empty segment given back) and the
+ * retry maps 4 pages. */
+static void test_expandable_oom_unmap(void)
+{
+    struct wi_conf c = conf("expandable_segments:True");
+    void *m = make(&wi_pytorch, &c, 100 * MiB);
+    wi_pytorch.free(m, get(m, 60 * MiB, 0));
+    uint64_t a = get(m, 70 * MiB, 1);
+    struct wi_stats s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 80 * MiB && s.device_allocs == 2 && s.device_frees == 1);
+    CHECK(s.retries == 1 && s.segments == 1);
+    CHECK(s.syncs == 2); /* synchronize all streams, then the unmap's stream sync */
+    wi_pytorch.free(m, a);
+    wi_pytorch.fini(m);
+}
+
+/* roundup_power2_divisions. 4 divisions: 1.1 MiB (1153434 bytes, in the
+ * 1-2 MiB interval) rounds to the next quarter between 1 and 2 MiB,
+ * 1.25 MiB; plain 512-byte rounding makes it 1153536. 1200 bytes is not
+ * above 512 * 4, so 512-byte rounding: 1536. The list form: intervals
+ * 256 MiB:1, 512 MiB:2, 1 GiB:4, above: 8, and below 256 MiB the first
+ * value (1). PyTorch fills ">" from the last interval named on, so the
+ * 1 GiB interval gets 8 too (parseRoundUpPower2Divisions does exactly
+ * that). 600 MiB (512 MiB interval, 2 divisions) -> 768 MiB. */
+static void test_rounding(void)
+{
+    struct wi_conf d = conf(""), c = conf("roundup_power2_divisions:4");
+    CHECK(wi_pytorch_round(&d, 4) == 512);
+    CHECK(wi_pytorch_round(&d, 1153434) == 1153536);
+    CHECK(wi_pytorch_round(&c, 1153434) == 1310720);
+    CHECK(wi_pytorch_round(&c, 1200) == 1536);
+    CHECK(wi_pytorch_round(&c, 2 * MiB) == 2 * MiB);
+    struct wi_conf l = conf("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]");
+    CHECK(l.roundup[0] == 1 && l.roundup[7] == 1 && l.roundup[8] == 1 && l.roundup[9] == 2 &&
+          l.roundup[10] == 8 && l.roundup[11] == 8 && l.roundup[15] == 8);
+    CHECK(wi_pytorch_round(&l, 600 * MiB) == 768 * MiB);
+    CHECK(wi_pytorch_round(&l, 300 * MiB) == 300 * MiB);
+    /* the model hands out the rounded block: 1.25 MiB allocated */
+    void *m = make(&wi_pytorch, &c, 0);
+    uint64_t a = get(m, 1153434, 0);
+    CHECK(stats(&wi_pytorch, m).allocated == 1310720);
+    wi_pytorch.free(m, a);
+    wi_pytorch.fini(m);
+    /* bad settings are refused as PyTorch refuses them */
+    struct wi_conf bad;
+    char why[160];
+    CHECK(wi_conf_parse("max_split_size_mb:19", &bad, why, sizeof why) != 0);
+    CHECK(wi_conf_parse("roundup_power2_divisions:3", &bad, why, sizeof why) != 0);
+    CHECK(wi_conf_parse("garbage_collection_threshold:1.0", &bad, why, sizeof why) != 0);
+    CHECK(wi_conf_parse("expandable_segments:yes", &bad, why, sizeof why) != 0);
+    CHECK(wi_conf_parse("no_such_key:1", &bad, why, sizeof why) != 0);
+    CHECK(wi_conf_parse("max_split_size_mb", &bad, why, sizeof why) != 0);
+    CHECK(wi_conf_parse("roundup_power2_divisions:[256:1", &bad, why, sizeof why) != 0);
+}
+
+/* A 40 MiB card. 24 MiB cached (freed); a 30 MiB request: 24 + 30 > 40,
+ * nothing oversize to release (no max_split_size), so the whole cache is
+ * emptied (one sync, one cudaFree) and the retry succeeds. A 20 MiB
+ * request then: 30 + 20 > 40 and nothing cached: out of memory after a
+ * second emptying. */
+static void test_oom_retry(void)
+{
+    struct wi_conf c = conf("");
+    void *m = make(&wi_pytorch, &c, 40 * MiB);
+    wi_pytorch.free(m, get(m, 24 * MiB, 0));
+    uint64_t a = get(m, 30 * MiB, 0);
+    struct wi_stats s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 30 * MiB && s.device_allocs == 2 && s.device_frees == 1);
+    CHECK(s.retries == 1 && s.syncs == 1 && s.peak_reserved == 30 * MiB);
+    uint64_t id;
+    CHECK(wi_pytorch.alloc(m, 20 * MiB, 0, &id) == -1);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.retries == 2 && s.syncs == 2 && s.reserved == 30 * MiB);
+    wi_pytorch.free(m, a);
+    wi_pytorch.fini(m);
+
+    /* max_split_size_mb:20 on a 60 MiB card: 24 MiB and 30 MiB cached
+     * (oversize); a 32 MiB request does not reuse the 24 MiB one, and
+     * 54 + 32 > 60: release_available_cached_blocks frees the smallest
+     * oversize block that covers 32 MiB - none does, so the largest ones
+     * until 32 MiB: 30 then 24 - and the retry without a sync succeeds */
+    struct wi_conf d = conf("max_split_size_mb:20");
+    m = make(&wi_pytorch, &d, 60 * MiB);
+    uint64_t x = get(m, 24 * MiB, 0), y = get(m, 30 * MiB, 0);
+    wi_pytorch.free(m, x);
+    wi_pytorch.free(m, y);
+    a = get(m, 32 * MiB, 0);
+    s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 32 * MiB && s.device_frees == 2 && s.retries == 0);
+    CHECK(s.syncs == 2); /* two cudaFrees outside an emptying of the cache */
+    wi_pytorch.free(m, a);
+    wi_pytorch.fini(m);
+}
+
+/* garbage_collection_threshold:0.5 on a 100 MiB card: 24 MiB and 30 MiB
+ * cached and unsplit (54 MiB > 50 MiB); a 40 MiB request finds neither
+ * big enough, and the collection frees blocks at least as old as the
+ * average (both, ages 1 and 1 searches) before taking a 40 MiB segment. */
+static void test_gc(void)
+{
+    struct wi_conf c = conf("garbage_collection_threshold:0.5");
+    void *m = make(&wi_pytorch, &c, 100 * MiB);
+    uint64_t x = get(m, 24 * MiB, 0), y = get(m, 30 * MiB, 0);
+    wi_pytorch.free(m, x);
+    wi_pytorch.free(m, y);
+    uint64_t a = get(m, 40 * MiB, 0);
+    struct wi_stats s = stats(&wi_pytorch, m);
+    CHECK(s.reserved == 40 * MiB && s.device_frees == 2 && s.retries == 0);
+    wi_pytorch.free(m, a);
+    wi_pytorch.fini(m);
+    /* without a card (no memory fraction) PyTorch never collects */
+    m = make(&wi_pytorch, &c, 0);
+    x = get(m, 24 * MiB, 0);
+    y = get(m, 30 * MiB, 0);
+    wi_pytorch.free(m, x);
+    wi_pytorch.free(m, y);
+    a = get(m, 40 * MiB, 0);
+    CHECK(stats(&wi_pytorch, m).reserved == 94 * MiB);
+    wi_pytorch.free(m, a);
+    wi_pytorch.fini(m);
+}
+
+/* ideal: reserved is the live requested bytes; 10 + 20 MiB, free the 10,
+ * 5 more: peak 30 MiB. On a 32 MiB card 25 MiB live + 10 MiB fails. */
+static void test_ideal(void)
+{
+    void *m = make(&wi_ideal, NULL, 32 * MiB);
+    uint64_t a, b, c, d;
+    CHECK(wi_ideal.alloc(m, 10 * MiB, 0, &a) == 0);
+    CHECK(wi_ideal.alloc(m, 20 * MiB, 0, &b) == 0);
+    wi_ideal.free(m, a);
+    CHECK(wi_ideal.alloc(m, 5 * MiB, 0, &c) == 0);
+    CHECK(wi_ideal.alloc(m, 10 * MiB, 0, &d) == -1);
+    struct wi_stats s = stats(&wi_ideal, m);
+    CHECK(s.peak_reserved == 30 * MiB && s.reserved == 25 * MiB && !s.has_device_calls);
+    wi_ideal.fini(m);
+}
+
+int main(void)
+{
+    test_split();
+    test_max_split();
+    test_expandable();
+    test_expandable_oom_unmap();
+    test_rounding();
+    test_oom_retry();
+    test_gc();
+    test_ideal();
+    return CHECK_DONE();
+}
