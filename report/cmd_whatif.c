@@ -545,9 +545,8 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
                        sym_site(l->sym, o->stack, c->grain, c->depth));
             }
         }
-        if (w->npol && w->pol[0].ops == &wi_ideal)
-            printf("device calls: allocations / frees (cudaMalloc/cudaFree, or map/unmap "
-                   "with expandable segments)\n");
+        printf("device calls: allocations / frees (cudaMalloc/cudaFree, or map/unmap "
+               "with expandable segments)\n");
     }
     reset(w);
 }

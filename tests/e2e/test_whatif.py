@@ -1,0 +1,109 @@
+"""gpumemreport whatif on real simulated traces: tests/progs/report_known.c
+(cudaMalloc per request, peak requested known) and the framework traces
+of tests/unit/test_fw.c --write (PyTorch's blocks are the requests). The
+models' rules are unit-tested on hand-written streams (test_whatif.c);
+here: the stream is picked right, the text and JSON agree, bad usage and
+bad traces are answered cleanly."""
+import json
+import os
+import subprocess
+
+from gmt import *
+
+MiB = 1 << 20
+
+
+def known():
+    p = run([prog("report_known")])
+    want = dict(zip(p.stdout.split()[0::2], map(int, p.stdout.split()[1::2])))
+    return one_trace(), want
+
+
+def whatif(*args):
+    doc = json.loads(report("whatif", "--json", *args).stdout)
+    expect(doc["schema"] == "gpumemtrace.whatif/1", doc["schema"])
+    return doc["traces"]
+
+
+def test_ideal_is_peak_requested():
+    t, want = known()
+    peak = json.loads(report("summary", "--json", t).stdout)["traces"][0]["peak_requested"]
+    expect(peak == want["peak"], f"{peak} {want}")
+    tr = whatif(t)[0]
+    expect(tr["requests_from"] == "cuda_allocations" and tr["device_memory"] is None, tr)
+    pol = {p["policy"]: p for p in tr["policies"]}
+    expect(list(pol) == ["ideal", "pytorch", "pytorch:expandable_segments:True"], list(pol))
+    expect(pol["ideal"]["peak_reserved"] == peak and pol["ideal"]["device_allocs"] is None, pol)
+    for p in pol.values():
+        expect(p["peak_requested"] == peak and p["oom"] is None, p)
+        expect(p["peak_reserved"] >= peak, p)
+    # PyTorch rounds segments to 2 MiB or 20 MiB: some rounding above the requests
+    py = pol["pytorch"]
+    expect(py["peak_reserved"] % (2 * MiB) == 0 and py["device_allocs"] >= 1, py)
+    expect(0 <= py["fragmentation"] < 1 and py["largest_free"] <= py["peak_reserved"], py)
+    text = report("whatif", "--bytes", t).stdout
+    expect(f"peak requested {peak}" in text, text)
+    row = [l for l in text.splitlines() if l.startswith("pytorch ")]
+    expect(len(row) == 1 and str(py["peak_reserved"]) in row[0], text)
+
+
+def test_device_memory_oom_site():
+    t, want = known()
+    tr = whatif("--device-memory", "24MiB", "--policy", "ideal", "--policy", "pytorch", t)[0]
+    expect(tr["device_memory"] == 24 * MiB, tr)
+    for p in tr["policies"]:
+        o = p["oom"]
+        expect(o is not None and o["seq"] > 0 and o["size"] > 0, p)
+        expect("(report_known.c:" in o["site"], o)
+        expect(p["peak_reserved"] <= 24 * MiB, p)
+    # the peak of 25 MiB does not fit 24 MiB: ideal fails at the request
+    # that would have made it; 26 MiB is enough for ideal
+    ok = whatif("--device-memory", "26MiB", "--policy", "ideal", t)[0]["policies"][0]
+    expect(ok["oom"] is None, ok)
+    text = report("whatif", "--device-memory", "24MiB", t).stdout
+    expect("ideal: out of memory on device 0 at " in text and "(report_known.c:" in text, text)
+
+
+def test_framework_blocks_are_the_requests():
+    writer = os.path.join(BUILD, "tests", "unit", "test_fw")
+    p = subprocess.run([writer, "--write", "."], capture_output=True, text=True, timeout=60)
+    expect(p.returncode == 0, p.stderr)
+    s = json.loads(report("summary", "--json", "fw_basic.gmt").stdout)["traces"][0]
+    tr = whatif("fw_basic.gmt")[0]
+    expect(tr["requests_from"] == "framework_blocks" and tr["requests"] == 4, tr)
+    pol = {p["policy"]: p for p in tr["policies"]}
+    # the blocks' peak, not the program's own 1 MiB cudaMalloc beside them
+    expect(pol["ideal"]["peak_reserved"] == s["framework"]["peak_requested"], (pol, s))
+    # the recorded run held three segments, 42 MiB: the model agrees
+    expect(pol["pytorch"]["peak_reserved"] == s["framework"]["peak_reserved"] == 42 * MiB, pol)
+
+
+def test_bad_usage_one_line():
+    t, _ = known()
+    for args in (["--policy", "tcmalloc"], ["--policy", "pytorch:max_split_size_mb:5"],
+                 ["--policy", "pytorch:expandable_segments:maybe"],
+                 ["--device-memory", "lots"], ["--device-memory", "-1G"], ["--top", "3"]):
+        p = report("whatif", *args, t, check_rc=2)
+        expect(p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr))
+    p = report("whatif", check_rc=2)
+    expect(len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    expect("pytorch[:CONF]" in report("whatif", "--help").stdout, "help")
+
+
+def test_hostile_traces():
+    t, _ = known()
+    data = open(t, "rb").read()
+    open("cut.gmt", "wb").write(data[: len(data) // 2])
+    open("junk.gmt", "wb").write(bytes(range(256)) * 64)
+    flipped = bytearray(data)
+    for i in range(4096, len(flipped), 997):
+        flipped[i] ^= 0x5A
+    open("flipped.gmt", "wb").write(bytes(flipped))
+    for name in ("cut.gmt", "junk.gmt", "flipped.gmt"):
+        for extra in ([], ["--json"], ["--device-memory", "1MiB"]):
+            p = report("whatif", *extra, name, check_rc=None, timeout=60)
+            expect(p.returncode in (0, 2), (name, p.returncode, p.stderr))
+            if p.returncode == 2:
+                expect(p.stderr.startswith("gpumemreport"), (name, p.stderr))
+            if extra == ["--json"] and p.returncode == 0:
+                json.loads(p.stdout)
