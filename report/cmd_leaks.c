@@ -20,20 +20,11 @@ static void usage(FILE *f)
                GMT_COMMON_HELP, gmt_prog);
 }
 
-static bool live_dev(const struct site *s, int64_t v[GROUP_VALUES])
-{
-    v[0] = s->live_bytes;
-    v[1] = s->live_count;
-    uint64_t host = s->rare ? s->rare->host_live_bytes : 0;
-    v[2] = (int64_t)host;
-    return s->live_bytes > 0 || host > 0;
-}
-
 static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
     bool layers = *(bool *)ctx;
     struct group_row *rows;
-    size_t n = gmt_group(l, c, live_dev, &rows);
+    size_t n = gmt_group(l, c, gmt_pick_live, &rows);
     int64_t total = 0, count = 0, host = 0;
     for (size_t i = 0; i < n; i++) {
         total += rows[i].v[0];
@@ -53,7 +44,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
             gmt_json_str(stdout, rows[i].label);
             printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 ",\"host\":%" PRId64,
                    rows[i].v[0], rows[i].v[1], rows[i].v[2]);
-            gmt_json_site_parts(l, c, live_dev, &rows[i]);
+            gmt_json_site_parts(l, c, gmt_pick_live, &rows[i]);
             printf("}");
         }
         printf("]}");
@@ -73,7 +64,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
                           rows[i].v[2] ? gmt_size(c, b, rows[i].v[2]) : "",
                           rows[i].label);
                 struct group_row *lr = NULL;
-                size_t nl = layers ? gmt_group_layers(l, c, live_dev, rows[i].label, &lr) : 0;
+                size_t nl = layers ? gmt_group_layers(l, c, gmt_pick_live, rows[i].label, &lr) : 0;
                 for (size_t j = 0; j < nl; j++) {
                     char lk[32], text[1024];
                     snprintf(lk, sizeof lk, "%" PRId64, lr[j].v[1]);

@@ -29,20 +29,12 @@ static void usage(FILE *f)
                GMT_COMMON_HELP, gmt_prog);
 }
 
-static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
-{
-    v[0] = s->peak_bytes;
-    v[1] = s->peak_count;
-    v[2] = s->peak_alloc_bytes;
-    return s->peak_bytes > 0;
-}
-
 static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
     bool layers = *(bool *)ctx;
     const struct replay *r = &l->r;
     struct group_row *rows;
-    size_t n = gmt_group(l, c, at_peak, &rows);
+    size_t n = gmt_group(l, c, gmt_pick_peak, &rows);
     size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
     int64_t rest = 0, rest_count = 0, rest_alloc = 0;
     for (size_t i = shown; i < n; i++) {
@@ -67,7 +59,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             printf(",\"bytes\":%" PRId64 ",\"allocated\":%" PRId64
                    ",\"allocations\":%" PRId64, rows[i].v[0], rows[i].v[2],
                    rows[i].v[1]);
-            gmt_json_site_parts(l, c, at_peak, &rows[i]);
+            gmt_json_site_parts(l, c, gmt_pick_peak, &rows[i]);
             printf("}");
         }
         printf("],\"other_bytes\":%" PRId64 ",\"other_allocated\":%" PRId64
@@ -94,7 +86,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             else
                 table_row(tb, gmt_size(c, b, v), share, cnt, site);
             struct group_row *lr = NULL;
-            size_t nl = layers && i < shown ? gmt_group_layers(l, c, at_peak, site, &lr) : 0;
+            size_t nl = layers && i < shown ? gmt_group_layers(l, c, gmt_pick_peak, site, &lr) : 0;
             for (size_t j = 0; j < nl; j++) {
                 char lb[32], la[32], lc[32], text[1024];
                 snprintf(lc, sizeof lc, "%" PRId64, lr[j].v[1]);

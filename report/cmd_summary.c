@@ -37,14 +37,6 @@ static void usage(FILE *f)
                GMT_COMMON_HELP, gmt_prog);
 }
 
-static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
-{
-    v[0] = s->peak_bytes;
-    v[1] = s->peak_count;
-    v[2] = s->peak_alloc_bytes;
-    return s->peak_bytes > 0;
-}
-
 static double at_s(const struct replay *r, uint64_t t);
 
 /* --kinds-at: the mark the kinds are taken at (NULL: the peak), and what
@@ -394,7 +386,7 @@ static void text(struct loaded *l, const struct gmt_common *c)
                gmt_size(c, a, (int64_t)r->ooms[i].size), r->ooms[i].device,
                r->ooms[i].fw ? " (PyTorch's caching allocator)" : "");
     struct group_row *rows;
-    size_t n = gmt_group(l, c, at_peak, &rows);
+    size_t n = gmt_group(l, c, gmt_pick_peak, &rows);
     if (n) {
         printf("\ntop sites at the peak:\n");
         size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
@@ -476,7 +468,7 @@ static void json(struct loaded *l, const struct gmt_common *c)
     }
     printf("],\"top_sites\":[");
     struct group_row *rows;
-    size_t n = gmt_group(l, c, at_peak, &rows);
+    size_t n = gmt_group(l, c, gmt_pick_peak, &rows);
     for (size_t i = 0; i < n && (c->top == 0 || i < (size_t)c->top); i++) {
         printf("%s{\"site\":", i ? "," : "");
         gmt_json_str(stdout, rows[i].label);

@@ -1,7 +1,7 @@
-/* cmd_transfers.c - `gpumemreport transfers`: copies and sets.
+/* cmd_transfers.c - `gpumemreport transfers`: gmt_pick_transfers and sets.
  *
  * Bytes and counts by direction, host-to-device and device-to-host split
- * by whether the host memory was pinned or pageable (pageable copies are
+ * by whether the host memory was pinned or pageable (pageable gmt_pick_transfers are
  * staged through a driver buffer and do not overlap with compute), and
  * the sites that copy the most.
  */
@@ -21,29 +21,13 @@ static const char *const dir_names[] = {"unknown", "host to host", "host to devi
                                         "device to host", "device to device"};
 static const char *const mem_names[] = {"", "pageable", "pinned"};
 
-static bool copies(const struct site *site, int64_t v[GROUP_VALUES])
-{
-    const struct site_rare *s = site->rare; /* NULL: none */
-    if (s == NULL)
-        return false;
-    for (int d = 0; d < 5; d++) {
-        v[0] += (int64_t)s->copy_bytes[d];
-        v[1] += (int64_t)s->copy_count[d];
-    }
-    v[2] = (int64_t)s->copy_bytes[GMT_DIR_H2D];
-    v[3] = (int64_t)s->copy_bytes[GMT_DIR_D2H];
-    v[4] = (int64_t)s->set_bytes;
-    v[5] = (int64_t)s->set_count;
-    return v[1] > 0 || v[5] > 0;
-}
-
 static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
     (void)ctx;
     const struct replay *r = &l->r;
     char a[32], b[32], e[32];
     struct group_row *rows;
-    size_t n = gmt_group(l, c, copies, &rows);
+    size_t n = gmt_group(l, c, gmt_pick_transfers, &rows);
     size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
     if (c->json) {
         printf("{\"trace\":");
@@ -65,7 +49,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
         for (size_t i = 0; i < shown; i++) {
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
-            printf(",\"copy_bytes\":%" PRId64 ",\"copies\":%" PRId64 ",\"h2d_bytes\":%" PRId64
+            printf(",\"copy_bytes\":%" PRId64 ",\"gmt_pick_transfers\":%" PRId64 ",\"h2d_bytes\":%" PRId64
                    ",\"d2h_bytes\":%" PRId64 ",\"set_bytes\":%" PRId64 ",\"sets\":%" PRId64
                    "}", rows[i].v[0], rows[i].v[1], rows[i].v[2], rows[i].v[3],
                    rows[i].v[4], rows[i].v[5]);
@@ -98,7 +82,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     table_free(t);
     if (shown) {
         printf("\nby site:\n");
-        static const char *const hs[] = {"copied", "copies", "H2D", "D2H", "set", "site"};
+        static const char *const hs[] = {"copied", "gmt_pick_transfers", "H2D", "D2H", "set", "site"};
         static const bool rs[] = {true, true, true, true, true, false};
         struct table *ts = table_new(6, hs, rs);
         for (size_t i = 0; i < shown; i++) {

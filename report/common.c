@@ -691,3 +691,36 @@ int gmt_run(int argc, char **argv, const struct gmt_command *cmd, void *ctx)
     gmt_trace_list_free(paths, np);
     return gmt_finish_output(rc);
 }
+
+bool gmt_pick_peak(const struct site *s, int64_t v[GROUP_VALUES])
+{
+    v[0] = s->peak_bytes;
+    v[1] = s->peak_count;
+    v[2] = s->peak_alloc_bytes;
+    return s->peak_bytes > 0;
+}
+
+bool gmt_pick_live(const struct site *s, int64_t v[GROUP_VALUES])
+{
+    v[0] = s->live_bytes;
+    v[1] = s->live_count;
+    uint64_t host = s->rare ? s->rare->host_live_bytes : 0;
+    v[2] = (int64_t)host;
+    return s->live_bytes > 0 || host > 0;
+}
+
+bool gmt_pick_transfers(const struct site *site, int64_t v[GROUP_VALUES])
+{
+    const struct site_rare *s = site->rare; /* NULL: none */
+    if (s == NULL)
+        return false;
+    for (int d = 0; d < 5; d++) {
+        v[0] += (int64_t)s->copy_bytes[d];
+        v[1] += (int64_t)s->copy_count[d];
+    }
+    v[2] = (int64_t)s->copy_bytes[GMT_DIR_H2D];
+    v[3] = (int64_t)s->copy_bytes[GMT_DIR_D2H];
+    v[4] = (int64_t)s->set_bytes;
+    v[5] = (int64_t)s->set_count;
+    return v[1] > 0 || v[5] > 0;
+}

@@ -158,6 +158,14 @@ void gmt_json_site_parts(struct loaded *l, const struct gmt_common *c,
 void gmt_json_layers(struct loaded *l, const struct gmt_common *c,
                      bool (*pick)(const struct site *, int64_t v[GROUP_VALUES]),
                      const char *label, const char *bytes_key, bool always);
+/* The picks the commands share: at the peak (peak, summary, ranks, the
+ * HTML page): bytes, allocations, their blocks' bytes; live at the end
+ * (leaks, the page): device bytes, allocations, pinned host bytes; copies
+ * and sets (transfers, the page): bytes copied, copies, of them host to
+ * device and device to host, bytes set, sets. */
+bool gmt_pick_peak(const struct site *s, int64_t v[GROUP_VALUES]);
+bool gmt_pick_live(const struct site *s, int64_t v[GROUP_VALUES]);
+bool gmt_pick_transfers(const struct site *s, int64_t v[GROUP_VALUES]);
 /* Does v[a] differ from v[b] in any of the first n rows? */
 bool gmt_group_differ(const struct group_row *rows, size_t n, int a, int b);
 

@@ -36,40 +36,6 @@ static size_t top_of(const struct gmt_common *c, size_t n, size_t cap)
     return k < n ? k : n;
 }
 
-/* ---- picks, as the commands' ---------------------------------------------- */
-
-static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
-{
-    v[0] = s->peak_bytes;
-    v[1] = s->peak_count;
-    v[2] = s->peak_alloc_bytes;
-    return s->peak_bytes > 0;
-}
-
-static bool live_dev(const struct site *s, int64_t v[GROUP_VALUES])
-{
-    v[0] = s->live_bytes;
-    v[1] = s->live_count;
-    v[2] = (int64_t)(s->rare ? s->rare->host_live_bytes : 0);
-    return s->live_bytes > 0 || v[2] > 0;
-}
-
-static bool copies(const struct site *site, int64_t v[GROUP_VALUES])
-{
-    const struct site_rare *s = site->rare;
-    if (s == NULL)
-        return false;
-    for (int d = 0; d < 5; d++) {
-        v[0] += (int64_t)s->copy_bytes[d];
-        v[1] += (int64_t)s->copy_count[d];
-    }
-    v[2] = (int64_t)s->copy_bytes[GMT_DIR_H2D];
-    v[3] = (int64_t)s->copy_bytes[GMT_DIR_D2H];
-    v[4] = (int64_t)s->set_bytes;
-    v[5] = (int64_t)s->set_count;
-    return v[1] > 0 || v[5] > 0;
-}
-
 /* ---- summary ---------------------------------------------------------------- */
 
 static void summary(FILE *f, const struct loaded *l)
@@ -498,8 +464,8 @@ static void transfers(FILE *f, struct loaded *l, const struct gmt_common *c)
     fprintf(f, "],\"sets\":{\"bytes\":%" PRIu64 ",\"count\":%" PRIu64 "},", r->set_bytes,
             r->set_count);
     struct group_row *rows;
-    size_t n = gmt_group(l, c, copies, &rows);
-    static const char *const keys[] = {"copy_bytes", "copies", "h2d_bytes", "d2h_bytes",
+    size_t n = gmt_group(l, c, gmt_pick_transfers, &rows);
+    static const char *const keys[] = {"copy_bytes", "gmt_pick_transfers", "h2d_bytes", "d2h_bytes",
                                        "set_bytes", "sets"};
     rows_json(f, l, c, "sites", rows, n, keys, 6, false);
     fprintf(f, "}");
@@ -513,7 +479,7 @@ int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c)
     const struct replay *r = &l->r;
     char err[512] = "out of memory";
     struct group_row *peak;
-    size_t npeak = gmt_group(l, c, at_peak, &peak);
+    size_t npeak = gmt_group(l, c, gmt_pick_peak, &peak);
     fprintf(f, "{");
     html_kv_str(f, false, "path", l->path);
     fprintf(f, ",\"pid\":%u", r->hdr.pid);
@@ -543,7 +509,7 @@ int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c)
     rows_json(f, l, c, "peak", peak, npeak, pk, 3, false);
     free(peak);
     struct group_row *lk;
-    size_t nl = gmt_group(l, c, live_dev, &lk);
+    size_t nl = gmt_group(l, c, gmt_pick_live, &lk);
     static const char *const lkeys[] = {"bytes", "allocations", "host"};
     rows_json(f, l, c, "leaks", lk, nl, lkeys, 3, true);
     free(lk);
