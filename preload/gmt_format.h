@@ -130,34 +130,89 @@ struct gmt_chunk_header {
 #define GMT_TAG_STREAM 0x40u
 #define GMT_TAG_DEVICE 0x80u
 
-/* Core record kinds. Bodies (after the common prefix above):
- *   addr  = svarint delta against the chunk's address register A,
- *           which then holds the new address
- *   addr2 = svarint delta against address register B, likewise
- *   stack = varint stack id (0: none)
- */
+/* Core record kinds. Their bodies are listed in GMT_RECORD_BODIES below. */
 enum gmt_kind {
     GMT_K_INVALID = 0,
-    GMT_K_ALLOC = 1,          /* api u8, addr, size, extra, flags, stack */
-    GMT_K_FREE = 2,           /* api u8, addr, stack   (free_requested) */
-    GMT_K_FREE_COMPLETED = 3, /* addr, size            (block reusable) */
-    GMT_K_SEGMENT_ALLOC = 4,  /* addr, size, stack */
-    GMT_K_SEGMENT_FREE = 5,   /* addr, size */
-    GMT_K_MEMCPY = 6,         /* api u8, dir u8, dst addr, src addr2, bytes, stack */
-    GMT_K_MEMSET = 7,         /* api u8, addr, bytes, value, stack */
-    GMT_K_SYNC = 8,           /* api u8, stack */
-    GMT_K_STREAM_CREATE = 9,  /* api u8, handle, flags, svarint priority, stack */
-    GMT_K_STREAM_DESTROY = 10,/* handle, stack */
-    GMT_K_SET_DEVICE = 11,    /* device */
-    GMT_K_MEMGETINFO = 12,    /* free, total */
-    GMT_K_SAMPLE = 13,        /* reserved, allocated, largest_free, free_blocks,
-                                 device_used, host_rss */
-    GMT_K_OOM = 14,           /* size, dev_free, dev_total, reserved, allocated,
-                                 largest_free, stack */
-    GMT_K_MARKER = 15,        /* type u8, string id */
+    GMT_K_ALLOC = 1,
+    GMT_K_FREE = 2,           /* free requested */
+    GMT_K_FREE_COMPLETED = 3, /* the block is reusable */
+    GMT_K_SEGMENT_ALLOC = 4,
+    GMT_K_SEGMENT_FREE = 5,
+    GMT_K_MEMCPY = 6,
+    GMT_K_MEMSET = 7,
+    GMT_K_SYNC = 8,
+    GMT_K_STREAM_CREATE = 9,
+    GMT_K_STREAM_DESTROY = 10,
+    GMT_K_SET_DEVICE = 11,
+    GMT_K_MEMGETINFO = 12,
+    GMT_K_SAMPLE = 13,        /* periodic state */
+    GMT_K_OOM = 14,           /* the state at an out-of-memory */
+    GMT_K_MARKER = 15,
     GMT_K_CORE_MAX = 15,
     GMT_K_EXT = 31,
 };
+
+/* The body of every core record kind, field by field in the order they
+ * are written: the one description that the recorder's encoder
+ * (preload/trace.c), the reader's decoder (report/reader.c) and the test
+ * writers (tests/bench/gen_trace.c, tests/unit/test_fw.c) expand.
+ *
+ *   R(KIND, fields)   the body of GMT_K_KIND
+ *   F(enc, ev, rec)   one field: how it is encoded, the member of the
+ *                     recorder's event it comes from (struct gmt_event,
+ *                     struct gmt_body) and the member of the reader's
+ *                     record it goes to (struct gmt_rec)
+ *
+ * Encodings:
+ *   BYTE     u8
+ *   ADDR     svarint delta against the address register that
+ *            gmt_addr_reg(kind, api, dir, 0) names, which then holds the
+ *            new address (api and dir: this record's, written before)
+ *   ADDR2    likewise with which = 1: a copy's source
+ *   VARINT   unsigned varint
+ *   SVARINT  signed varint (zigzag)
+ *   STACK    varint stack id, below 2^32 (0: none)
+ *
+ * Frozen for major version 1, as the kinds are: a new field is a new
+ * GMT_K_EXT kind, never a change here. */
+#define GMT_RECORD_BODIES(R, F)                                               \
+    R(ALLOC, F(BYTE, api, api) F(ADDR, addr, addr) F(VARINT, size, size)      \
+             F(VARINT, size2, size2) /* extra */ F(VARINT, flags, flags)      \
+             F(STACK, stack, stack))                                          \
+    R(FREE, F(BYTE, api, api) F(ADDR, addr, addr) F(STACK, stack, stack))     \
+    R(FREE_COMPLETED, F(ADDR, addr, addr) F(VARINT, size, size))              \
+    R(SEGMENT_ALLOC, F(ADDR, addr, addr) F(VARINT, size, size)                \
+                     F(STACK, stack, stack))                                  \
+    R(SEGMENT_FREE, F(ADDR, addr, addr) F(VARINT, size, size))                \
+    R(MEMCPY, F(BYTE, api, api) F(BYTE, dir, dir) F(ADDR, addr, addr) /* dst */ \
+              F(ADDR2, addr2, addr2) /* src */ F(VARINT, size, size)          \
+              F(STACK, stack, stack))                                         \
+    R(MEMSET, F(BYTE, api, api) F(ADDR, addr, addr) F(VARINT, size, size)     \
+              F(VARINT, value, value) F(STACK, stack, stack))                 \
+    R(SYNC, F(BYTE, api, api) F(STACK, stack, stack))                         \
+    R(STREAM_CREATE, F(BYTE, api, api) F(VARINT, addr, addr) /* handle */     \
+                     F(VARINT, flags, flags)                                  \
+                     F(SVARINT, value, priority) F(STACK, stack, stack))      \
+    R(STREAM_DESTROY, F(VARINT, addr, addr) /* handle */                      \
+                      F(STACK, stack, stack))                                 \
+    R(SET_DEVICE, F(VARINT, value, value) /* device */)                       \
+    R(MEMGETINFO, F(VARINT, size, size) /* free */                            \
+                  F(VARINT, size2, size2) /* total */)                        \
+    R(SAMPLE, F(VARINT, v[0], v[0]) /* reserved */                            \
+              F(VARINT, v[1], v[1]) /* allocated */                           \
+              F(VARINT, v[2], v[2]) /* largest_free */                        \
+              F(VARINT, v[3], v[3]) /* free_blocks */                         \
+              F(VARINT, v[4], v[4]) /* device_used */                         \
+              F(VARINT, v[5], v[5]) /* host_rss */)                           \
+    R(OOM, F(VARINT, size, size)                                              \
+           F(VARINT, v[0], v[0]) /* dev_free */                               \
+           F(VARINT, v[1], v[1]) /* dev_total */                              \
+           F(VARINT, v[2], v[2]) /* reserved */                               \
+           F(VARINT, v[3], v[3]) /* allocated */                              \
+           F(VARINT, v[4], v[4]) /* largest_free */                           \
+           F(STACK, stack, stack))                                            \
+    R(MARKER, F(BYTE, api, api) /* type: GMT_MARK... */                       \
+              F(VARINT, value, value) /* string id */)
 
 /* Extension records: GMT_K_EXT, then ext kind, byte length, payload. */
 enum gmt_ext_kind {
@@ -380,5 +435,77 @@ static inline const uint8_t *gmt_get_svarint(const uint8_t *p,
         *out = gmt_unzigzag(u);
     return p;
 }
+
+/* ---- core record bodies: the encoder ---------------------------------
+ * The values of one core record's body, as a writer hands them to
+ * gmt_encode_body: the event-side members GMT_RECORD_BODIES names. */
+struct gmt_body {
+    uint8_t kind, api, dir; /* GMT_K_*, the api and dir bytes */
+    uint64_t addr, addr2, size, size2, value, flags;
+    uint64_t v[6];          /* SAMPLE and OOM values */
+    uint32_t stack;
+};
+
+static inline uint8_t *gmt_put_addr(uint8_t *p, uint64_t a, uint64_t *reg)
+{
+    p = gmt_put_svarint(p, (int64_t)(a - *reg));
+    *reg = a;
+    return p;
+}
+
+/* GMT_BODY_ENCODER(name, type) defines
+ *
+ *   static inline uint8_t *name(uint8_t *p, const type *ev,
+ *                               uint64_t *ra, uint64_t *rb)
+ *
+ * which writes the body of an ev->kind record at p, from the members of
+ * *ev that GMT_RECORD_BODIES names, and returns its end; ra and rb are
+ * the chunk's address registers A and B, which it updates. The caller
+ * has checked that GMT_BODY_MAX bytes fit; a kind without a core body
+ * writes nothing. One definition for two types: gmt_encode_body below
+ * for struct gmt_body, and the recorder's for its struct gmt_event
+ * (preload/trace.c), which has the same members among others. */
+#define GMT_ENC_BYTE_(f) *p++ = (uint8_t)ev->f;
+#define GMT_ENC_ADDR_(f)                                                      \
+    p = gmt_put_addr(p, ev->f,                                                \
+                     gmt_addr_reg(ev->kind, ev->api, ev->dir, 0) ? rb : ra);
+#define GMT_ENC_ADDR2_(f)                                                     \
+    p = gmt_put_addr(p, ev->f,                                                \
+                     gmt_addr_reg(ev->kind, ev->api, ev->dir, 1) ? rb : ra);
+#define GMT_ENC_VARINT_(f) p = gmt_put_varint(p, ev->f);
+#define GMT_ENC_SVARINT_(f) p = gmt_put_svarint(p, (int64_t)ev->f);
+#define GMT_ENC_STACK_(f) p = gmt_put_varint(p, ev->f);
+#define GMT_ENC_FIELD_(enc, evf, recf) GMT_ENC_##enc##_(evf)
+#define GMT_ENC_KIND_(kind, fields)                                           \
+    case GMT_K_##kind:                                                        \
+        fields break;
+#define GMT_BODY_ENCODER(name, type)                                          \
+    static inline uint8_t *name(uint8_t *p, const type *ev, uint64_t *ra,     \
+                                uint64_t *rb)                                 \
+    {                                                                         \
+        switch (ev->kind) {                                                   \
+            GMT_RECORD_BODIES(GMT_ENC_KIND_, GMT_ENC_FIELD_)                  \
+        default:                                                              \
+            break;                                                            \
+        }                                                                     \
+        return p;                                                             \
+    }
+
+GMT_BODY_ENCODER(gmt_encode_body, struct gmt_body)
+
+/* The longest core body: the size of a union with one member per kind,
+ * a byte array as long as that kind's fields can be. */
+#define GMT_SIZE_BYTE_ 1
+#define GMT_SIZE_ADDR_ GMT_VARINT_MAX
+#define GMT_SIZE_ADDR2_ GMT_VARINT_MAX
+#define GMT_SIZE_VARINT_ GMT_VARINT_MAX
+#define GMT_SIZE_SVARINT_ GMT_VARINT_MAX
+#define GMT_SIZE_STACK_ GMT_VARINT_MAX
+#define GMT_SIZE_FIELD_(enc, evf, recf) + GMT_SIZE_##enc##_
+#define GMT_SIZE_KIND_(kind, fields) uint8_t k_##kind[0 fields];
+union gmt_body_sizes_ {
+    GMT_RECORD_BODIES(GMT_SIZE_KIND_, GMT_SIZE_FIELD_)
+};
+#define GMT_BODY_MAX sizeof(union gmt_body_sizes_)
 
 #endif /* GMT_FORMAT_H */

@@ -39,6 +39,9 @@
 #define FIRST_WINDOW_CHUNKS 16u
 #define MAX_WINDOW_BYTES (8u << 20) /* what a thread keeps mapped at most */
 #define EVENT_MAX 160u /* largest encoded core record */
+/* tag, seq, time, device, stream, result, body */
+_Static_assert(1 + 5 * GMT_VARINT_MAX + GMT_BODY_MAX <= EVENT_MAX,
+               "EVENT_MAX holds the longest core record");
 
 struct window {
     uint64_t retired; /* chunks whose thread has moved on to another */
@@ -627,16 +630,9 @@ static inline uint8_t *put_prefix(struct gmt_thread *t, uint8_t *p,
     return p;
 }
 
-static inline uint8_t *put_addr(uint8_t *p, struct gmt_thread *t,
-                                const struct gmt_event *ev, unsigned which,
-                                uint64_t a)
-{
-    uint64_t *reg = gmt_addr_reg(ev->kind, ev->api, ev->dir, which)
-                        ? &t->r_addr2 : &t->r_addr;
-    p = gmt_put_svarint(p, (int64_t)(a - *reg));
-    *reg = a;
-    return p;
-}
+/* The body of a core record, from the one description in gmt_format.h
+ * (GMT_RECORD_BODIES): encode_event(p, ev, &reg_a, &reg_b). */
+GMT_BODY_ENCODER(encode_event, struct gmt_event)
 
 bool gmt_trace_emit(struct gmt_thread *t, struct gmt_event *ev)
 {
@@ -669,82 +665,7 @@ bool gmt_trace_emit(struct gmt_thread *t, struct gmt_event *ev)
         *tag |= GMT_TAG_ERR;
         p = gmt_put_varint(p, (uint32_t)ev->result);
     }
-    switch (ev->kind) {
-    case GMT_K_ALLOC:
-        *p++ = ev->api;
-        p = put_addr(p, t, ev, 0, ev->addr);
-        p = gmt_put_varint(p, ev->size);
-        p = gmt_put_varint(p, ev->size2);
-        p = gmt_put_varint(p, ev->flags);
-        p = gmt_put_varint(p, ev->stack);
-        break;
-    case GMT_K_FREE:
-        *p++ = ev->api;
-        p = put_addr(p, t, ev, 0, ev->addr);
-        p = gmt_put_varint(p, ev->stack);
-        break;
-    case GMT_K_FREE_COMPLETED:
-    case GMT_K_SEGMENT_FREE:
-        p = put_addr(p, t, ev, 0, ev->addr);
-        p = gmt_put_varint(p, ev->size);
-        break;
-    case GMT_K_SEGMENT_ALLOC:
-        p = put_addr(p, t, ev, 0, ev->addr);
-        p = gmt_put_varint(p, ev->size);
-        p = gmt_put_varint(p, ev->stack);
-        break;
-    case GMT_K_MEMCPY:
-        *p++ = ev->api;
-        *p++ = ev->dir;
-        p = put_addr(p, t, ev, 0, ev->addr);
-        p = put_addr(p, t, ev, 1, ev->addr2);
-        p = gmt_put_varint(p, ev->size);
-        p = gmt_put_varint(p, ev->stack);
-        break;
-    case GMT_K_MEMSET:
-        *p++ = ev->api;
-        p = put_addr(p, t, ev, 0, ev->addr);
-        p = gmt_put_varint(p, ev->size);
-        p = gmt_put_varint(p, ev->value);
-        p = gmt_put_varint(p, ev->stack);
-        break;
-    case GMT_K_SYNC:
-        *p++ = ev->api;
-        p = gmt_put_varint(p, ev->stack);
-        break;
-    case GMT_K_STREAM_CREATE:
-        *p++ = ev->api;
-        p = gmt_put_varint(p, ev->addr);
-        p = gmt_put_varint(p, ev->flags);
-        p = gmt_put_svarint(p, (int64_t)ev->value);
-        p = gmt_put_varint(p, ev->stack);
-        break;
-    case GMT_K_STREAM_DESTROY:
-        p = gmt_put_varint(p, ev->addr);
-        p = gmt_put_varint(p, ev->stack);
-        break;
-    case GMT_K_SET_DEVICE:
-        p = gmt_put_varint(p, ev->value);
-        break;
-    case GMT_K_MEMGETINFO:
-        p = gmt_put_varint(p, ev->size);
-        p = gmt_put_varint(p, ev->size2);
-        break;
-    case GMT_K_SAMPLE:
-        for (int i = 0; i < 6; i++)
-            p = gmt_put_varint(p, ev->v[i]);
-        break;
-    case GMT_K_OOM:
-        p = gmt_put_varint(p, ev->size);
-        for (int i = 0; i < 5; i++)
-            p = gmt_put_varint(p, ev->v[i]);
-        p = gmt_put_varint(p, ev->stack);
-        break;
-    case GMT_K_MARKER:
-        *p++ = ev->api; /* GMT_MARK, _PUSH or _POP */
-        p = gmt_put_varint(p, ev->value); /* string id */
-        break;
-    }
+    p = encode_event(p, ev, &t->r_addr, &t->r_addr2);
     commit(t, p);
     return true;
 }
