@@ -363,6 +363,30 @@ struct gmt_reader *gmt_reader_open(const char *path, char *err, size_t errlen)
             goto bad;                                                         \
         (var) = *p++;                                                         \
     } while (0)
+/* The decoder of each field encoding of GMT_RECORD_BODIES (gmt_format.h),
+ * into the record's member `f`. */
+#define DEC_BYTE(f) GET_BYTE(rec->f);
+#define DEC_ADDR(f) GET_ADDR(0, rec->f);
+#define DEC_ADDR2(f) GET_ADDR(1, rec->f);
+#define DEC_VARINT(f) GET(rec->f);
+#define DEC_SVARINT(f)                                                        \
+    do {                                                                      \
+        int64_t s_;                                                           \
+        if ((p = gmt_get_svarint(p, end, &s_)) == NULL)                       \
+            goto bad;                                                         \
+        rec->f = s_;                                                          \
+    } while (0);
+#define DEC_STACK(f)                                                          \
+    do {                                                                      \
+        GET(v);                                                               \
+        rec->f = (uint32_t)v;                                                 \
+        if (v > UINT32_MAX)                                                   \
+            goto bad;                                                         \
+    } while (0);
+#define DEC_FIELD(enc, evf, recf) DEC_##enc(recf)
+#define DEC_KIND(k, fields)                                                   \
+    case GMT_K_##k:                                                           \
+        fields break;
 
 static bool load(struct gmt_reader *r, struct cursor *c)
 {
@@ -462,111 +486,7 @@ static bool decode(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
     rec->device = c->device;
     rec->stream = c->stream;
     switch (kind) {
-    case GMT_K_ALLOC:
-        GET_BYTE(rec->api);
-        GET_ADDR(0, rec->addr);
-        GET(rec->size);
-        GET(rec->size2);
-        GET(rec->flags);
-        GET(v);
-        rec->stack = (uint32_t)v;
-        if (v > UINT32_MAX)
-            goto bad;
-        break;
-    case GMT_K_FREE:
-        GET_BYTE(rec->api);
-        GET_ADDR(0, rec->addr);
-        GET(v);
-        rec->stack = (uint32_t)v;
-        if (v > UINT32_MAX)
-            goto bad;
-        break;
-    case GMT_K_FREE_COMPLETED:
-    case GMT_K_SEGMENT_FREE:
-        GET_ADDR(0, rec->addr);
-        GET(rec->size);
-        break;
-    case GMT_K_SEGMENT_ALLOC:
-        GET_ADDR(0, rec->addr);
-        GET(rec->size);
-        GET(v);
-        rec->stack = (uint32_t)v;
-        if (v > UINT32_MAX)
-            goto bad;
-        break;
-    case GMT_K_MEMCPY:
-        GET_BYTE(rec->api);
-        GET_BYTE(rec->dir);
-        GET_ADDR(0, rec->addr);
-        GET_ADDR(1, rec->addr2);
-        GET(rec->size);
-        GET(v);
-        rec->stack = (uint32_t)v;
-        if (v > UINT32_MAX)
-            goto bad;
-        break;
-    case GMT_K_MEMSET:
-        GET_BYTE(rec->api);
-        GET_ADDR(0, rec->addr);
-        GET(rec->size);
-        GET(rec->value);
-        GET(v);
-        rec->stack = (uint32_t)v;
-        if (v > UINT32_MAX)
-            goto bad;
-        break;
-    case GMT_K_SYNC:
-        GET_BYTE(rec->api);
-        GET(v);
-        rec->stack = (uint32_t)v;
-        if (v > UINT32_MAX)
-            goto bad;
-        break;
-    case GMT_K_STREAM_CREATE: {
-        int64_t prio;
-        GET_BYTE(rec->api);
-        GET(rec->addr);
-        GET(rec->flags);
-        if ((p = gmt_get_svarint(p, end, &prio)) == NULL)
-            goto bad;
-        rec->priority = prio;
-        GET(v);
-        rec->stack = (uint32_t)v;
-        if (v > UINT32_MAX)
-            goto bad;
-        break;
-    }
-    case GMT_K_STREAM_DESTROY:
-        GET(rec->addr);
-        GET(v);
-        rec->stack = (uint32_t)v;
-        if (v > UINT32_MAX)
-            goto bad;
-        break;
-    case GMT_K_SET_DEVICE:
-        GET(rec->value);
-        break;
-    case GMT_K_MEMGETINFO:
-        GET(rec->size);
-        GET(rec->size2);
-        break;
-    case GMT_K_SAMPLE:
-        for (int i = 0; i < 6; i++)
-            GET(rec->v[i]);
-        break;
-    case GMT_K_OOM:
-        GET(rec->size);
-        for (int i = 0; i < 5; i++)
-            GET(rec->v[i]);
-        GET(v);
-        rec->stack = (uint32_t)v;
-        if (v > UINT32_MAX)
-            goto bad;
-        break;
-    case GMT_K_MARKER:
-        GET_BYTE(rec->api);
-        GET(rec->value);
-        break;
+        GMT_RECORD_BODIES(DEC_KIND, DEC_FIELD)
     case GMT_K_EXT:
         GET(v);
         if (v > UINT32_MAX)
