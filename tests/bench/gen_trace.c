@@ -87,11 +87,11 @@ static void end(struct thr *t, uint8_t *p)
     t->used = (uint32_t)(p - t->buf);
 }
 
-static uint8_t *addr(uint8_t *p, uint64_t *reg, uint64_t a)
+/* A core record: the body from gmt_format.h's description of its kind. */
+static void core(struct thr *t, uint64_t seq, uint64_t time, const struct gmt_body *b)
 {
-    p = gmt_put_svarint(p, (int64_t)(a - *reg));
-    *reg = a;
-    return p;
+    uint8_t *p = begin(t, b->kind, seq, time);
+    end(t, gmt_encode_body(p, b, &t->r_a, &t->r_b));
 }
 
 static void ext(struct thr *t, uint64_t seq, uint64_t time, unsigned kind,
@@ -183,55 +183,49 @@ int main(int argc, char **argv)
         struct thr *t = &th[next() % (uint64_t)nt];
         time += 200 + next() % 2000;
         uint64_t r = next() % 100;
+        /* the fields in the order they draw their random numbers: the
+         * same command writes the same bytes */
         if (n % 10000 == 9999) {
-            p = begin(t, GMT_K_SAMPLE, seq++, time);
+            struct gmt_body b = {.kind = GMT_K_SAMPLE};
             for (int i = 0; i < 6; i++)
-                p = gmt_put_varint(p, next() % (1ull << 32));
-            end(t, p);
+                b.v[i] = next() % (1ull << 32);
+            core(t, seq++, time, &b);
         } else if (r < 35 && t->nlive < LIVE) {
             uint64_t size = 512ull << (next() % 18); /* 512 B .. 64 MiB */
             uint64_t a = next_addr;
             next_addr += (size + 4095) & ~4095ull;
-            p = begin(t, GMT_K_ALLOC, seq++, time);
-            *p++ = GMT_API_MALLOC;
-            p = addr(p, &t->r_a, a);
-            p = gmt_put_varint(p, size);
-            p = gmt_put_varint(p, 0);
-            p = gmt_put_varint(p, 0);
-            p = gmt_put_varint(p, 1 + next() % SITES);
-            end(t, p);
+            struct gmt_body b = {.kind = GMT_K_ALLOC, .api = GMT_API_MALLOC,
+                                 .addr = a, .size = size};
+            b.stack = (uint32_t)(1 + next() % SITES);
+            core(t, seq++, time, &b);
             t->live[t->nlive] = a;
             t->live_size[t->nlive++] = size;
         } else if (r < 70 && t->nlive > 0) {
             uint32_t k = (uint32_t)(next() % t->nlive);
-            p = begin(t, GMT_K_FREE, seq++, time);
-            *p++ = GMT_API_FREE;
-            p = addr(p, &t->r_a, t->live[k]);
-            p = gmt_put_varint(p, 1 + next() % SITES);
-            end(t, p);
+            struct gmt_body b = {.kind = GMT_K_FREE, .api = GMT_API_FREE,
+                                 .addr = t->live[k]};
+            b.stack = (uint32_t)(1 + next() % SITES);
+            core(t, seq++, time, &b);
             t->live[k] = t->live[--t->nlive];
             t->live_size[k] = t->live_size[t->nlive];
         } else if (r < 90 && t->nlive > 0) {
             uint64_t a = t->live[next() % t->nlive];
             bool h2d = next() & 1;
-            p = begin(t, GMT_K_MEMCPY, seq++, time);
-            *p++ = GMT_API_MEMCPY_ASYNC;
-            *p++ = (uint8_t)((h2d ? GMT_DIR_H2D : GMT_DIR_D2H) |
-                             (1 + next() % 2) << GMT_HOSTMEM_SHIFT);
+            struct gmt_body b = {.kind = GMT_K_MEMCPY, .api = GMT_API_MEMCPY_ASYNC};
+            b.dir = (uint8_t)((h2d ? GMT_DIR_H2D : GMT_DIR_D2H) |
+                              (1 + next() % 2) << GMT_HOSTMEM_SHIFT);
             uint64_t host = 0x5500000000ull + (next() % 1024) * 4096;
-            p = addr(p, h2d ? &t->r_a : &t->r_b, h2d ? a : host);
-            p = addr(p, h2d ? &t->r_b : &t->r_a, h2d ? host : a);
-            p = gmt_put_varint(p, 4096 + next() % 65536);
-            p = gmt_put_varint(p, 1 + next() % SITES);
-            end(t, p);
+            b.addr = h2d ? a : host; /* dst */
+            b.addr2 = h2d ? host : a;
+            b.size = 4096 + next() % 65536;
+            b.stack = (uint32_t)(1 + next() % SITES);
+            core(t, seq++, time, &b);
         } else if (t->nlive > 0) {
-            p = begin(t, GMT_K_MEMSET, seq++, time);
-            *p++ = GMT_API_MEMSET_ASYNC;
-            p = addr(p, &t->r_a, t->live[next() % t->nlive]);
-            p = gmt_put_varint(p, 65536);
-            p = gmt_put_varint(p, 0);
-            p = gmt_put_varint(p, 1 + next() % SITES);
-            end(t, p);
+            struct gmt_body b = {.kind = GMT_K_MEMSET, .api = GMT_API_MEMSET_ASYNC,
+                                 .size = 65536};
+            b.addr = t->live[next() % t->nlive];
+            b.stack = (uint32_t)(1 + next() % SITES);
+            core(t, seq++, time, &b);
         } else {
             continue;
         }

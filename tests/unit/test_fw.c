@@ -99,57 +99,45 @@ static void tw_end(struct tw *w, uint8_t *p)
     w->used = (uint32_t)(p - w->chunk);
 }
 
-static uint8_t *tw_addr(struct tw *w, uint8_t *p, unsigned kind, unsigned api, uint64_t a)
+/* A core record: its body from gmt_format.h's description of its kind.
+ * Returns the record's sequence number. */
+static uint64_t tw_core(struct tw *w, uint32_t dev, uint64_t stream, uint32_t result,
+                        const struct gmt_body *b)
 {
-    uint64_t *reg = gmt_addr_reg(kind, api, 0, 0) ? &w->r_b : &w->r_a;
-    p = gmt_put_svarint(p, (int64_t)(a - *reg));
-    *reg = a;
-    return p;
+    uint8_t *p = tw_begin(w, b->kind, dev, stream, result);
+    tw_end(w, gmt_encode_body(p, b, &w->r_a, &w->r_b));
+    return w->seq;
 }
 
-/* Returns the record's sequence number. */
 static uint64_t tw_alloc(struct tw *w, uint32_t dev, uint64_t stream, unsigned api,
                          uint64_t addr, uint64_t size, uint64_t extra, uint64_t flags,
                          uint32_t stack, uint32_t result)
 {
-    uint8_t *p = tw_begin(w, GMT_K_ALLOC, dev, stream, result);
-    *p++ = (uint8_t)api;
-    p = tw_addr(w, p, GMT_K_ALLOC, api, addr);
-    p = gmt_put_varint(p, size);
-    p = gmt_put_varint(p, extra);
-    p = gmt_put_varint(p, flags);
-    p = gmt_put_varint(p, stack);
-    tw_end(w, p);
-    return w->seq;
+    const struct gmt_body b = {.kind = GMT_K_ALLOC, .api = (uint8_t)api, .addr = addr,
+                               .size = size, .size2 = extra, .flags = flags,
+                               .stack = stack};
+    return tw_core(w, dev, stream, result, &b);
 }
 
 static uint64_t tw_free(struct tw *w, uint32_t dev, unsigned api, uint64_t addr,
                         uint32_t stack)
 {
-    uint8_t *p = tw_begin(w, GMT_K_FREE, dev, w->r_stream, 0);
-    *p++ = (uint8_t)api;
-    p = tw_addr(w, p, GMT_K_FREE, api, addr);
-    p = gmt_put_varint(p, stack);
-    tw_end(w, p);
-    return w->seq;
+    const struct gmt_body b = {.kind = GMT_K_FREE, .api = (uint8_t)api, .addr = addr,
+                               .stack = stack};
+    return tw_core(w, dev, w->r_stream, 0, &b);
 }
 
 static void tw_completed(struct tw *w, uint32_t dev, uint64_t addr, uint64_t size)
 {
-    uint8_t *p = tw_begin(w, GMT_K_FREE_COMPLETED, dev, w->r_stream, 0);
-    p = tw_addr(w, p, GMT_K_FREE_COMPLETED, 0, addr);
-    p = gmt_put_varint(p, size);
-    tw_end(w, p);
+    const struct gmt_body b = {.kind = GMT_K_FREE_COMPLETED, .addr = addr, .size = size};
+    tw_core(w, dev, w->r_stream, 0, &b);
 }
 
 static void tw_oom_state(struct tw *w, uint32_t dev, uint64_t size, const uint64_t v[5])
 {
-    uint8_t *p = tw_begin(w, GMT_K_OOM, dev, w->r_stream, 0);
-    p = gmt_put_varint(p, size);
-    for (int i = 0; i < 5; i++)
-        p = gmt_put_varint(p, v[i]);
-    p = gmt_put_varint(p, 0);
-    tw_end(w, p);
+    struct gmt_body b = {.kind = GMT_K_OOM, .size = size};
+    memcpy(b.v, v, 5 * sizeof *v);
+    tw_core(w, dev, w->r_stream, 0, &b);
 }
 
 static uint64_t tw_ext(struct tw *w, unsigned ext, const uint8_t *payload, size_t len)
