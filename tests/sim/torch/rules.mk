@@ -25,7 +25,11 @@ TORCH_STANDIN  := $(TORCH_DIR)/lib/libc10_cuda.so
 TORCH_HEADER   := $(TORCH_DIR)/include/c10/cuda/CUDACachingAllocator.h
 TORCH_CHECK    := $(TORCH_DIR)/check_standin
 TORCH_SRC_HDRS := tests/sim/torch/include/c10/cuda/CUDACachingAllocator.h \
-                  tests/sim/torch/sim_torch.h
+                  tests/sim/torch/sim_torch.h tests/sim/torch/c10_cuda_internal.h
+# the library's files: c10_cuda_internal.h says what each one owns
+TORCH_SRCS     := tests/sim/torch/c10_cuda.cpp tests/sim/torch/c10_cuda_device.cpp \
+                  tests/sim/torch/c10_cuda_native.cpp tests/sim/torch/c10_cuda_async.cpp \
+                  tests/sim/torch/ops.cpp
 TORCH_CXXFLAGS := -std=c++17 -O2 -g -pthread -Wall -Wextra -Werror -Wshadow \
                   -Wno-missing-field-initializers $(CUDA_INC) \
                   -Itests/sim/torch/include -Itests/sim/torch -Itests/sim
@@ -35,8 +39,9 @@ TORCH_CUBLAS   := $(TORCH_DIR)/lib/libcublas.so.13
 TORCH_TEST_DEPS := $(TORCH_STANDIN) $(TORCH_HEADER) $(TORCH_CHECK) $(TORCH_CUBLAS)
 
 # Hidden by default as PyTorch's libraries are: what the bridge uses is
-# marked default in the header (C10_CUDA_API there), the C API in the file.
-$(TORCH_STANDIN): tests/sim/torch/c10_cuda.cpp tests/sim/torch/ops.cpp $(TORCH_SRC_HDRS) \
+# marked default in the header (C10_CUDA_API there), the C API where it is
+# defined (c10_cuda.cpp, ops.cpp).
+$(TORCH_STANDIN): $(TORCH_SRCS) $(TORCH_SRC_HDRS) \
                   tests/sim/simcudart.h $(SIMLIB)
 	$(call say,CXX,$@)
 	@mkdir -p $(@D)
