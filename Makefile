@@ -359,7 +359,6 @@ install: all
 	  echo "  INSTALL  $$site/gpumemtrace_markers.py" || \
 	  echo "  (no python3: preload/gpumemtrace_markers.py not installed)"
 
-
 # scripts/fuzz.sh builds its targets from the same list
 trace-sources:
 	@echo $(TRACE_SRC)
