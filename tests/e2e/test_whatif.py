@@ -107,3 +107,34 @@ def test_hostile_traces():
                 expect(p.stderr.startswith("gpumemreport"), (name, p.stderr))
             if extra == ["--json"] and p.returncode == 0:
                 json.loads(p.stdout)
+
+
+def test_real_traces_predict_pytorchs_reserved_peak():
+    """tests/corpus: three training runs recorded on an H200 (GPT-2 bf16,
+    resnet50 fp32, a TransformerEncoder fp32) under PyTorch's default
+    allocator settings, and PyTorch's own torch.cuda.max_memory_reserved()
+    of real runs under five settings (real.json, scripts/gpu-whatif.sh).
+    whatif, from each one trace, must predict every setting within 0.1%
+    (the issue's goal is 2%), the recorded settings exactly, and rank the
+    settings' best as reality did."""
+    import lzma
+    corpus = os.path.join(os.path.dirname(__file__), "..", "corpus")
+    real = json.load(open(os.path.join(corpus, "real.json")))["real_max_memory_reserved"]
+    exact = 0
+    for model, by_conf in real.items():
+        with lzma.open(os.path.join(corpus, f"{model}.gmt.xz")) as f, open(f"{model}.gmt", "wb") as o:
+            o.write(f.read())
+        confs = list(by_conf)
+        args = [a for c in confs for a in ("--policy", "pytorch" + (":" + c if c else ""))]
+        tr = whatif("--no-symbols", *args, f"{model}.gmt")[0]
+        expect(tr["requests_from"] == "framework_blocks", tr["requests_from"])
+        got = {p["policy"]: p["peak_reserved"] for p in tr["policies"] if p["device"] == 0}
+        for c in confs:
+            pred, want = got["pytorch" + (":" + c if c else "")], by_conf[c]
+            expect(abs(pred - want) <= want / 1000, f"{model} {c or '(default)'}: {pred} vs {want}")
+            exact += pred == want
+        expect(got["pytorch"] == by_conf[""], f"{model}: the recorded settings, {got['pytorch']}")
+        best = min(confs, key=lambda c: by_conf[c])
+        expect(min(confs, key=lambda c: got["pytorch" + (":" + c if c else "")]) == best,
+               f"{model}: best setting {best}")
+    expect(exact >= 14, f"{exact} of 15 exact")
