@@ -56,6 +56,10 @@ TRACE_SRC   := $(addprefix report/,reader.c defs.c names.c stacks.c output.c rep
 TRACE_LIB   := $(O)/libgmttrace.a
 REPORT_OBJ  := $(patsubst %.c,$(O)/%.o,$(filter-out $(TRACE_SRC),$(REPORT_SRC))) $(O)/gen/version.o
 HTML_PAGE   := $(O)/report/html_page.c
+# The caching pool's core (preload/pool*.c, no CUDA): the library's, and
+# linked into the report tool for `whatif --policy gmt-pool`.
+POOL_SRC    := $(addprefix preload/,pool.c pool_vmm.c pool_sync.c pool_trim.c pool_index.c)
+POOL_OBJ    := $(POOL_SRC:%.c=$(O)/%.o)
 REPORT_OBJ  += $(O)/report/html_page.o
 SIM_SRC     := $(filter-out tests/sim/selftest%.c tests/sim/sim_driver.c tests/sim/sim_drv_%.c tests/sim/sim_nvml.c,$(wildcard tests/sim/*.c))
 SIMNVML     := $(O)/sim/libnvidia-ml.so.1
@@ -145,9 +149,9 @@ $(TRACE_LIB): $(TRACE_SRC:%.c=$(O)/%.o)
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(REPORT): $(REPORT_OBJ) $(TRACE_LIB)
+$(REPORT): $(REPORT_OBJ) $(TRACE_LIB) $(POOL_OBJ)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $(REPORT_OBJ) $(TRACE_LIB) -ldw -lelf -ldl -lm
+	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $(REPORT_OBJ) $(TRACE_LIB) $(POOL_OBJ) -ldw -lelf -ldl -lm
 
 # `gpumemreport html` carries its page (report/html/) as C strings: each
 # line a literal, with \ " and ? escaped (no trigraphs, no escapes by accident).
@@ -170,7 +174,7 @@ $(O)/report/html_page.o: $(HTML_PAGE)
 # rules (preload/gmt_options.h, option_values.c) and links the report code,
 # minus its main, for the summary at exit.
 $(LAUNCHER): $(LAUNCHER_SRC:%.c=$(O)/%.o) $(O)/preload/option_values.o \
-             $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(TRACE_LIB)
+             $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(TRACE_LIB) $(POOL_OBJ)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $^ -ldw -lelf -ldl -lm
 
@@ -256,7 +260,6 @@ $(O)/tests/lib%.so: tests/progs/libs/%.c $(SIMLIB)
 	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
 # Unit tests link the report tool's objects and the library's pure cores.
-POOL_OBJ := $(O)/preload/pool.o $(O)/preload/pool_vmm.o $(O)/preload/pool_sync.o $(O)/preload/pool_trim.o $(O)/preload/pool_index.o
 UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(TRACE_LIB) $(POOL_OBJ) $(O)/preload/pool_check.o
 $(O)/tests/unit/%: tests/unit/%.c $(UNIT_OBJ)
 	$(call say,CC,$@)
@@ -300,7 +303,7 @@ $(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) pre
 
 # The same smoke run for the command layer (every command in-process on
 # the input as a trace) and for check's baseline reader (the JSON parser).
-FUZZ_CMD_SRC := $(filter-out report/main.c,$(REPORT_SRC)) $(HTML_PAGE)
+FUZZ_CMD_SRC := $(filter-out report/main.c,$(REPORT_SRC)) $(POOL_SRC) $(HTML_PAGE)
 $(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
@@ -312,11 +315,11 @@ $(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) 
 # (tests/e2e/test_sanitized.py): undefined behaviour on ordinary traces
 # fails them. Linked whole here, as the smoke test is, with clang.
 SAN_REPORT := $(O)/tests/gpumemreport-san
-$(SAN_REPORT): $(REPORT_SRC) $(HTML_PAGE) $(O)/gen/version.c $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h
+$(SAN_REPORT): $(REPORT_SRC) $(POOL_SRC) $(HTML_PAGE) $(O)/gen/version.c $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h preload/pool.h preload/pool_internal.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
-	    -fno-sanitize-recover=all -Ipreload -o $@ $(REPORT_SRC) $(HTML_PAGE) $(O)/gen/version.c \
+	    -fno-sanitize-recover=all -Ipreload -o $@ $(REPORT_SRC) $(POOL_SRC) $(HTML_PAGE) $(O)/gen/version.c \
 	    -ldw -lelf -ldl -lm
 
 # The PyTorch stand-in that the framework bridge's tests attach to.

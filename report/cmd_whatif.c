@@ -101,6 +101,20 @@ static void usage(FILE *f)
             "                          CUDA graph pools. garbage_collection_threshold\n"
             "                          acts only with --device-memory (PyTorch runs it\n"
             "                          only under a memory fraction).\n"
+            "        gmt-pool          gpumemtrace's own caching pool (preload/pool*.c,\n"
+            "                          the real code) as the library runs it by default:\n"
+            "                          512-byte rounding; segments of 2 MiB for requests\n"
+            "                          up to 1 MiB, 20 MiB up to 10 MiB, else the request\n"
+            "                          rounded to 2 MiB. A free is pending until the\n"
+            "                          pool's next synchronization, modelled as free and\n"
+            "                          immediate (an idle GPU): the pool synchronizes\n"
+            "                          when nothing reusable fits and 4 MiB and the\n"
+            "                          request are pending, or before it would run\n"
+            "                          out of memory. Not modelled: virtual memory\n"
+            "                          (GPUMEMTRACE_POOL_VMM) and the pool's other\n"
+            "                          options, its fences, the program's own\n"
+            "                          synchronizations, arenas per thread (one serves\n"
+            "                          all). No configuration.\n"
             "  --device-memory SIZE  the card's memory (512MiB, 80G, ...): report\n"
             "                      where each policy would have run out of it\n"
             "  --json          machine-readable output (docs/usage.md, whatif)\n"
@@ -138,8 +152,11 @@ static int add_policy(struct wi *w, const char *arg)
             gmt_errorf("--policy %s: %s", arg, why);
             return -1;
         }
+    } else if (!strcmp(arg, "gmt-pool")) {
+        p->ops = &wi_gmtpool;
     } else {
-        gmt_errorf("--policy '%s': the policies are ideal and pytorch[:CONF]", arg);
+        gmt_errorf("--policy '%s': the policies are ideal, pytorch[:CONF] and gmt-pool",
+                   arg);
         return -1;
     }
     snprintf(p->label, sizeof p->label, "%s", arg);

@@ -74,6 +74,10 @@ struct wi_model_ops {
 
 extern const struct wi_model_ops wi_ideal;   /* whatif_ideal.c */
 extern const struct wi_model_ops wi_pytorch; /* whatif_pytorch.c */
+/* whatif_gmtpool.c: gpumemtrace's caching pool (preload/pool*.c, linked
+ * in), its synchronizations free and immediate; no options (no virtual
+ * memory). Not reentrant: emptied pools are kept for the next instance. */
+extern const struct wi_model_ops wi_gmtpool;
 
 /* whatif_pytorch.c: PyTorch's size rounding for a configuration
  * (round_size): at least 512 bytes, a multiple of 512, or the next

@@ -138,3 +138,37 @@ def test_real_traces_predict_pytorchs_reserved_peak():
         expect(min(confs, key=lambda c: got["pytorch" + (":" + c if c else "")]) == best,
                f"{model}: best setting {best}")
     expect(exact >= 14, f"{exact} of 15 exact")
+
+
+def test_gmt_pool_on_the_corpus():
+    """--policy gmt-pool (the library's own pool, preload/pool*.c, linked
+    in) on each corpus trace: it runs, reserves at least what ideal does
+    (the peak requested), and the text table agrees with --json."""
+    import lzma
+    corpus = os.path.join(os.path.dirname(__file__), "..", "corpus")
+    for model in ("gpt2", "timm", "transformer"):
+        with lzma.open(os.path.join(corpus, f"{model}.gmt.xz")) as f, open(f"{model}.gmt", "wb") as o:
+            o.write(f.read())
+        args = ["--no-symbols", "--policy", "ideal", "--policy", "gmt-pool", f"{model}.gmt"]
+        tr = whatif(*args)[0]
+        pol = {p["policy"]: p for p in tr["policies"] if p["device"] == 0}
+        g, ideal = pol["gmt-pool"], pol["ideal"]
+        expect(g["peak_reserved"] >= ideal["peak_reserved"] > 0, (model, g, ideal))
+        expect(g["peak_reserved"] % 512 == 0 and g["device_allocs"] >= 1, (model, g))
+        expect(g["oom"] is None and 0 <= g["fragmentation"] <= 1, (model, g))
+        expect(g["largest_free"] <= g["peak_reserved"], (model, g))
+        text = report("whatif", "--bytes", *args).stdout
+        row = [l.split() for l in text.splitlines() if l.startswith("gmt-pool ")]
+        expect(len(row) == 1, (model, text))
+        r = row[0]
+        # policy, peak reserved, peak requested, frag, largest free, allocs / frees, syncs
+        expect(int(r[1]) == g["peak_reserved"] and int(r[2]) == g["peak_requested"], (model, r, g))
+        # JSON rounds to 4 places, the text to 0.1%, each from the exact figure
+        expect(abs(float(r[3].rstrip("%")) - 100 * g["fragmentation"]) <= 0.06 and
+               int(r[4]) == g["largest_free"],
+               (model, r, g))
+        expect(int(r[5]) == g["device_allocs"] and r[6] == "/" and int(r[7]) == g["device_frees"],
+               (model, r, g))
+        expect(int(r[8]) == g["syncs"], (model, r, g))
+    p = report("whatif", "--help")
+    expect("gmt-pool" in p.stdout and "GPUMEMTRACE_POOL_VMM" in p.stdout, "help")

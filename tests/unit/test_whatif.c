@@ -303,6 +303,92 @@ static void test_ideal(void)
     wi_ideal.fini(m);
 }
 
+/* gmt-pool: the library's own pool (preload/pool.c), synchronizations
+ * free and immediate. Its rules (pool.h, pool.c segment_size, take;
+ * pool_sync.c pool_sync_worth): requests up to 1 MiB are small, served
+ * from 2 MiB segments; up to 10 MiB from 20 MiB segments; a large
+ * remainder of 1 MiB or more is split off; a free is pending until the
+ * pool synchronizes, which it does only when what is pending in the arena
+ * reaches max(4 MiB, the request) - or a pending block of the same class
+ * could merge into one that fits. */
+static uint64_t gp_get(void *m, uint64_t size)
+{
+    uint64_t id = 0;
+    if (wi_gmtpool.alloc(m, size, 0, &id) != 0) {
+        fprintf(stderr, "gmt-pool: alloc of %llu failed\n", (unsigned long long)size);
+        check_failures++;
+    }
+    return id;
+}
+
+static void test_gmtpool(void)
+{
+    /* 1 MiB + 1 MiB: one 2 MiB small segment, split. Both freed: 2 MiB
+     * pending, under the 4 MiB that makes a synchronization worth it, and
+     * small blocks never serve a large request anyway: 2 MiB (large) takes
+     * a new 20 MiB segment. Peak 22 MiB, two cudaMallocs, no sync; at the
+     * peak 20 MiB are not handed out (18 MiB reusable after the 2 MiB
+     * block, 2 MiB pending), the largest free block 18 MiB. */
+    void *m = make(&wi_gmtpool, NULL, 0);
+    CHECK(m != NULL);
+    uint64_t a = gp_get(m, 1 * MiB), b = gp_get(m, 1 * MiB);
+    CHECK(a != b && b == a + 1 * MiB);
+    struct wi_stats s = stats(&wi_gmtpool, m);
+    CHECK(s.reserved == 2 * MiB && s.allocated == 2 * MiB && s.device_allocs == 1);
+    wi_gmtpool.free(m, a);
+    wi_gmtpool.free(m, b);
+    uint64_t c = gp_get(m, 2 * MiB);
+    s = stats(&wi_gmtpool, m);
+    CHECK(s.peak_reserved == 22 * MiB && s.reserved == 22 * MiB && s.allocated == 2 * MiB);
+    CHECK(s.device_allocs == 2 && s.device_frees == 0 && s.syncs == 0);
+    CHECK(s.segments == 2 && s.peak_segments == 2 && s.has_device_calls);
+    CHECK(s.peak_free == 20 * MiB && s.peak_largest_free == 18 * MiB);
+    wi_gmtpool.free(m, c);
+    wi_gmtpool.fini(m);
+
+    /* 8 MiB + 12 MiB fill one 20 MiB segment exactly (the 12 MiB
+     * remainder of the first is split off and fits the second). Both
+     * freed: 20 MiB pending >= max(4 MiB, 16 MiB), so a 16 MiB request
+     * makes the pool synchronize - at once - and the two merge into one
+     * 20 MiB block that serves it: no new segment (on a busy GPU, or
+     * without the sync, 36 MiB). The peak is first reached at the 8 MiB
+     * request: 12 MiB free, all in one block. A second instance reuses the
+     * first's emptied pool: its figures start from zero. */
+    m = make(&wi_gmtpool, NULL, 0);
+    a = gp_get(m, 8 * MiB);
+    b = gp_get(m, 12 * MiB);
+    CHECK(b == a + 8 * MiB);
+    wi_gmtpool.free(m, a);
+    wi_gmtpool.free(m, b);
+    c = gp_get(m, 16 * MiB);
+    s = stats(&wi_gmtpool, m);
+    CHECK(c == a && s.peak_reserved == 20 * MiB && s.reserved == 20 * MiB);
+    CHECK(s.device_allocs == 1 && s.device_frees == 0 && s.syncs == 1);
+    CHECK(s.allocated == 16 * MiB && s.peak_free == 12 * MiB && s.peak_largest_free == 12 * MiB);
+    wi_gmtpool.free(m, c);
+    wi_gmtpool.fini(m);
+
+    /* a 30 MiB card: 8 MiB takes a 20 MiB segment; 16 MiB does not fit
+     * the 12 MiB left, and 20 + 16 > 30 with nothing pending or empty to
+     * give back: out of memory, nothing more reserved */
+    m = make(&wi_gmtpool, NULL, 30 * MiB);
+    a = gp_get(m, 8 * MiB);
+    uint64_t id;
+    CHECK(wi_gmtpool.alloc(m, 16 * MiB, 0, &id) == -1);
+    s = stats(&wi_gmtpool, m);
+    CHECK(s.reserved == 20 * MiB && s.device_allocs == 1 && s.peak_reserved == 20 * MiB);
+    /* freed, the 8 MiB block is pending: 8 MiB is under the 16 MiB
+     * request, but merged with the free 12 MiB after it, it would span
+     * 16 MiB (pool_pending_could_fit): the pool synchronizes and the
+     * merged 20 MiB block serves the retry in place */
+    wi_gmtpool.free(m, a);
+    b = gp_get(m, 16 * MiB);
+    s = stats(&wi_gmtpool, m);
+    CHECK(b == a && s.reserved == 20 * MiB && s.syncs == 1);
+    wi_gmtpool.free(m, b);
+    wi_gmtpool.fini(m);
+}
+
 int main(void)
 {
     test_split();
@@ -313,5 +399,6 @@ int main(void)
     test_oom_retry();
     test_gc();
     test_ideal();
+    test_gmtpool();
     return CHECK_DONE();
 }
