@@ -4,7 +4,7 @@
 # PYTORCH_CUDA_ALLOC_CONF settings from one trace?
 #
 # For each model (tests/gpu/torch_models.py: GPT-2 bf16, resnet50 fp32,
-# the TransformerEncoder fp32; 3 training steps each): one traced run with
+# the TransformerEncoder fp32, 3 training steps each; or WHATIF_MODELS): one traced run with
 # the default allocator settings (the bridge records PyTorch's blocks),
 # then one untraced run per setting, which reports PyTorch's own
 # torch.cuda.max_memory_reserved(); whatif replays the trace's requests
@@ -20,7 +20,9 @@ mkdir -p "$O"
 export LD_LIBRARY_PATH="$B"
 CONFS=("" "expandable_segments:True" "max_split_size_mb:128" "roundup_power2_divisions:4"
        "max_split_size_mb:64,roundup_power2_divisions:8")
-MODELS=("gpt2 --bf16" "timm" "transformer")
+# WHATIF_MODELS: "name args;name args;..." (tests/gpu/torch_models.py's
+# workloads), default the three training runs
+IFS=';' read -r -a MODELS <<< "${WHATIF_MODELS:-gpt2 --bf16;timm;transformer}"
 fail=0
 for m in "${MODELS[@]}"; do
     name=${m%% *}
@@ -36,15 +38,16 @@ for m in "${MODELS[@]}"; do
     "$B/gpumemreport" whatif --json --no-symbols "${args[@]}" "$O/$name.gmt" > "$O/$name-whatif.json" \
         2> "$O/$name-whatif.err" || { echo "FAIL whatif $name: $(head -c 300 "$O/$name-whatif.err")"; fail=1; }
 done
-python3 - "$O" "${#CONFS[@]}" "${CONFS[@]}" <<'PY'
+python3 - "$O" "${#CONFS[@]}" "${CONFS[@]}" "${MODELS[@]%% *}" <<'PY'
 import json, os, sys
 out, n = sys.argv[1], int(sys.argv[2])
 confs = sys.argv[3:3 + n]
+models = sys.argv[3 + n:]
 rows = []
 def last_json(path):
     with open(path) as f:
         return json.loads([l for l in f.read().splitlines() if l.startswith("{")][-1])
-for name in ("gpt2", "timm", "transformer"):
+for name in models:
     try:
         w = json.load(open(os.path.join(out, f"{name}-whatif.json")))
         traced = last_json(os.path.join(out, f"{name}-traced.json"))
