@@ -57,14 +57,14 @@ static void usage(FILE *f)
 struct mark_count {
     char *name;
     uint64_t count;   /* occurrences so far */
-    uint64_t at_peak; /* occurrences before the peak of requested memory */
+    uint64_t gmt_pick_peak; /* occurrences before the peak of requested memory */
     uint64_t at_oom;  /* occurrences before the first out-of-memory */
 };
 
 struct marks {
     struct mark_count m[RANKS_MARK_NAMES];
     int n;
-    uint64_t peak_seq; /* the peak that the at_peak counts are for */
+    uint64_t peak_seq; /* the peak that the gmt_pick_peak counts are for */
     bool oom_seen;     /* at_oom taken */
 };
 
@@ -81,7 +81,7 @@ static void marks_settle(struct marks *k, const struct replay *r)
 {
     if (r->peak_requested_seq != k->peak_seq) {
         for (int i = 0; i < k->n; i++)
-            k->m[i].at_peak = k->m[i].count;
+            k->m[i].gmt_pick_peak = k->m[i].count;
         k->peak_seq = r->peak_requested_seq;
     }
     if (r->ooms_total && !k->oom_seen) {
@@ -172,12 +172,6 @@ static bool has_rank(const struct proc *p)
     return p->dist & GMT_DIST_RANK;
 }
 
-static bool at_peak(const struct site *s, int64_t v[GROUP_VALUES])
-{
-    v[0] = s->peak_bytes;
-    return s->peak_bytes > 0;
-}
-
 /* NCCL's own buffers and torch.distributed's (c10d, its process groups):
  * a frame in a libnccl* module, or a function naming them. */
 static bool dist_frame(const struct sym *f)
@@ -254,7 +248,7 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
     int step = marks_step(k);
     p->has_step = step >= 0;
     if (step >= 0)
-        p->peak_step = k->m[step].at_peak;
+        p->peak_step = k->m[step].gmt_pick_peak;
     if (r->nooms) {
         p->has_oom = true;
         p->oom_time = r->ooms[0].time;
@@ -267,7 +261,7 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
     marks_reset(k);
 
     struct group_row *rows;
-    size_t n = gmt_group(l, c, at_peak, &rows);
+    size_t n = gmt_group(l, c, gmt_pick_peak, &rows);
     p->sites = calloc(n ? n : 1, sizeof *p->sites);
     if (rows == NULL || p->sites == NULL) {
         free(rows);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addrmap.h"
 #include "common.h"
 #include "whatif.h"
 
@@ -214,72 +215,9 @@ static int option(int opt, const char *arg, void *ctx)
     }
 }
 
-/* ---- live requests: open addressing by address -------------------------------- */
+/* ---- live requests, by address (addrmap.h) ------------------------------------ */
 
-static size_t slot_of(const struct wi *w, uint64_t addr)
-{
-    uint64_t h = addr * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 17) & (w->cap - 1);
-}
-
-static struct req *req_find(struct wi *w, uint64_t addr)
-{
-    if (w->cap == 0)
-        return NULL;
-    for (size_t i = slot_of(w, addr);; i = (i + 1) & (w->cap - 1)) {
-        if (w->slot[i].addr == addr)
-            return &w->slot[i];
-        if (w->slot[i].addr == 0)
-            return NULL;
-    }
-}
-
-static struct req *req_insert(struct wi *w, uint64_t addr)
-{
-    if ((w->n + 1) * 4 > w->cap * 3) {
-        size_t nc = w->cap ? w->cap * 2 : 1024;
-        struct req *ns = calloc(nc, sizeof *ns);
-        if (ns == NULL)
-            return NULL;
-        struct req *old = w->slot;
-        size_t oc = w->cap;
-        w->slot = ns;
-        w->cap = nc;
-        for (size_t i = 0; i < oc; i++) {
-            if (old[i].addr) {
-                size_t j = slot_of(w, old[i].addr);
-                while (ns[j].addr)
-                    j = (j + 1) & (nc - 1);
-                ns[j] = old[i];
-            }
-        }
-        free(old);
-    }
-    size_t i = slot_of(w, addr);
-    while (w->slot[i].addr)
-        i = (i + 1) & (w->cap - 1);
-    memset(&w->slot[i], 0, sizeof w->slot[i]);
-    w->slot[i].addr = addr;
-    w->n++;
-    return &w->slot[i];
-}
-
-/* Backward-shift deletion keeps every probe chain unbroken. */
-static void req_remove(struct wi *w, struct req *e)
-{
-    size_t i = (size_t)(e - w->slot);
-    w->slot[i].addr = 0;
-    w->n--;
-    for (size_t j = (i + 1) & (w->cap - 1); w->slot[j].addr; j = (j + 1) & (w->cap - 1)) {
-        size_t home = slot_of(w, w->slot[j].addr);
-        bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (!between) {
-            w->slot[i] = w->slot[j];
-            w->slot[j].addr = 0;
-            i = j;
-        }
-    }
-}
+ADDRMAP_FUNCS(req, struct wi, struct req, 1024)
 
 /* ---- the replay pass ---------------------------------------------------------- */
 
