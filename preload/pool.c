@@ -26,7 +26,9 @@
  *
  * Serving a request (pool_alloc, read top-down below): a large one with
  * virtual memory first in the arena of mapped segments (pool_vmm.c); then
- * the thread's own arena; what completed fences cover; pending memory
+ * the thread's own arena - where a large request's best free fit is
+ * loose and pending memory would fit it better, after waiting for that
+ * memory; what completed fences cover; pending memory
  * made reusable, when what it would release is worth a wait (pool_sync.c
  * decides); whole free segments of other arenas, then their blocks; a
  * new segment - after giving back empty large segments that did not fit
@@ -61,9 +63,11 @@ static struct blk *try_others(struct pool *p, struct pdev *d, int dev,
                               unsigned own, size_t size, size_t req, bool wait);
 static struct blk *try_all(struct pool *p, struct pdev *d, int dev,
                            unsigned own, size_t size, size_t req);
+static struct blk *try_tight(struct pool *p, struct arena *a, int dev,
+                             size_t size, size_t req, size_t *loose);
 static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
                                  unsigned ai, size_t size, size_t req,
-                                 bool all);
+                                 bool all, size_t below);
 static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
                 size_t size, size_t req, struct blk **out);
 static void retire_locked(struct arena *a, struct blk *b);
@@ -142,23 +146,39 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
         b = pool_alloc_mapped(p, d, dev, size, req);
     }
     struct arena *own = &d->arenas[ai];
+    uint64_t worth = pool_sync_worth(own, size);
+    /* A large request whose best free fit is loose - cutting it would
+     * leave twice the request free beside it, and at least what makes a
+     * wait worth it - waits for pending memory that fits it better, if
+     * there is any: memory freed a moment ago usually fits the next
+     * request of its kind, and cutting the request from a larger free
+     * block instead (a segment just emptied) scatters the next pass's
+     * blocks over it, so that the next request of that segment's size
+     * finds no room (GPT-2 inference held 2.1x the memory it used; with
+     * the rule, 1.05x: docs/benchmarks.md, whatif). */
+    size_t loose = 0;
+    if (b == NULL && pool_is_large(size) && !pool_vmm_on(p))
+        loose = worth > 2 * size ? worth : 2 * size;
     if (b == NULL)
-        b = try_arena(p, own, dev, size, req);
+        b = try_tight(p, own, dev, size, req, &loose);
+    if (b == NULL && loose && pool_pending_could_fit(d, ai, size, loose))
+        b = reclaim_retry(p, d, dev, ai, size, req, false, loose);
+    if (b == NULL && loose)
+        b = try_arena(p, own, dev, size, req); /* the loose fit after all */
     /* What completed fences cover is reusable for a query each. */
     if (b == NULL && p->up.reclaim && p->up.reclaim(p->up.ctx, dev, POOL_POLL) > 0)
         b = try_arena(p, own, dev, size, req);
     /* Only pending memory could serve this: wait until it is reusable.
      * The thread's own arena first, so threads that free what they
      * allocate never touch the others. */
-    uint64_t worth = pool_sync_worth(own, size);
     if (b == NULL && LOAD(own->pending) >= worth)
-        b = reclaim_retry(p, d, dev, ai, size, req, false);
+        b = reclaim_retry(p, d, dev, ai, size, req, false, 0);
     if (b == NULL)
         b = try_others(p, d, dev, ai, size, req, false);
     if (b == NULL && pool_pending_bytes(d) >= worth)
-        b = reclaim_retry(p, d, dev, ai, size, req, true);
-    if (b == NULL && pool_pending_could_fit(d, ai, size))
-        b = reclaim_retry(p, d, dev, ai, size, req, true);
+        b = reclaim_retry(p, d, dev, ai, size, req, true, 0);
+    if (b == NULL && pool_pending_could_fit(d, ai, size, SIZE_MAX))
+        b = reclaim_retry(p, d, dev, ai, size, req, true, 0);
     /* About to grow a large segment: large segments with nothing in them
      * did not fit; give them back first rather than hold both. */
     if (b == NULL && pool_is_large(size) &&
@@ -187,10 +207,12 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
  * them). The upstream's fences first: one at a time, oldest first, trying
  * after each, so that the thread waits only until the GPU has passed a
  * block that fits, and the GPU keeps the work queued after it. Then one
- * device-wide synchronization for the frees no fence covers yet. */
+ * device-wide synchronization for the frees no fence covers yet. With
+ * `below`, a try after a fence takes only a fit that leaves less than
+ * `below` free beside it (try_tight); the last one takes any. */
 static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
                                  unsigned ai, size_t size, size_t req,
-                                 bool all)
+                                 bool all, size_t below)
 {
     struct blk *b;
     struct arena *own = &d->arenas[ai];
@@ -198,10 +220,13 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
     for (int n = 0; pool_may_wait(p, d, upto, n) &&
                     (pool_before_wait(p, d),
                      p->up.reclaim(p->up.ctx, dev, POOL_REUSE)) > 0;
-         n++)
-        if ((b = all ? try_all(p, d, dev, ai, size, req)
-                     : try_arena(p, own, dev, size, req)) != NULL)
+         n++) {
+        size_t loose = below;
+        if ((b = below ? try_tight(p, own, dev, size, req, &loose)
+                 : all ? try_all(p, d, dev, ai, size, req)
+                       : try_arena(p, own, dev, size, req)) != NULL)
             return b;
+    }
     if (!pool_sync(p, d, own, dev))
         return NULL;
     return all ? try_all(p, d, dev, ai, size, req)
@@ -210,7 +235,8 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
 
 /* Try one arena: promote, best fit, take. */
 static struct blk *try_arena_lock(struct pool *p, struct arena *a, int dev,
-                                  size_t size, size_t req, bool wait)
+                                  size_t size, size_t req, bool wait,
+                                  size_t *loose)
 {
     if (!pool_lock_arena(a, wait))
         return NULL;
@@ -223,8 +249,15 @@ static struct blk *try_arena_lock(struct pool *p, struct arena *a, int dev,
             b = pool_take_backed(p, a, b, size, req, NULL);
     } else if ((b = bin_find(pool_bins_for(a, pool_is_large(size)), size)) !=
                NULL) {
+        if (loose && *loose && b->size - size >= *loose) {
+            *loose = b->size; /* pending memory may fit better */
+            pthread_mutex_unlock(&a->lock);
+            return NULL;
+        }
         b = take(a, b, size, req); /* the hot path: nothing to map */
     }
+    if (loose)
+        *loose = 0;
     if (b)
         pool_publish(a, b);
     pthread_mutex_unlock(&a->lock);
@@ -234,7 +267,16 @@ static struct blk *try_arena_lock(struct pool *p, struct arena *a, int dev,
 static struct blk *try_arena(struct pool *p, struct arena *a, int dev,
                              size_t size, size_t req)
 {
-    return try_arena_lock(p, a, dev, size, req, true);
+    return try_arena_lock(p, a, dev, size, req, true, NULL);
+}
+
+/* try_arena, but no fit that would leave *loose bytes or more free beside
+ * the block: then NULL, and *loose is the size of the block it passed
+ * over (0: it found no fit at all, or took one). */
+static struct blk *try_tight(struct pool *p, struct arena *a, int dev,
+                             size_t size, size_t req, size_t *loose)
+{
+    return try_arena_lock(p, a, dev, size, req, true, loose);
 }
 
 /* Move a fully free segment of the right kind and size from arena `from`
@@ -318,7 +360,7 @@ static struct blk *try_others(struct pool *p, struct pdev *d, int dev,
         struct arena *a = &d->arenas[(own + i) % POOL_ARENAS];
         if (LOAD(a->nsegs) == 0 || (!wait && LOAD(a->free_bytes) < plenty))
             continue;
-        struct blk *b = try_arena_lock(p, a, dev, size, req, wait);
+        struct blk *b = try_arena_lock(p, a, dev, size, req, wait, NULL);
         if (b) {
             __atomic_fetch_add(&a->lent, 1, __ATOMIC_RELAXED);
             return b;

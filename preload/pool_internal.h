@@ -420,9 +420,10 @@ POOL_HIDDEN bool pool_sync(struct pool *p, struct pdev *d, struct arena *own,
  * `size` from arena own. */
 POOL_HIDDEN uint64_t pool_sync_worth(struct arena *own, size_t size);
 POOL_HIDDEN uint64_t pool_pending_bytes(struct pdev *d);
-/* Would a synchronization create a free block of `size`? */
+/* Would a synchronization create a free block of at least `size` and
+ * less than `below`? */
 POOL_HIDDEN bool pool_pending_could_fit(struct pdev *d, unsigned own,
-                                        size_t size);
+                                        size_t size, size_t below);
 /* May a thread wait for its n-th fence, having started at epoch upto? */
 POOL_HIDDEN bool pool_may_wait(struct pool *p, struct pdev *d, uint64_t upto,
                                int n);

@@ -53,15 +53,19 @@ static bool idle_block(const struct blk *b)
     return b->state == B_FREE || b->state == B_PENDING;
 }
 
-/* Would a synchronization create a block of `size`? True if some pending
- * block, merged with its free and pending neighbours, spans that much:
- * fragmented free memory next to pending memory serves a request that
- * neither could alone. Bounded work: it runs only before growing. The
- * thread's own arena first; another thread's only if its lock is free:
- * locking and walking the other threads' pending lists on every miss was
- * what made two threads slower than one (2.6x the time per pair on the
- * 16-core GPU host, bench_pool). */
-bool pool_pending_could_fit(struct pdev *d, unsigned own, size_t size)
+/* Would a synchronization create a block of `size`, and one smaller than
+ * `below`? True if some pending block, merged with its free and pending
+ * neighbours, spans at least `size` and less than `below`: fragmented
+ * free memory next to pending memory serves a request that neither could
+ * alone, and memory freed a moment ago often fits a request better than
+ * the free block it would otherwise be cut from. Bounded work: it runs
+ * only before growing or cutting a loose fit. The thread's own arena
+ * first; another thread's only if its lock is free: locking and walking
+ * the other threads' pending lists on every miss was what made two
+ * threads slower than one (2.6x the time per pair on the 16-core GPU
+ * host, bench_pool). */
+bool pool_pending_could_fit(struct pdev *d, unsigned own, size_t size,
+                            size_t below)
 {
     for (int k = 0; k < POOL_ARENAS; k++) {
         unsigned i = (own + (unsigned)k) % POOL_ARENAS;
@@ -72,6 +76,8 @@ bool pool_pending_could_fit(struct pdev *d, unsigned own, size_t size)
             continue;
         unsigned budget = 100000;
         for (struct blk *b = a->pend_head; b && budget; b = b->lnext) {
+            if ((bool)b->seg->large != pool_is_large(size))
+                continue;
             struct blk *start = b;
             while (start->prev && idle_block(start->prev) && budget--)
                 start = start->prev;
@@ -79,7 +85,7 @@ bool pool_pending_could_fit(struct pdev *d, unsigned own, size_t size)
             for (struct blk *x = start; x && idle_block(x) && budget--;
                  x = x->next)
                 run += x->size;
-            if (run >= size && (bool)b->seg->large == pool_is_large(size)) {
+            if (run >= size && run < below) {
                 pthread_mutex_unlock(&a->lock);
                 return true;
             }

@@ -5,10 +5,13 @@ usage: scripts/bench-pool-gpu.py [--bundle DIR] [--repeats N] [--json FILE]
                                  [--workloads transformer,mlp] [--configs a,b,...]
                                  [--keep DIR] [--pin CPUS]
 
-Two workloads (tests/gpu/torch_train.py): the GPU-bound transformer
-(TransformerEncoder, 6 layers, d=1024, 16 heads, FFN 4096, batch 16x512,
-AdamW, fp32) and the launch-bound small MLP (12 x Linear 256 + GELU +
-LayerNorm, batch 64, Adam). Configurations:
+Workloads (--workloads, default transformer,mlp): from
+tests/gpu/torch_train.py the GPU-bound transformer (TransformerEncoder, 6
+layers, d=1024, 16 heads, FFN 4096, batch 16x512, AdamW, fp32) and the
+launch-bound small MLP (12 x Linear 256 + GELU + LayerNorm, batch 64,
+Adam); from tests/gpu/torch_models.py the real models gpt2 (HuggingFace
+GPT2LMHeadModel training, bf16 autocast, AdamW), timm (resnet50 training,
+fp32, SGD), and their inference gpt2-infer and timm-infer (fp32). Configurations:
 
   baseline       PyTorch's caching allocator, no library
   uncached       PYTORCH_NO_CUDA_MEMORY_CACHING=1, no library
@@ -81,8 +84,14 @@ LIB = os.path.join(BUNDLE, "libgpumemtrace.so")
 REPORT = os.path.join(BUNDLE, "gpumemreport")
 REPORT_ENV = dict(os.environ, LD_LIBRARY_PATH=BUNDLE)  # libdw and friends
 TRAIN = os.path.join(ROOT, "tests", "gpu", "torch_train.py")
+MODELS = os.path.join(ROOT, "tests", "gpu", "torch_models.py")
 STEPS = {"transformer": 25, "mlp": 400}
 WARMUP = {"transformer": 5, "mlp": 50}
+# the real models: torch_models.py's arguments
+MODEL_ARGS = {"gpt2": ["gpt2", "--bf16"], "timm": ["timm"], "gpt2-infer": ["gpt2-infer"],
+              "timm-infer": ["timm-infer"]}
+for _w in MODEL_ARGS:
+    STEPS[_w], WARMUP[_w] = 15, 3
 
 CONFIGS = {
     "baseline": ({}, False),
@@ -167,8 +176,11 @@ def run(workload, config, tmp):
         env["LD_PRELOAD"] = env_extra.get("LD_PRELOAD", LIB)
         env["GPUMEMTRACE_OUTPUT"] = trace
         env["GPUMEMTRACE_VERBOSE"] = "1"  # the fence counts at exit
-    args = ([] if PIN is None else ["taskset", "-c", PIN]) + [
-        sys.executable, TRAIN, workload, str(STEPS[workload])]
+    args = ([] if PIN is None else ["taskset", "-c", PIN]) + [sys.executable]
+    if workload in MODEL_ARGS:
+        args += [MODELS, *MODEL_ARGS[workload], "--steps", str(STEPS[workload])]
+    else:
+        args += [TRAIN, workload, str(STEPS[workload])]
     if workload == "transformer":
         args.append("--full")
     p = subprocess.run(args, env=env, capture_output=True, text=True)
@@ -176,6 +188,10 @@ def run(workload, config, tmp):
         raise RuntimeError(f"{workload}/{config} failed:\n{p.stderr[-3000:]}")
     r = json.loads(p.stdout.strip().splitlines()[-1])
     r["step"] = statistics.median(r["step_times"][WARMUP[workload]:])
+    r.setdefault("losses", r.get("result"))  # torch_models.py: the last loss or a checksum
+    if not traced and r.get("max_memory_reserved"):  # PyTorch's own figures
+        r["peak_reserved"] = r["max_memory_reserved"]
+        r["peak_requested"] = r["requested_bytes.all.peak"]
     if traced:
         info = json.loads(subprocess.run([REPORT, "info", "--json", trace], capture_output=True,
                                          text=True, check=True, env=REPORT_ENV).stdout)[0]

@@ -145,17 +145,24 @@ def test_real_traces_predict_pytorchs_reserved_peak():
 def test_gmt_pool_on_the_corpus():
     """--policy gmt-pool (the library's own pool, preload/pool*.c, linked
     in) on each corpus trace: it runs, reserves at least what ideal does
-    (the peak requested), and the text table agrees with --json."""
+    (the peak requested) and at most 2% more than PyTorch's allocator
+    (issue 21: before the pool's loose-fit rule it held 1.17x PyTorch's
+    peak on GPT-2 and 1.72x on GPT-2 inference), and the text table
+    agrees with --json."""
     import lzma
     corpus = os.path.join(os.path.dirname(__file__), "..", "corpus")
-    for model in ("gpt2", "timm", "transformer"):
+    models = sorted(f[:-len(".gmt.xz")] for f in os.listdir(corpus) if f.endswith(".gmt.xz"))
+    expect(len(models) >= 7, models)
+    for model in models:
         with lzma.open(os.path.join(corpus, f"{model}.gmt.xz")) as f, open(f"{model}.gmt", "wb") as o:
             o.write(f.read())
-        args = ["--no-symbols", "--policy", "ideal", "--policy", "gmt-pool", f"{model}.gmt"]
+        args = ["--no-symbols", "--policy", "ideal", "--policy", "pytorch", "--policy", "gmt-pool",
+                f"{model}.gmt"]
         tr = whatif(*args)[0]
         pol = {p["policy"]: p for p in tr["policies"] if p["device"] == 0}
-        g, ideal = pol["gmt-pool"], pol["ideal"]
+        g, ideal, torch = pol["gmt-pool"], pol["ideal"], pol["pytorch"]
         expect(g["peak_reserved"] >= ideal["peak_reserved"] > 0, (model, g, ideal))
+        expect(g["peak_reserved"] <= 1.02 * torch["peak_reserved"], (model, g, torch))
         expect(g["peak_reserved"] % 512 == 0 and g["device_allocs"] >= 1, (model, g))
         expect(g["oom"] is None and 0 <= g["fragmentation"] <= 1, (model, g))
         expect(g["largest_free"] <= g["peak_reserved"], (model, g))

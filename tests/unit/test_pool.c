@@ -1,7 +1,7 @@
 /* test_pool.c - the caching pool against a host-memory upstream
  * (pool_fixture.h): no reuse before the GPU is done, synchronizations,
- * out of memory, coalescing, large blocks, fences, ordered reuse, and
- * sixteen threads. The virtual-memory cases are in test_pool_vmm.c.
+ * out of memory, coalescing, large blocks, loose fits, fences, ordered
+ * reuse, and sixteen threads. The virtual-memory cases are in test_pool_vmm.c.
  */
 #include "pool_fixture.h"
 
@@ -179,6 +179,41 @@ static void large_blocks(void)
     pool_release_all(p);
 }
 
+/* A large request whose best free fit would leave twice the request free
+ * beside it waits for pending memory that fits better: the segment just
+ * emptied stays whole for the next request of its size. A tight free fit
+ * is taken at once. */
+static void loose_fit_waits(void)
+{
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 300u << 20), b = gpu_alloc(p, 0, 48u << 20);
+    uintptr_t c = gpu_alloc(p, 0, 60u << 20);
+    CHECK(a && b && c && up.allocs == 3);
+    gpu_free(p, a, 300u << 20);
+    gpu_free(p, c, 60u << 20);
+    struct pool_snapshot snap; /* the program synchronizes */
+    pool_sync_snapshot(p, 0, &snap);
+    up_sync(NULL, 0);
+    pool_synced(p, 0, &snap);
+    gpu_free(p, b, 48u << 20); /* pending: the GPU may still use it */
+    unsigned long syncs = up.syncs;
+    /* 60 MiB free for 40: tight enough, no wait */
+    uintptr_t t = gpu_alloc(p, 0, 40u << 20);
+    CHECK(t == c && up.syncs == syncs);
+    /* 300 MiB free for 48 is loose; b, pending, fits it exactly */
+    uintptr_t x = gpu_alloc(p, 0, 48u << 20);
+    CHECK(x == b && up.syncs == syncs + 1 && up.violations == 0);
+    uintptr_t y = gpu_alloc(p, 0, 300u << 20); /* a's segment, whole */
+    CHECK(y == a && up.allocs == 3 && up.violations == 0);
+    CHECK(pool_check(p) == NULL);
+    gpu_free(p, t, 40u << 20);
+    gpu_free(p, x, 48u << 20);
+    gpu_free(p, y, 300u << 20);
+    pool_release_all(p);
+    CHECK(up.used == 0);
+}
+
 static void sixteen_threads(void)
 {
     reset(2ull << 30);
@@ -251,6 +286,7 @@ int main(void)
     refused_sync_grows();
     invalid_frees();
     large_blocks();
+    loose_fit_waits();
     fences_before_syncs();
     sixteen_threads();
     ordered_reuse();
