@@ -223,19 +223,40 @@ CUresult gmtw_cuInit(unsigned int flags)
     return r;
 }
 
-/* ---- streams and contexts the pool's fences cannot cover -----------------
- * A fence is an event on the legacy stream (fence.c): it covers blocking
- * streams of the primary context only. Said before the real call, which
- * is a tail call. */
+/* ---- streams and contexts, for the pool's fences -------------------------
+ * A fence is an event on the legacy stream and one on each non-blocking
+ * stream (fence.c): it covers the primary context's streams. Ordered
+ * reuse ends before a non-blocking stream is created; fences take it in
+ * once it exists, and go off before one is destroyed. */
+
+static const char *const DRV_NB_WHY[] = {
+    "the program created more than 8 non-blocking streams (cuStreamCreate)",
+    "the program created more than 8 non-blocking streams "
+    "(cuStreamCreateWithPriority)",
+};
+
+/* After a creation: enter a non-blocking stream of the current context. */
+static void stream_created(CUresult r, CUstream *ph, unsigned flags, int which)
+{
+    if (r != CUDA_SUCCESS || !(flags & CU_STREAM_NON_BLOCKING) || ph == NULL)
+        return;
+    CUdevice dev = -1;
+    CUresult (*get)(CUdevice *) =
+        (CUresult(*)(CUdevice *))gmt_drv_real[D_cuCtxGetDevice];
+    if (get == NULL || get(&dev) != CUDA_SUCCESS)
+        dev = -1; /* not entered: fences go off */
+    gmt_fence_stream_created((void *)*ph, (int)dev, DRV_NB_WHY[which]);
+}
 
 CUresult gmtw_cuStreamCreate(CUstream *ph, unsigned int flags)
 {
     if (MISSING(cuStreamCreate))
         return CUDA_ERROR_NOT_INITIALIZED;
     if (flags & CU_STREAM_NON_BLOCKING)
-        gmt_fence_off("the program created a non-blocking stream "
-                      "(cuStreamCreate)");
-    return REAL(cuStreamCreate)(ph, flags);
+        gmt_fence_ordered_end(DRV_NB_WHY[0]);
+    CUresult r = REAL(cuStreamCreate)(ph, flags);
+    stream_created(r, ph, flags, 0);
+    return r;
 }
 
 CUresult gmtw_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags,
@@ -244,9 +265,19 @@ CUresult gmtw_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags,
     if (MISSING(cuStreamCreateWithPriority))
         return CUDA_ERROR_NOT_INITIALIZED;
     if (flags & CU_STREAM_NON_BLOCKING)
-        gmt_fence_off("the program created a non-blocking stream "
-                      "(cuStreamCreateWithPriority)");
-    return REAL(cuStreamCreateWithPriority)(ph, flags, priority);
+        gmt_fence_ordered_end(DRV_NB_WHY[1]);
+    CUresult r = REAL(cuStreamCreateWithPriority)(ph, flags, priority);
+    stream_created(r, ph, flags, 1);
+    return r;
+}
+
+CUresult gmtw_cuStreamDestroy_v2(CUstream h)
+{
+    if (MISSING(cuStreamDestroy_v2))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    gmt_fence_stream_destroyed((void *)h, "the program destroyed a "
+                                          "non-blocking stream (cuStreamDestroy)");
+    return REAL(cuStreamDestroy_v2)(h);
 }
 
 #define CTX_OFF "a context of the program's own was created (cuCtxCreate)"

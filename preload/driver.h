@@ -25,7 +25,8 @@
  * names, which macros don't touch. */
 #define GMT_DRV_WRAPPED(X)                                                    \
     X(cuGetProcAddress_v2) X(cuGetProcAddress) X(cuInit)                      \
-    X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuCtxCreate)            \
+    X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy_v2)      \
+    X(cuCtxCreate)                                                            \
     X(cuCtxCreate_v2) X(cuCtxCreate_v3) X(cuCtxCreate_v4) X(cuGreenCtxCreate) \
     X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemFree_v2)                    \
     X(cuMemAllocManaged) X(cuMemAllocHost_v2) X(cuMemHostAlloc)               \
@@ -100,10 +101,11 @@ WRAPPER(CUresult, cuGetProcAddress_v2,
 WRAPPER(CUresult, cuGetProcAddress,
         (const char *symbol, void **pfn, int version, cuuint64_t flags));
 WRAPPER(CUresult, cuInit, (unsigned int flags));
-/* Streams and contexts the pool's fences cannot cover (driver.c). */
+/* Streams and contexts, for the pool's fences (driver.c). */
 WRAPPER(CUresult, cuStreamCreate, (CUstream *ph, unsigned int flags));
 WRAPPER(CUresult, cuStreamCreateWithPriority,
         (CUstream *ph, unsigned int flags, int priority));
+WRAPPER(CUresult, cuStreamDestroy_v2, (CUstream h));
 WRAPPER(CUresult, cuCtxCreate,
         (CUcontext *pctx, unsigned int flags, CUdevice dev));
 WRAPPER(CUresult, cuCtxCreate_v2,

@@ -19,15 +19,23 @@
  * stream of its context (CUDA's "legacy default stream" semantics; the
  * per-thread default streams are blocking streams too). Not for
  * non-blocking streams (measured on an H200: DESIGN.md), nor for streams
- * of other contexts. So fences are used only while the process has never
- * created a non-blocking stream or a context of its own: the stream and
- * context creations are watched at the runtime hooks and, for runtimes
- * linked statically (NCCL, a JAX plugin...), by the driver-level observer
- * (driver.c), which is why fences need that observer on. The first such
- * creation turns fences off for good (gmt_fence_off, before the real
- * call); the pool then uses device-wide synchronizations. Fences recorded
- * earlier stay valid: work on a stream that did not exist yet cannot touch
- * a block freed before, short of a use after free.
+ * of other contexts. So a fence also records an event on each non-blocking
+ * stream the program has (up to NSIDE of them): cuDNN makes one of its own
+ * with cuStreamCreate (measured on an H200: any PyTorch convolution), and
+ * fences off for it meant a device-wide synchronization where a fence
+ * would do, 60-120 per training step of resnet50 and GPT-2. The fence is
+ * complete when all of its events are. Stream and context creations are
+ * watched at the runtime hooks and, for runtimes linked statically (cuDNN,
+ * NCCL, a JAX plugin...), by the driver-level observer (driver.c), which
+ * is why fences need that observer on. A non-blocking stream is entered
+ * after its creation returns, before the program has its handle, so no
+ * work of it can precede its entry. Fences go off for good (gmt_fence_off;
+ * the pool then uses device-wide synchronizations) at a context of the
+ * program's own, at a non-blocking stream past NSIDE, and when one of them
+ * is destroyed (before the real call: work queued on it still runs, and
+ * no later event on it could cover that). Fences recorded earlier stay
+ * valid: work on a stream that did not exist yet cannot touch a block
+ * freed before, short of a use after free.
  *
  * What a fence does to the program's streams: an operation on the legacy
  * stream also makes later work of every blocking stream wait for it, so a
@@ -70,7 +78,9 @@
  *
  * Never inside a stream capture: recording on the legacy stream would
  * break a capture in progress; every CUDA call here runs under the
- * capture lock (mem.c), which no capture begins without. Never when the
+ * capture lock (mem.c), which no capture begins without. A non-blocking
+ * stream found capturing all the same (a capture begun where the hooks do
+ * not see it) gets no event, and the fence is not made. Never when the
  * program has an error pending (our call could consume it).
  *
  * mem.c owns the capture lock and the pool, which the end of ordered reuse
@@ -93,6 +103,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "pool.h"
@@ -104,8 +115,13 @@
 #define POLL_EVERY_NS 20000ull     /* misses query fences at most every 20 us */
 #define FENCE_BEHIND_NS 20000ull   /* waits averaging less: the GPU keeps up */
 
+/* Non-blocking streams a fence covers, at most (one event each). */
+#define NSIDE 8
+
 struct fence {
     cudaEvent_t ev;                /* created on first use, kept */
+    cudaEvent_t side[NSIDE];       /* one per non-blocking stream, the same */
+    unsigned nside;                /* of side[], recorded with this fence */
     struct pool_snapshot snap;     /* the frees it covers */
 };
 
@@ -118,6 +134,18 @@ struct fdev {
     uint64_t wait_avg_ns;          /* how long waits took, moving average */
     struct fence ring[NFENCE];
 };
+
+/* The program's non-blocking streams, by device: a fence records an event
+ * on each of them too. Changed and read under g_side_lock, which a fence
+ * holds while it records (after f->lock), so that no stream is destroyed
+ * under a record. */
+struct side {
+    void *stream; /* cudaStream_t, or a CUstream of the primary context */
+    int dev;
+};
+static struct side g_side[NSIDE];
+static unsigned g_nside;
+static pthread_mutex_t g_side_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct fdev *g_fdev[POOL_MAX_DEVICES];
 static pthread_mutex_t g_fdev_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -173,6 +201,44 @@ void gmt_fence_off(const char *why)
     if (!__atomic_exchange_n(&g_off, true, __ATOMIC_SEQ_CST) && gmt_opt.verbose)
         gmt_info("pool: fences off (%s); freed blocks now wait for "
                  "device-wide synchronizations", why);
+}
+
+void gmt_fence_stream_created(void *stream, int dev, const char *why)
+{
+    bool full = false;
+    pthread_mutex_lock(&g_side_lock);
+    bool known = false;
+    for (unsigned i = 0; i < g_nside; i++)
+        known |= g_side[i].stream == stream;
+    if (!known && g_nside < NSIDE && dev >= 0 && dev < POOL_MAX_DEVICES)
+        g_side[g_nside++] = (struct side){stream, dev};
+    else if (!known)
+        full = true;
+    pthread_mutex_unlock(&g_side_lock);
+    if (full)
+        gmt_fence_off(why);
+}
+
+void gmt_fence_stream_destroyed(void *stream, const char *why)
+{
+    bool known = false;
+    pthread_mutex_lock(&g_side_lock);
+    for (unsigned i = 0; i < g_nside; i++)
+        known |= g_side[i].stream == stream;
+    pthread_mutex_unlock(&g_side_lock);
+    if (!known)
+        return;
+    /* Off first: a fence recorded from now on would not cover the work
+     * still queued on the stream. Then out of the list, under the lock no
+     * record is made without. */
+    gmt_fence_off(why);
+    pthread_mutex_lock(&g_side_lock);
+    for (unsigned i = 0; i < g_nside; i++)
+        if (g_side[i].stream == stream) {
+            g_side[i] = g_side[--g_nside];
+            break;
+        }
+    pthread_mutex_unlock(&g_side_lock);
 }
 
 bool gmt_fence_usable(void)
@@ -243,20 +309,57 @@ static void cuda_quiet_end(cudaError_t r)
 
 struct record_args {
     struct fence *fe;
+    int dev;
 };
 
+static cudaError_t event_of(cudaEvent_t *ev)
+{
+    if (*ev != NULL)
+        return cudaSuccess;
+    cudaError_t r = GMT_REAL(cudaEventCreateWithFlags)(ev, cudaEventDisableTiming);
+    if (r != cudaSuccess)
+        *ev = NULL;
+    return r;
+}
+
+/* Record the fence's events: one on each non-blocking stream of the
+ * device, then one on the legacy stream. g_side_lock held. A stream in a
+ * capture gets none - the record would join the capture - and then the
+ * fence is not made (cudaErrorStreamCaptureUnsupported). */
 static int do_record(void *arg)
 {
-    struct fence *fe = ((struct record_args *)arg)->fe;
-    if (fe->ev == NULL) {
-        cudaError_t r = GMT_REAL(cudaEventCreateWithFlags)(
-            &fe->ev, cudaEventDisableTiming);
-        if (r != cudaSuccess) {
-            fe->ev = NULL;
+    struct record_args *a = arg;
+    struct fence *fe = a->fe;
+    cudaError_t r;
+    fe->nside = 0;
+    for (unsigned i = 0; i < g_nside; i++) {
+        if (g_side[i].dev != a->dev)
+            continue;
+        cudaStream_t st = (cudaStream_t)g_side[i].stream;
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        if ((r = GMT_REAL(cudaStreamIsCapturing)(st, &cs)) != cudaSuccess)
             return r;
-        }
+        if (cs != cudaStreamCaptureStatusNone)
+            return cudaErrorStreamCaptureUnsupported;
+        if ((r = event_of(&fe->side[fe->nside])) != cudaSuccess ||
+            (r = GMT_REAL(cudaEventRecord)(fe->side[fe->nside], st)) !=
+                cudaSuccess)
+            return r;
+        fe->nside++;
     }
+    if ((r = event_of(&fe->ev)) != cudaSuccess)
+        return r;
     return GMT_REAL(cudaEventRecord)(fe->ev, cudaStreamLegacy);
+}
+
+/* Has every event of the fence completed? cudaSuccess, cudaErrorNotReady,
+ * or the error of one. */
+static cudaError_t fence_query(const struct fence *fe)
+{
+    cudaError_t r = GMT_REAL(cudaEventQuery)(fe->ev);
+    for (unsigned i = 0; r == cudaSuccess && i < fe->nside; i++)
+        r = GMT_REAL(cudaEventQuery)(fe->side[i]);
+    return r;
 }
 
 /* Promote what completed fences cover, oldest first; how many completed.
@@ -269,7 +372,7 @@ static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
     cudaError_t r = cudaSuccess;
     while (f->head != f->tail) {
         struct fence *fe = &f->ring[f->head % NFENCE];
-        r = GMT_REAL(cudaEventQuery)(fe->ev);
+        r = fence_query(fe);
         if (r == cudaErrorNotReady)
             break;
         if (r == cudaSuccess) {
@@ -299,10 +402,12 @@ static bool record_locked(struct pool *p, struct fdev *f, int dev)
     pool_sync_snapshot(p, dev, &fe->snap);
     /* after the snapshot: see the ordering note at the top */
     cudaError_t r = cudaErrorNotPermitted;
+    pthread_mutex_lock(&g_side_lock);
     if (!__atomic_load_n(&g_off, __ATOMIC_SEQ_CST)) {
-        struct record_args a = {fe};
+        struct record_args a = {fe, dev};
         r = (cudaError_t)gmt_on_device(dev, do_record, &a);
     }
+    pthread_mutex_unlock(&g_side_lock);
     cuda_quiet_end(r == cudaErrorNotPermitted ? cudaSuccess : r);
     if (r == cudaSuccess) {
         __atomic_store_n(&f->tail, f->tail + 1, __ATOMIC_RELAXED);
@@ -377,12 +482,20 @@ int gmt_fence_reclaim(struct pool *p, int dev, int wait)
     }
     /* Wait for the oldest only, without the lock: frees go on recording.
      * Its slot can be recorded again only after NFENCE newer fences; then
-     * the wait is merely longer. */
-    cudaEvent_t ev = f->ring[f->head % NFENCE].ev;
+     * the wait is merely longer. Its events are kept for ever (a slot
+     * reuses them), so waiting on a copy of their handles is safe. */
+    struct fence *old = &f->ring[f->head % NFENCE];
+    cudaEvent_t evs[1 + NSIDE];
+    unsigned nev = 0;
+    evs[nev++] = old->ev;
+    for (unsigned i = 0; i < old->nside; i++)
+        evs[nev++] = old->side[i];
     pthread_mutex_unlock(&f->lock);
     if (!cuda_quiet_begin(true))
         return 0;
-    cudaError_t r = GMT_REAL(cudaEventSynchronize)(ev);
+    cudaError_t r = cudaSuccess;
+    for (unsigned i = 0; r == cudaSuccess && i < nev; i++)
+        r = GMT_REAL(cudaEventSynchronize)(evs[i]);
     cuda_quiet_end(r);
     uint64_t took = now_ns() - now; /* racing waiters may lose an update:
                                        a statistic */
@@ -409,10 +522,20 @@ void gmt_fence_forget_device(int dev)
     pthread_mutex_lock(&f->lock);
     /* The reset destroyed the events with the context: new ones are made
      * on first use. What the fences covered, the reset freed. */
-    for (int i = 0; i < NFENCE; i++)
+    for (int i = 0; i < NFENCE; i++) {
         f->ring[i].ev = NULL;
+        memset(f->ring[i].side, 0, sizeof f->ring[i].side);
+    }
     __atomic_store_n(&f->head, f->tail, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&f->lock);
+    /* and the device's streams with them */
+    pthread_mutex_lock(&g_side_lock);
+    for (unsigned i = 0; i < g_nside;)
+        if (g_side[i].dev == dev)
+            g_side[i] = g_side[--g_nside];
+        else
+            i++;
+    pthread_mutex_unlock(&g_side_lock);
 }
 
 void gmt_fence_reset_after_fork(void)
@@ -422,4 +545,63 @@ void gmt_fence_reset_after_fork(void)
         g_fdev[i] = NULL;
     pthread_mutex_init(&g_fdev_lock, NULL);
     pthread_mutex_init(&g_ordered_lock, NULL);
+    pthread_mutex_init(&g_side_lock, NULL);
+    g_nside = 0;
+}
+
+/* ---- the runtime's stream calls (hooks.c) ----------------------------------
+ * Ordered reuse ends before a non-blocking stream is created (its work is
+ * not ordered by the legacy stream); fences take the stream in once it
+ * exists, and go off before it is destroyed. */
+
+static const char *const NB_WHY[] = {
+    "the program created more than 8 non-blocking streams "
+    "(cudaStreamCreateWithFlags)",
+    "the program created more than 8 non-blocking streams "
+    "(cudaStreamCreateWithPriority)",
+};
+
+cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
+                              bool with_priority)
+{
+    bool nb = flags & cudaStreamNonBlocking;
+    if (nb)
+        gmt_fence_ordered_end(NB_WHY[with_priority]);
+    unsigned api = with_priority ? GMT_API_STREAM_CREATE_WITH_PRIORITY
+                                 : GMT_API_STREAM_CREATE_WITH_FLAGS;
+    struct gmt_call c;
+    bool on = gmt_call_begin(&c, false);
+    cudaError_t r =
+        with_priority
+            ? GMT_REAL(cudaStreamCreateWithPriority)(ps, flags, priority)
+            : GMT_REAL(cudaStreamCreateWithFlags)(ps, flags);
+    if (on)
+        gmt_call_errno(&c);
+    if (nb && r == cudaSuccess) {
+        int dev = -1;
+        if (GMT_REAL(cudaGetDevice)(&dev) != cudaSuccess)
+            dev = -1; /* not entered: fences go off */
+        gmt_fence_stream_created((void *)*ps, dev, NB_WHY[with_priority]);
+    }
+    if (on) {
+        gmt_ev_stream_create(&c, r, api, ps ? (const void *)*ps : NULL, flags,
+                             with_priority ? priority : 0);
+        gmt_call_finish(&c);
+    }
+    return r;
+}
+
+cudaError_t gmt_stream_destroy(cudaStream_t stream)
+{
+    gmt_fence_stream_destroyed((void *)stream,
+                               "the program destroyed a non-blocking stream "
+                               "(cudaStreamDestroy)");
+    struct gmt_call c;
+    if (!gmt_call_begin(&c, true))
+        return GMT_REAL(cudaStreamDestroy)(stream);
+    cudaError_t r = GMT_REAL(cudaStreamDestroy)(stream);
+    gmt_call_errno(&c);
+    gmt_ev_stream_destroy(&c, r, stream);
+    gmt_call_finish(&c);
+    return r;
 }

@@ -61,10 +61,10 @@
       "the free, before the GPU reaches it (safe while fences are on; see "   \
       "docs/usage.md); ends at the first non-blocking stream or capture")    \
     X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
-      "let the pool reuse freed blocks once an event on the legacy stream "    \
-      "shows the GPU past the free, instead of synchronizing the device "     \
-      "(only while the process has no non-blocking stream; see "              \
-      "docs/usage.md); 0: device-wide synchronizations only")                 \
+      "let the pool reuse freed blocks once events on the legacy stream "     \
+      "and on each non-blocking stream (up to 8) show the GPU past the free, "\
+      "instead of synchronizing the device (see docs/usage.md); 0: "          \
+      "device-wide synchronizations only")                                    \
     X(DRIVER, driver, bool, 1, 0, 1,                                          \
       "observe the CUDA driver's memory calls too (a statically linked "      \
       "cudart, CuPy, JAX, PyTorch's expandable segments); 0: runtime hooks "  \

@@ -17,6 +17,9 @@ cudaError_t gmt_mem_device_synchronize(void);
 cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
 cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);
 cudaError_t gmt_mem_device_reset(void);
+cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
+                              bool with_priority);
+cudaError_t gmt_stream_destroy(cudaStream_t stream);
 
 #define GMT_EXPORT __attribute__((visibility("default")))
 
@@ -473,28 +476,6 @@ GMT_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
            gmt_ev_stream_create(&c_, r_, (GMT_API_STREAM_CREATE), pStream ? (const void *)*pStream : NULL, 0, 0));
 }
 
-GMT_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
-{
-    if (flags & cudaStreamNonBlocking)
-        gmt_fence_off("the program created a non-blocking stream (cudaStreamCreateWithFlags)");
-    TRACED(false, GMT_REAL(cudaStreamCreateWithFlags)(pStream, flags),
-           gmt_ev_stream_create(&c_, r_, (GMT_API_STREAM_CREATE_WITH_FLAGS), pStream ? (const void *)*pStream : NULL, flags, 0));
-}
-
-GMT_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
-{
-    if (flags & cudaStreamNonBlocking)
-        gmt_fence_off("the program created a non-blocking stream (cudaStreamCreateWithPriority)");
-    TRACED(false, GMT_REAL(cudaStreamCreateWithPriority)(pStream, flags, priority),
-           gmt_ev_stream_create(&c_, r_, (GMT_API_STREAM_CREATE_WITH_PRIORITY), pStream ? (const void *)*pStream : NULL, flags, priority));
-}
-
-GMT_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
-{
-    TRACED(true, GMT_REAL(cudaStreamDestroy)(stream),
-           gmt_ev_stream_destroy(&c_, r_, stream));
-}
-
 GMT_EXPORT cudaError_t cudaSetDevice(int device)
 {
     TRACED(false, GMT_REAL(cudaSetDevice)(device),
@@ -529,6 +510,21 @@ GMT_EXPORT cudaError_t cudaDeviceSynchronize(void)
 GMT_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 {
     return gmt_mem_get_info(free, total);
+}
+
+GMT_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+    return gmt_stream_create(pStream, flags, 0, false);
+}
+
+GMT_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+    return gmt_stream_create(pStream, flags, priority, true);
+}
+
+GMT_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    return gmt_stream_destroy(stream);
 }
 
 GMT_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)

@@ -316,6 +316,11 @@ void gmt_fence_ordered_end(const char *why);
 /* A stream or context fences cannot cover is about to be created: use
  * device-wide synchronizations from now on. why: a static string. */
 void gmt_fence_off(const char *why);
+/* A non-blocking stream of device dev (the primary context) was created:
+ * fences cover it from now on; past their limit, off with `why`. */
+void gmt_fence_stream_created(void *stream, int dev, const char *why);
+/* A stream is about to be destroyed: if fences cover it, they go off. */
+void gmt_fence_stream_destroyed(void *stream, const char *why);
 bool gmt_fence_usable(void);
 /* Why fences are not used (NULL: they are). */
 const char *gmt_fence_off_reason(void);

@@ -105,13 +105,6 @@ API_RANGES = [
 ]
 API_MAX = 127
 
-# Before a non-blocking stream exists, the pool stops recording fences on the
-# legacy stream: they would not cover it (preload/fence.c).
-def NB(fn):
-    return ("if (flags & cudaStreamNonBlocking)\n"
-            f"        gmt_fence_off(\"the program created a non-blocking stream ({fn})\");")
-
-
 # ---- the table ---------------------------------------------------------------
 # allocation
 M("cudaMalloc", "void **devPtr, size_t size",
@@ -217,14 +210,13 @@ H("cudaStreamSynchronize", "cudaStream_t stream", "stream", False,
   "gmt_ev_sync(&c_, r_, API, STREAM)", ("GMT_API_STREAM_SYNCHRONIZE", 81), "S(stream)", "_ptsz", "SZ(stream)")
 H("cudaStreamCreate", "cudaStream_t *pStream", "pStream", False,
   "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, 0, 0)", ("GMT_API_STREAM_CREATE", 96), "GMT_NO_STREAM")
-H("cudaStreamCreateWithFlags", "cudaStream_t *pStream, unsigned int flags", "pStream, flags", False,
-  "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, flags, 0)", ("GMT_API_STREAM_CREATE_WITH_FLAGS", 97), "GMT_NO_STREAM",
-  pre=NB("cudaStreamCreateWithFlags"))
-H("cudaStreamCreateWithPriority", "cudaStream_t *pStream, unsigned int flags, int priority", "pStream, flags, priority", False,
-  "gmt_ev_stream_create(&c_, r_, API, pStream ? (const void *)*pStream : NULL, flags, priority)", ("GMT_API_STREAM_CREATE_WITH_PRIORITY", 98), "GMT_NO_STREAM",
-  pre=NB("cudaStreamCreateWithPriority"))
-H("cudaStreamDestroy", "cudaStream_t stream", "stream", True,
-  "gmt_ev_stream_destroy(&c_, r_, stream)", None, "GMT_NO_STREAM")
+# Non-blocking streams: the pool's fences record an event on each
+# (preload/fence.c), and go off when one is destroyed.
+M("cudaStreamCreateWithFlags", "cudaStream_t *pStream, unsigned int flags",
+  "gmt_stream_create(pStream, flags, 0, false)", ("GMT_API_STREAM_CREATE_WITH_FLAGS", 97))
+M("cudaStreamCreateWithPriority", "cudaStream_t *pStream, unsigned int flags, int priority",
+  "gmt_stream_create(pStream, flags, priority, true)", ("GMT_API_STREAM_CREATE_WITH_PRIORITY", 98))
+M("cudaStreamDestroy", "cudaStream_t stream", "gmt_stream_destroy(stream)")
 H("cudaSetDevice", "int device", "device", False,
   "gmt_ev_set_device(&c_, r_, device)", None, "GMT_NO_STREAM")
 
@@ -334,6 +326,9 @@ cudaError_t gmt_mem_device_synchronize(void);
 cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
 cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);
 cudaError_t gmt_mem_device_reset(void);
+cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
+                              bool with_priority);
+cudaError_t gmt_stream_destroy(cudaStream_t stream);
 
 #define GMT_EXPORT __attribute__((visibility("default")))
 

@@ -140,11 +140,14 @@ stress() {
     echo "without the library (real cudaFree, which waits for the device):"
     ./stress 100 || return 1
     echo "with the pool (rounds, corruptions, addresses reused while the old kernels ran):"
-    LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stress.gmt ./stress 300 >stress.out || { cat stress.out; return 1; }
-    cat stress.out
+    LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stress.gmt GPUMEMTRACE_VERBOSE=1 ./stress 300 >stress.out 2>stress.err ||
+        { cat stress.out stress.err; return 1; }
+    cat stress.out stress.err
     "$GPUMEMREPORT" info --json stress.gmt | python3 -c "import json,sys; d=json.load(sys.stdin)[0]; print('pool:', d['pool'])"
+    # the streams are non-blocking: fences cover them with an event on each
+    pool_has stress.gmt fence_waits || return 1
     grep -q "corrupted_words 0 " stress.out && ! grep -q "reused_addresses 0$" stress.out &&
-        echo "zero corruptions, with reuse"
+        echo "zero corruptions, with reuse, through fences on non-blocking streams"
 }
 check stress stress
 # The same on blocking streams, the legacy and the per-thread stream: what

@@ -165,13 +165,17 @@ def test_old_abi_passes_through_untouched():
            in p.stderr and "warning" not in p.stderr, p.stderr)
 
 
-def test_non_blocking_stream_seen_at_the_driver_turns_fences_off():
-    """A runtime linked statically creates its streams through the driver:
-    the pool's fences (events on the legacy stream) would not cover a
-    non-blocking one, so the observer turns them off before it exists."""
+def test_non_blocking_stream_seen_at_the_driver():
+    """A runtime linked statically (cuDNN's) creates its streams through the
+    driver: the observer enters a non-blocking one for the pool's fences to
+    cover, so they stay on; its destruction through the driver turns them
+    off before it goes (work queued on it may still run)."""
     p = drv("nbstream", GPUMEMTRACE_VERBOSE="1")
-    expect("fences off: the program created a non-blocking stream "
-           "(cuStreamCreate)" in p.stderr, p.stderr)
+    expect("pool: 0 fences recorded" in p.stderr and "fences off" not in p.stderr,
+           p.stderr)
+    p = drv("nbdestroy", GPUMEMTRACE_VERBOSE="1")
+    expect("fences off: the program destroyed a non-blocking stream "
+           "(cuStreamDestroy)" in p.stderr, p.stderr)
     p = drv("async", GPUMEMTRACE_VERBOSE="1")  # a blocking one: still on
     expect("pool: 0 fences recorded" in p.stderr and "fences off" not in p.stderr,
            p.stderr)

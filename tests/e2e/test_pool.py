@@ -12,7 +12,9 @@ def scenario(name, mem="64M", **env):
 
 
 def test_no_reuse_under_pending_work():
-    p = scenario("reuse", mem="3M")
+    """With fences off, device-wide synchronizations make freed blocks
+    reusable: one per wave of frees."""
+    p = scenario("reuse", mem="3M", GPUMEMTRACE_POOL_FENCES="0")
     words = p.stdout.split()
     reused = int(words[words.index("reused_addresses") + 1])
     expect(reused > 0, "the scenario must make the pool reuse addresses")
@@ -41,16 +43,34 @@ def test_fences_on_the_legacy_stream():
     fenced("reuse-legacy")
 
 
-def test_fences_off_once_a_non_blocking_stream_exists():
-    """The same waves on non-blocking streams: events on the legacy stream
-    do not cover them, so the pool synchronizes the device instead (with
-    fences still on, the old kernels' late writes would land in the new
+def test_fences_cover_non_blocking_streams():
+    """The same waves on four non-blocking streams: a fence records an
+    event on each of them as well as on the legacy stream, so the pool
+    still waits for fences, not for the device (were the non-blocking
+    streams left out, the old kernels' late writes would land in the new
     owners' memory, and the scenario would fail)."""
-    p = scenario("reuse", mem="3M", GPUMEMTRACE_VERBOSE="1")
+    fenced("reuse")
+
+
+def test_fences_off_past_eight_non_blocking_streams():
+    """Nine non-blocking streams, one past what a fence records events on:
+    fences go off, and the pool synchronizes the device instead."""
+    p = scenario("reuse-many", mem="3M", GPUMEMTRACE_VERBOSE="1")
     pool = info(one_trace())["pool"]
     expect(pool["fence_waits"] == 0 and pool["syncs"] > 0, f"{pool}")
-    expect("fences off: the program created a non-blocking stream "
+    expect("fences off: the program created more than 8 non-blocking streams "
            "(cudaStreamCreateWithFlags)" in p.stderr, p.stderr)
+
+
+def test_fences_off_once_a_non_blocking_stream_is_destroyed():
+    """A non-blocking stream destroyed while its kernel still writes into a
+    freed block: no later event on it could cover that work, so fences go
+    off before it goes, and the pool synchronizes the device instead."""
+    p = scenario("reuse-destroyed", mem="3M", GPUMEMTRACE_VERBOSE="1")
+    pool = info(one_trace())["pool"]
+    expect(pool["fence_waits"] == 0 and pool["syncs"] > 0, f"{pool}")
+    expect("fences off: the program destroyed a non-blocking stream "
+           "(cudaStreamDestroy)" in p.stderr, p.stderr)
 
 
 def test_fences_cover_blocking_streams():

@@ -5,6 +5,11 @@
  *   reuse    blocks freed while simulated kernels on several non-blocking
  *            streams still write into them are reallocated at once; the
  *            new owner's data must never be overwritten by the old work
+ *            (fences record an event on each of the streams)
+ *   reuse-many  the same with nine non-blocking streams, one past what
+ *            fences cover (they go off)
+ *   reuse-destroyed  the same after a fifth non-blocking stream, its
+ *            kernel still running, was destroyed (fences go off)
  *   reuse-blocking  the same on two blocking streams, the legacy stream
  *            and the per-thread stream: what the pool's fences cover
  *   reuse-legacy  the same with every kernel on the legacy stream (the
@@ -41,14 +46,25 @@ static int check_filled(const unsigned char *p, size_t n, unsigned char v)
  * can hold one 2 MiB small segment, so the second wave only fits in the
  * memory the first one freed - while the first wave's kernels, delayed by
  * 2 ms on four non-blocking streams, still write into it. */
-enum streams { NON_BLOCKING, BLOCKING, LEGACY };
+enum streams { NON_BLOCKING, BLOCKING, LEGACY, MANY, DESTROYED };
 
 static void reuse(enum streams kind)
 {
     enum { STREAMS = 4, ROUNDS = 40, WAVE = 16, SIZE = 96 * 1024 };
-    cudaStream_t s[STREAMS];
+    cudaStream_t s[STREAMS], extra[5];
+    unsigned char *kept = NULL;
+    for (int i = 0; kind == MANY && i < 5; i++)
+        cudaStreamCreateWithFlags(&extra[i], cudaStreamNonBlocking);
+    if (kind == DESTROYED) { /* its kernel outlives it */
+        cudaStreamCreateWithFlags(&extra[0], cudaStreamNonBlocking);
+        if (cudaMalloc((void **)&kept, SIZE) != cudaSuccess)
+            FAIL("malloc kept");
+        simLaunchFill(kept, 0xAA, SIZE, 2000, extra[0]);
+        cudaStreamDestroy(extra[0]);
+        cudaFree(kept);
+    }
     for (int i = 0; i < STREAMS; i++) {
-        if (kind == NON_BLOCKING)
+        if (kind == NON_BLOCKING || kind == MANY || kind == DESTROYED)
             cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking);
         else if (kind == BLOCKING && i < 2)
             cudaStreamCreateWithPriority(&s[i], cudaStreamDefault, -i);
@@ -215,6 +231,10 @@ int main(int argc, char **argv)
         reuse(BLOCKING);
     else if (!strcmp(s, "reuse-legacy"))
         reuse(LEGACY);
+    else if (!strcmp(s, "reuse-many"))
+        reuse(MANY);
+    else if (!strcmp(s, "reuse-destroyed"))
+        reuse(DESTROYED);
     else if (!strcmp(s, "control"))
         control();
     else if (!strcmp(s, "oom"))

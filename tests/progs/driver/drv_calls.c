@@ -3,7 +3,7 @@
  * then every function through cuGetProcAddress. No libcudart at all.
  *
  *   drv_calls MODE     MODE: alloc | vmm | async | host | v1 | dlsym | threads
- *                            | copies | rthandle | nbstream
+ *                            | copies | rthandle | nbstream | nbdestroy
  *
  * Each mode makes a known set of calls (the tests know the answers) and
  * prints what it checked about the lookups themselves.
@@ -176,6 +176,23 @@ static void mode_nbstream(void)
     ok(release(p), "cuMemFree");
 }
 
+/* nbstream, then the stream destroyed through the driver */
+static void mode_nbdestroy(void)
+{
+    CUresult (*stream_create)(CUstream *, unsigned) =
+        FN(CUresult(*)(CUstream *, unsigned), "cuStreamCreate");
+    CUresult (*stream_destroy)(CUstream) =
+        FN(CUresult(*)(CUstream), "cuStreamDestroy");
+    alloc_t alloc = FN(alloc_t, "cuMemAlloc");
+    free_t release = FN(free_t, "cuMemFree");
+    CUstream s;
+    ok(stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    CUdeviceptr p;
+    ok(alloc(&p, 1 * MiB), "cuMemAlloc");
+    ok(stream_destroy(s), "cuStreamDestroy");
+    ok(release(p), "cuMemFree");
+}
+
 /* Pinned host memory: 64 KiB and 128 KiB, both freed. */
 static void mode_host(void)
 {
@@ -345,6 +362,8 @@ int main(int argc, char **argv)
         mode_threads();
     else if (strcmp(m, "nbstream") == 0)
         mode_nbstream();
+    else if (strcmp(m, "nbdestroy") == 0)
+        mode_nbdestroy();
     else if (strcmp(m, "copies") == 0)
         mode_copies();
     else if (strcmp(m, "rthandle") == 0)
