@@ -20,11 +20,13 @@
  * per-thread default streams are blocking streams too). Not for
  * non-blocking streams (measured on an H200: DESIGN.md), nor for streams
  * of other contexts. So a fence also records an event on each non-blocking
- * stream the program has (up to NSIDE of them): cuDNN makes one of its own
- * with cuStreamCreate (measured on an H200: any PyTorch convolution), and
- * fences off for it meant a device-wide synchronization where a fence
- * would do, 60-120 per training step of resnet50 and GPT-2. The fence is
- * complete when all of its events are. Stream and context creations are
+ * stream the program has (up to NSIDE of them) that is busy: cuDNN makes
+ * 16 of its own for each handle with cuStreamCreate (measured on an H200:
+ * any PyTorch convolution, and GPT-2's attention), and fences off for them
+ * meant a device-wide synchronization where a fence would do, 60-120 per
+ * training step of resnet50 and GPT-2. A stream found idle (after the
+ * snapshot) needs no event: what was queued on it before has run. The
+ * fence is complete when all of its events are. Stream and context creations are
  * watched at the runtime hooks and, for runtimes linked statically (cuDNN,
  * NCCL, a JAX plugin...), by the driver-level observer (driver.c), which
  * is why fences need that observer on. A non-blocking stream is entered
@@ -115,8 +117,9 @@
 #define POLL_EVERY_NS 20000ull     /* misses query fences at most every 20 us */
 #define FENCE_BEHIND_NS 20000ull   /* waits averaging less: the GPU keeps up */
 
-/* Non-blocking streams a fence covers, at most (one event each). */
-#define NSIDE 8
+/* Non-blocking streams a fence covers, at most: cuDNN makes 16 for each
+ * of its handles (PyTorch has one per thread and device). */
+#define NSIDE 64
 
 struct fence {
     cudaEvent_t ev;                /* created on first use, kept */
@@ -322,10 +325,11 @@ static cudaError_t event_of(cudaEvent_t *ev)
     return r;
 }
 
-/* Record the fence's events: one on each non-blocking stream of the
- * device, then one on the legacy stream. g_side_lock held. A stream in a
- * capture gets none - the record would join the capture - and then the
- * fence is not made (cudaErrorStreamCaptureUnsupported). */
+/* Record the fence's events: one on each busy non-blocking stream of the
+ * device, then one on the legacy stream. A stream found idle needs none:
+ * everything queued on it before the snapshot has run. g_side_lock held.
+ * A stream in a capture gets none - the record would join the capture -
+ * and then the fence is not made (cudaErrorStreamCaptureUnsupported). */
 static int do_record(void *arg)
 {
     struct record_args *a = arg;
@@ -341,6 +345,10 @@ static int do_record(void *arg)
             return r;
         if (cs != cudaStreamCaptureStatusNone)
             return cudaErrorStreamCaptureUnsupported;
+        if ((r = GMT_REAL(cudaStreamQuery)(st)) == cudaSuccess)
+            continue; /* idle */
+        if (r != cudaErrorNotReady)
+            return r;
         if ((r = event_of(&fe->side[fe->nside])) != cudaSuccess ||
             (r = GMT_REAL(cudaEventRecord)(fe->side[fe->nside], st)) !=
                 cudaSuccess)
@@ -555,9 +563,9 @@ void gmt_fence_reset_after_fork(void)
  * exists, and go off before it is destroyed. */
 
 static const char *const NB_WHY[] = {
-    "the program created more than 8 non-blocking streams "
+    "the program created more than 64 non-blocking streams "
     "(cudaStreamCreateWithFlags)",
-    "the program created more than 8 non-blocking streams "
+    "the program created more than 64 non-blocking streams "
     "(cudaStreamCreateWithPriority)",
 };
 

@@ -186,7 +186,8 @@
     X(cudaEventCreateWithFlags)                                               \
     X(cudaEventRecord)                                                        \
     X(cudaEventQuery)                                                         \
-    X(cudaEventSynchronize)
+    X(cudaEventSynchronize)                                                   \
+    X(cudaStreamQuery)
 
 #define GMT_RT_PTDS(X)                                                        \
     X(cudaMallocAsync, _ptsz)                                                 \

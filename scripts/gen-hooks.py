@@ -237,7 +237,7 @@ OWN("cudaGetDevice", "cudaGetLastError", "cudaPeekAtLastError",
     "cudaPointerGetAttributes", "cudaGetDeviceProperties",
     "cudaDeviceGetAttribute", "cudaArrayGetInfo", "cudaStreamIsCapturing",
     "cudaRuntimeGetVersion", "cudaEventCreateWithFlags", "cudaEventRecord",
-    "cudaEventQuery", "cudaEventSynchronize")
+    "cudaEventQuery", "cudaEventSynchronize", "cudaStreamQuery")
 
 # api codes of records no runtime entry point of ours makes
 CODE(("GMT_API_FW_ALLOC", 9), "torch_block",
