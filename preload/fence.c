@@ -20,13 +20,14 @@
  * per-thread default streams are blocking streams too). Not for
  * non-blocking streams (measured on an H200: DESIGN.md), nor for streams
  * of other contexts. So a fence also records an event on each non-blocking
- * stream the program has (up to NSIDE of them) that is busy: cuDNN makes
- * 16 of its own for each handle with cuStreamCreate (measured on an H200:
- * any PyTorch convolution, and GPT-2's attention), and fences off for them
- * meant a device-wide synchronization where a fence would do, 60-120 per
- * training step of resnet50 and GPT-2. A stream found idle (after the
- * snapshot) needs no event: what was queued on it before has run. The
- * fence is complete when all of its events are. Stream and context creations are
+ * stream the program has (up to NSIDE of them) that is busy: a program
+ * with a few streams of its own keeps its fences. A stream found idle
+ * (after the snapshot) needs no event: what was queued on it before has
+ * run. The fence is complete when all of its events are. (cuDNN makes 16
+ * streams of its own for each handle with cuStreamCreate - any PyTorch
+ * convolution, and GPT-2's attention: past NSIDE, so PyTorch's models
+ * still get device-wide synchronizations, 60-120 per training step of
+ * resnet50 and GPT-2, measured on an H200.) Stream and context creations are
  * watched at the runtime hooks and, for runtimes linked statically (cuDNN,
  * NCCL, a JAX plugin...), by the driver-level observer (driver.c), which
  * is why fences need that observer on. A non-blocking stream is entered
@@ -117,9 +118,12 @@
 #define POLL_EVERY_NS 20000ull     /* misses query fences at most every 20 us */
 #define FENCE_BEHIND_NS 20000ull   /* waits averaging less: the GPU keeps up */
 
-/* Non-blocking streams a fence covers, at most: cuDNN makes 16 for each
- * of its handles (PyTorch has one per thread and device). */
-#define NSIDE 64
+/* Non-blocking streams a fence covers, at most. Each costs a fence two
+ * runtime calls (is it capturing, is it busy), about 1 us each: cuDNN's 16
+ * per handle (GPT-2 training under PyTorch made 32) made fences slower
+ * than the device-wide synchronizations they replace (2.4x GPT-2's step
+ * time against 1.1-1.3x, 460 fences a step; measured on an H200). */
+#define NSIDE 8
 
 struct fence {
     cudaEvent_t ev;                /* created on first use, kept */
@@ -563,9 +567,9 @@ void gmt_fence_reset_after_fork(void)
  * exists, and go off before it is destroyed. */
 
 static const char *const NB_WHY[] = {
-    "the program created more than 64 non-blocking streams "
+    "the program created more than 8 non-blocking streams "
     "(cudaStreamCreateWithFlags)",
-    "the program created more than 64 non-blocking streams "
+    "the program created more than 8 non-blocking streams "
     "(cudaStreamCreateWithPriority)",
 };
 
