@@ -230,8 +230,8 @@ CUresult gmtw_cuInit(unsigned int flags)
  * once it exists, and go off before one is destroyed. */
 
 static const char *const DRV_NB_WHY[] = {
-    "the program created more than 64 non-blocking streams (cuStreamCreate)",
-    "the program created more than 64 non-blocking streams "
+    "the program created more than 8 non-blocking streams (cuStreamCreate)",
+    "the program created more than 8 non-blocking streams "
     "(cuStreamCreateWithPriority)",
 };
 

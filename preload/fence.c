@@ -19,12 +19,15 @@
  * stream of its context (CUDA's "legacy default stream" semantics; the
  * per-thread default streams are blocking streams too). Not for
  * non-blocking streams (measured on an H200: DESIGN.md), nor for streams
- * of other contexts. So the non-blocking streams the program has (up to
- * NSIDE of them) are covered by waves (below). cuDNN makes 16 of its own
- * for each handle with cuStreamCreate - any PyTorch convolution, and
- * GPT-2's attention (measured on an H200) - and with fences off for them
- * PyTorch's models got device-wide synchronizations instead, 60-120 per
- * training step of resnet50 and GPT-2. Stream and context creations are
+ * of other contexts. So a fence also records an event on each non-blocking
+ * stream the program has (up to NSIDE of them) that is busy: a program
+ * with a few streams of its own keeps its fences. A stream found idle
+ * (after the snapshot) needs no event: what was queued on it before has
+ * run. The fence is complete when all of its events are. (cuDNN makes 16
+ * streams of its own for each handle with cuStreamCreate - any PyTorch
+ * convolution, and GPT-2's attention: past NSIDE, so PyTorch's models
+ * still get device-wide synchronizations, 60-120 per training step of
+ * resnet50 and GPT-2, measured on an H200.) Stream and context creations are
  * watched at the runtime hooks and, for runtimes linked statically (cuDNN,
  * NCCL, a JAX plugin...), by the driver-level observer (driver.c), which
  * is why fences need that observer on. A non-blocking stream is entered
@@ -36,19 +39,6 @@
  * no later event on it could cover that). Fences recorded earlier stay
  * valid: work on a stream that did not exist yet cannot touch a block
  * freed before, short of a use after free.
- *
- * Waves. A fence whose legacy event has completed is complete only once
- * the non-blocking streams have run what was queued on them before its
- * snapshot. A wave proves that for every fence before it at once: a
- * snapshot, then on each non-blocking stream of the device that is busy
- * (cudaStreamQuery) an event; a stream found idle needs none, what was
- * queued on it before has run. When the wave's events have completed, the
- * fences up to its snapshot are covered (side_ok). Waves are started only
- * when a completed fence needs one, never more than one at a time: asking
- * every stream at every fence (two runtime calls each, about 1 us) made
- * GPT-2's training step 2.4x as long, with cuDNN's 32 streams and 460
- * fences a step (measured on an H200). A wait for a fence waits for its
- * wave too.
  *
  * What a fence does to the program's streams: an operation on the legacy
  * stream also makes later work of every blocking stream wait for it, so a
@@ -128,12 +118,17 @@
 #define POLL_EVERY_NS 20000ull     /* misses query fences at most every 20 us */
 #define FENCE_BEHIND_NS 20000ull   /* waits averaging less: the GPU keeps up */
 
-/* Non-blocking streams fences cover, at most: cuDNN makes 16 for each of
- * its handles (GPT-2 training under PyTorch made 32, measured on an H200). */
-#define NSIDE 64
+/* Non-blocking streams a fence covers, at most. Each costs a fence two
+ * runtime calls (is it capturing, is it busy), about 1 us each: cuDNN's 16
+ * per handle (GPT-2 training under PyTorch made 32) made fences slower
+ * than the device-wide synchronizations they replace (2.4x GPT-2's step
+ * time against 1.1-1.3x, 460 fences a step; measured on an H200). */
+#define NSIDE 8
 
 struct fence {
     cudaEvent_t ev;                /* created on first use, kept */
+    cudaEvent_t side[NSIDE];       /* one per non-blocking stream, the same */
+    unsigned nside;                /* of side[], recorded with this fence */
     struct pool_snapshot snap;     /* the frees it covers */
 };
 
@@ -144,12 +139,6 @@ struct fdev {
     uint64_t need_ns;              /* when the pool last had to wait */
     uint64_t poll_ns;              /* when a miss last queried the fences */
     uint64_t wait_avg_ns;          /* how long waits took, moving average */
-    /* The non-blocking streams (see "Waves" at the top): fences whose
-     * snapshot is at most side_ok are covered on them; a wave with
-     * snapshot wave_epoch (0: none) waits on wave_ev[0..wave_n). */
-    uint64_t side_ok, wave_epoch;
-    unsigned wave_n;
-    cudaEvent_t wave_ev[NSIDE];
     struct fence ring[NFENCE];
 };
 
@@ -169,7 +158,7 @@ static struct fdev *g_fdev[POOL_MAX_DEVICES];
 static pthread_mutex_t g_fdev_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_off;                 /* set once, never cleared */
 static const char *g_off_why;
-static uint64_t g_waits, g_recorded, g_wait_ns, g_issued, g_waves;
+static uint64_t g_waits, g_recorded, g_wait_ns, g_issued;
 /* Ordered reuse: stopped (set once), and what it handed out made idle. */
 static bool g_ordered_off, g_ordered_done;
 static pthread_mutex_t g_ordered_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -286,14 +275,6 @@ void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
     *wait_ns = LOAD(g_wait_ns);
 }
 
-void gmt_fence_side_counts(uint64_t *waves, unsigned *streams)
-{
-    *waves = LOAD(g_waves);
-    pthread_mutex_lock(&g_side_lock);
-    *streams = g_nside;
-    pthread_mutex_unlock(&g_side_lock);
-}
-
 static struct fdev *fdev_get(int dev, bool create)
 {
     if (dev < 0 || dev >= POOL_MAX_DEVICES)
@@ -333,6 +314,11 @@ static void cuda_quiet_end(cudaError_t r)
     gmt_capture_release();
 }
 
+struct record_args {
+    struct fence *fe;
+    int dev;
+};
+
 static cudaError_t event_of(cudaEvent_t *ev)
 {
     if (*ev != NULL)
@@ -343,29 +329,17 @@ static cudaError_t event_of(cudaEvent_t *ev)
     return r;
 }
 
+/* Record the fence's events: one on each busy non-blocking stream of the
+ * device, then one on the legacy stream. A stream found idle needs none:
+ * everything queued on it before the snapshot has run. g_side_lock held.
+ * A stream in a capture gets none - the record would join the capture -
+ * and then the fence is not made (cudaErrorStreamCaptureUnsupported). */
 static int do_record(void *arg)
 {
-    struct fence *fe = arg;
-    cudaError_t r = event_of(&fe->ev);
-    return r != cudaSuccess ? r : GMT_REAL(cudaEventRecord)(fe->ev, cudaStreamLegacy);
-}
-
-struct wave_args {
-    struct fdev *f;
-    int dev;
-};
-
-/* A wave's events: one on each busy non-blocking stream of the device. A
- * stream found idle needs none: everything queued on it before the wave's
- * snapshot has run. A stream in a capture gets none - the record would
- * join the capture - and then there is no wave
- * (cudaErrorStreamCaptureUnsupported). f and g_side_lock held. */
-static int do_wave(void *arg)
-{
-    struct wave_args *a = arg;
-    struct fdev *f = a->f;
+    struct record_args *a = arg;
+    struct fence *fe = a->fe;
     cudaError_t r;
-    f->wave_n = 0;
+    fe->nside = 0;
     for (unsigned i = 0; i < g_nside; i++) {
         if (g_side[i].dev != a->dev)
             continue;
@@ -379,82 +353,29 @@ static int do_wave(void *arg)
             continue; /* idle */
         if (r != cudaErrorNotReady)
             return r;
-        if ((r = event_of(&f->wave_ev[f->wave_n])) != cudaSuccess ||
-            (r = GMT_REAL(cudaEventRecord)(f->wave_ev[f->wave_n], st)) !=
+        if ((r = event_of(&fe->side[fe->nside])) != cudaSuccess ||
+            (r = GMT_REAL(cudaEventRecord)(fe->side[fe->nside], st)) !=
                 cudaSuccess)
             return r;
-        f->wave_n++;
+        fe->nside++;
     }
-    return cudaSuccess;
+    if ((r = event_of(&fe->ev)) != cudaSuccess)
+        return r;
+    return GMT_REAL(cudaEventRecord)(fe->ev, cudaStreamLegacy);
 }
 
-static bool has_side(int dev)
+/* Has every event of the fence completed? cudaSuccess, cudaErrorNotReady,
+ * or the error of one. */
+static cudaError_t fence_query(const struct fence *fe)
 {
-    bool any = false;
-    pthread_mutex_lock(&g_side_lock);
-    for (unsigned i = 0; i < g_nside && !any; i++)
-        any = g_side[i].dev == dev;
-    pthread_mutex_unlock(&g_side_lock);
-    return any;
-}
-
-/* Is fence fe, its legacy event complete, also past the device's
- * non-blocking streams? Completes the outstanding wave (waiting for its
- * events with `block`) or starts one. f locked, inside cuda_quiet_begin. */
-static bool side_covers(struct pool *p, struct fdev *f, int dev,
-                        const struct fence *fe, bool block)
-{
-    if (fe->snap.epoch <= f->side_ok || !has_side(dev))
-        return true;
-    for (int round = 0; round < 2; round++) {
-        if (f->wave_epoch == 0) {
-            struct pool_snapshot snap;
-            pool_sync_snapshot(p, dev, &snap);
-            /* the frees since the newest fence still want a fence */
-            pool_snapshot_abandoned(p, dev);
-            cudaError_t r = cudaErrorNotPermitted;
-            pthread_mutex_lock(&g_side_lock);
-            /* once off, the streams a destroy took out are in no wave */
-            if (!__atomic_load_n(&g_off, __ATOMIC_SEQ_CST)) {
-                struct wave_args a = {f, dev};
-                r = (cudaError_t)gmt_on_device(dev, do_wave, &a);
-            }
-            pthread_mutex_unlock(&g_side_lock);
-            if (r != cudaSuccess) {
-                if (r != cudaErrorNotPermitted)
-                    GMT_REAL(cudaGetLastError)();
-                return false;
-            }
-            __atomic_add_fetch(&g_waves, 1, __ATOMIC_RELAXED);
-            if (f->wave_n == 0) { /* every stream idle */
-                f->side_ok = snap.epoch;
-                return fe->snap.epoch <= f->side_ok;
-            }
-            f->wave_epoch = snap.epoch;
-        }
-        cudaError_t r = cudaSuccess;
-        for (unsigned i = 0; r == cudaSuccess && i < f->wave_n; i++)
-            r = block ? GMT_REAL(cudaEventSynchronize)(f->wave_ev[i])
-                      : GMT_REAL(cudaEventQuery)(f->wave_ev[i]);
-        if (r == cudaErrorNotReady)
-            return false;
-        uint64_t e = f->wave_epoch;
-        f->wave_epoch = 0;
-        if (r != cudaSuccess) {
-            GMT_REAL(cudaGetLastError)();
-            return false;
-        }
-        if (e > f->side_ok)
-            f->side_ok = e;
-        if (fe->snap.epoch <= f->side_ok)
-            return true; /* else the wave was older than fe: one more */
-    }
-    return false;
+    cudaError_t r = GMT_REAL(cudaEventQuery)(fe->ev);
+    for (unsigned i = 0; r == cudaSuccess && i < fe->nside; i++)
+        r = GMT_REAL(cudaEventQuery)(fe->side[i]);
+    return r;
 }
 
 /* Promote what completed fences cover, oldest first; how many completed.
- * f locked; `wait`: for the capture lock (see cuda_quiet_begin), and for a
- * wave's events. */
+ * f locked; `wait`: for the capture lock (see cuda_quiet_begin). */
 static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
 {
     int n = 0;
@@ -463,12 +384,10 @@ static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
     cudaError_t r = cudaSuccess;
     while (f->head != f->tail) {
         struct fence *fe = &f->ring[f->head % NFENCE];
-        r = GMT_REAL(cudaEventQuery)(fe->ev);
+        r = fence_query(fe);
         if (r == cudaErrorNotReady)
             break;
         if (r == cudaSuccess) {
-            if (!side_covers(p, f, dev, fe, wait))
-                break; /* its legacy event stays complete: asked again */
             pool_synced(p, dev, &fe->snap);
             n++;
         } else { /* dropped; its blocks wait for a synchronization */
@@ -495,8 +414,12 @@ static bool record_locked(struct pool *p, struct fdev *f, int dev)
     pool_sync_snapshot(p, dev, &fe->snap);
     /* after the snapshot: see the ordering note at the top */
     cudaError_t r = cudaErrorNotPermitted;
-    if (!__atomic_load_n(&g_off, __ATOMIC_SEQ_CST))
-        r = (cudaError_t)gmt_on_device(dev, do_record, fe);
+    pthread_mutex_lock(&g_side_lock);
+    if (!__atomic_load_n(&g_off, __ATOMIC_SEQ_CST)) {
+        struct record_args a = {fe, dev};
+        r = (cudaError_t)gmt_on_device(dev, do_record, &a);
+    }
+    pthread_mutex_unlock(&g_side_lock);
     cuda_quiet_end(r == cudaErrorNotPermitted ? cudaSuccess : r);
     if (r == cudaSuccess) {
         __atomic_store_n(&f->tail, f->tail + 1, __ATOMIC_RELAXED);
@@ -571,13 +494,20 @@ int gmt_fence_reclaim(struct pool *p, int dev, int wait)
     }
     /* Wait for the oldest only, without the lock: frees go on recording.
      * Its slot can be recorded again only after NFENCE newer fences; then
-     * the wait is merely longer. (The non-blocking streams' wave, if the
-     * fence needs one, is waited for under the lock, in the poll below.) */
-    cudaEvent_t ev = f->ring[f->head % NFENCE].ev;
+     * the wait is merely longer. Its events are kept for ever (a slot
+     * reuses them), so waiting on a copy of their handles is safe. */
+    struct fence *old = &f->ring[f->head % NFENCE];
+    cudaEvent_t evs[1 + NSIDE];
+    unsigned nev = 0;
+    evs[nev++] = old->ev;
+    for (unsigned i = 0; i < old->nside; i++)
+        evs[nev++] = old->side[i];
     pthread_mutex_unlock(&f->lock);
     if (!cuda_quiet_begin(true))
         return 0;
-    cudaError_t r = GMT_REAL(cudaEventSynchronize)(ev);
+    cudaError_t r = cudaSuccess;
+    for (unsigned i = 0; r == cudaSuccess && i < nev; i++)
+        r = GMT_REAL(cudaEventSynchronize)(evs[i]);
     cuda_quiet_end(r);
     uint64_t took = now_ns() - now; /* racing waiters may lose an update:
                                        a statistic */
@@ -604,10 +534,10 @@ void gmt_fence_forget_device(int dev)
     pthread_mutex_lock(&f->lock);
     /* The reset destroyed the events with the context: new ones are made
      * on first use. What the fences covered, the reset freed. */
-    for (int i = 0; i < NFENCE; i++)
+    for (int i = 0; i < NFENCE; i++) {
         f->ring[i].ev = NULL;
-    memset(f->wave_ev, 0, sizeof f->wave_ev);
-    f->wave_epoch = 0;
+        memset(f->ring[i].side, 0, sizeof f->ring[i].side);
+    }
     __atomic_store_n(&f->head, f->tail, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&f->lock);
     /* and the device's streams with them */
@@ -637,9 +567,9 @@ void gmt_fence_reset_after_fork(void)
  * exists, and go off before it is destroyed. */
 
 static const char *const NB_WHY[] = {
-    "the program created more than 64 non-blocking streams "
+    "the program created more than 8 non-blocking streams "
     "(cudaStreamCreateWithFlags)",
-    "the program created more than 64 non-blocking streams "
+    "the program created more than 8 non-blocking streams "
     "(cudaStreamCreateWithPriority)",
 };
 

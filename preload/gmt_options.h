@@ -62,7 +62,7 @@
       "docs/usage.md); ends at the first non-blocking stream or capture")    \
     X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
       "let the pool reuse freed blocks once events on the legacy stream "     \
-      "and on each non-blocking stream (up to 64) show the GPU past the "     \
+      "and on each non-blocking stream (up to 8) show the GPU past the "      \
       "free, instead of synchronizing the device (see docs/usage.md); 0: "    \
       "device-wide synchronizations only")                                    \
     X(DRIVER, driver, bool, 1, 0, 1,                                          \

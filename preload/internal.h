@@ -324,9 +324,6 @@ void gmt_fence_stream_destroyed(void *stream, const char *why);
 bool gmt_fence_usable(void);
 /* Why fences are not used (NULL: they are). */
 const char *gmt_fence_off_reason(void);
-/* Waves over the non-blocking streams, and how many streams fences cover
- * now. */
-void gmt_fence_side_counts(uint64_t *waves, unsigned *streams);
 void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
                       uint64_t *issued);
 void gmt_fence_forget_device(int dev); /* cudaDeviceReset destroyed them */

@@ -220,12 +220,6 @@ __attribute__((destructor)) static void gmt_fini(void)
                      (unsigned long long)rec, (unsigned long long)waits,
                      wait_ns / 1e6,
                      why ? "; fences off: " : "", why ? why : "");
-            uint64_t waves;
-            unsigned streams;
-            gmt_fence_side_counts(&waves, &streams);
-            if (waves || streams)
-                gmt_info("pool: %llu waves of events over %u non-blocking "
-                         "streams", (unsigned long long)waves, streams);
             if (gmt_opt.pool_ordered)
                 gmt_info("pool: ordered reuse: %llu fences made frees "
                          "reusable when recorded", (unsigned long long)issued);

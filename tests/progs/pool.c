@@ -6,7 +6,7 @@
  *            streams still write into them are reallocated at once; the
  *            new owner's data must never be overwritten by the old work
  *            (fences record an event on each of the streams)
- *   reuse-many  the same with 65 non-blocking streams, one past what
+ *   reuse-many  the same with nine non-blocking streams, one past what
  *            fences cover (they go off)
  *   reuse-destroyed  the same after a fifth non-blocking stream, its
  *            kernel still running, was destroyed (fences go off)
@@ -51,9 +51,9 @@ enum streams { NON_BLOCKING, BLOCKING, LEGACY, MANY, DESTROYED };
 static void reuse(enum streams kind)
 {
     enum { STREAMS = 4, ROUNDS = 40, WAVE = 16, SIZE = 96 * 1024 };
-    cudaStream_t s[STREAMS], extra[61];
+    cudaStream_t s[STREAMS], extra[5];
     unsigned char *kept = NULL;
-    for (int i = 0; kind == MANY && i < 61; i++)
+    for (int i = 0; kind == MANY && i < 5; i++)
         cudaStreamCreateWithFlags(&extra[i], cudaStreamNonBlocking);
     if (kind == DESTROYED) { /* its kernel outlives it */
         cudaStreamCreateWithFlags(&extra[0], cudaStreamNonBlocking);
