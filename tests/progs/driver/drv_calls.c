@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,23 +162,11 @@ static void mode_async(void)
     ok(pool_destroy(pool), "cuMemPoolDestroy");
 }
 
-/* A non-blocking stream (the pool's fences go off), then 1 MiB allocated
- * and freed so that the process records something. */
-static void mode_nbstream(void)
-{
-    CUresult (*stream_create)(CUstream *, unsigned) =
-        FN(CUresult(*)(CUstream *, unsigned), "cuStreamCreate");
-    alloc_t alloc = FN(alloc_t, "cuMemAlloc");
-    free_t release = FN(free_t, "cuMemFree");
-    CUstream s;
-    ok(stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    CUdeviceptr p;
-    ok(alloc(&p, 1 * MiB), "cuMemAlloc");
-    ok(release(p), "cuMemFree");
-}
-
-/* nbstream, then the stream destroyed through the driver */
-static void mode_nbdestroy(void)
+/* A non-blocking stream (the pool's fences take it in), then 1 MiB
+ * allocated and freed so that the process records something; with
+ * `destroy`, the stream destroyed through the driver in between (fences
+ * go off). */
+static void nb_stream(bool destroy)
 {
     CUresult (*stream_create)(CUstream *, unsigned) =
         FN(CUresult(*)(CUstream *, unsigned), "cuStreamCreate");
@@ -189,7 +178,8 @@ static void mode_nbdestroy(void)
     ok(stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     CUdeviceptr p;
     ok(alloc(&p, 1 * MiB), "cuMemAlloc");
-    ok(stream_destroy(s), "cuStreamDestroy");
+    if (destroy)
+        ok(stream_destroy(s), "cuStreamDestroy");
     ok(release(p), "cuMemFree");
 }
 
@@ -361,9 +351,9 @@ int main(int argc, char **argv)
     else if (strcmp(m, "threads") == 0)
         mode_threads();
     else if (strcmp(m, "nbstream") == 0)
-        mode_nbstream();
+        nb_stream(false);
     else if (strcmp(m, "nbdestroy") == 0)
-        mode_nbdestroy();
+        nb_stream(true);
     else if (strcmp(m, "copies") == 0)
         mode_copies();
     else if (strcmp(m, "rthandle") == 0)
