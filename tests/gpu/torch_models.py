@@ -9,7 +9,8 @@ usage: torch_models.py WORKLOAD [--steps N] [--bf16] [--batch N]
   training:  transformer (TransformerEncoder 6 x d=1024, batch 16x512,
              AdamW, fp32), mlp (12 x Linear 256, batch 64, Adam),
              gpt2 (transformers GPT2LMHeadModel, 6 layers, batch 8x512,
-             AdamW), timm (resnet50, batch 32, SGD), gpt2-infer,
+             AdamW), timm (resnet50, batch 32, SGD), tv-vit
+             (torchvision vit_b_16, batch 32, AdamW), gpt2-infer,
              timm-infer (inference under no_grad)
   checks:    leaf (1 GiB leaf, y = 5 * x, y.mean().backward()), linear4
              (Linear(1, 1) + Adam), graph (torch.cuda.graph capture and
@@ -136,6 +137,21 @@ def timm_infer(args):
     return infer(model, batch, lambda m, b: m(b[0]))
 
 
+def tv_vit_model(batch=None):
+    import torchvision
+    model = torchvision.models.vit_b_16(weights=None, num_classes=1000).cuda()
+    x = torch.randn(batch or 32, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 1000, (batch or 32,), device="cuda")
+    return model, (x, y)
+
+
+def tv_vit(args):
+    model, batch = tv_vit_model(args.batch)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return train(model, opt, batch,
+                 lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]), args)
+
+
 def graph(args):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(),
@@ -194,10 +210,10 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--batch", type=int, default=None,
-                    help="batch size of gpt2 and timm (default 8 and 32)")
+                    help="batch size of gpt2, timm and tv-vit (default 8, 32, 32)")
     args = ap.parse_args()
     training = {"transformer": transformer, "mlp": mlp, "gpt2": gpt2, "timm": timm_train,
-                "gpt2-infer": gpt2_infer, "timm-infer": timm_infer}
+                "gpt2-infer": gpt2_infer, "timm-infer": timm_infer, "tv-vit": tv_vit}
     checks = {"leaf": leaf, "linear4": linear4, "graph": graph, "compile": compiled,
               "oom": oom}
     if args.workload not in training and args.workload not in checks:
