@@ -146,7 +146,6 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
         b = pool_alloc_mapped(p, d, dev, size, req);
     }
     struct arena *own = &d->arenas[ai];
-    uint64_t worth = pool_sync_worth(own, size);
     /* A large request whose best free fit is loose - cutting it would
      * leave twice the request free beside it, and at least what makes a
      * wait worth it - waits for pending memory that fits it better, if
@@ -157,8 +156,10 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
      * finds no room (GPT-2 inference held 2.1x the memory it used; with
      * the rule, 1.05x: docs/benchmarks.md, whatif). */
     size_t loose = 0;
-    if (b == NULL && pool_is_large(size) && !pool_vmm_on(p))
-        loose = worth > 2 * size ? worth : 2 * size;
+    if (b == NULL && pool_is_large(size) && !pool_vmm_on(p)) {
+        uint64_t w = pool_sync_worth(own, size);
+        loose = w > 2 * size ? w : 2 * size;
+    }
     if (b == NULL)
         b = try_tight(p, own, dev, size, req, &loose);
     if (b == NULL && loose && pool_pending_could_fit(d, ai, size, loose))
@@ -171,6 +172,7 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
     /* Only pending memory could serve this: wait until it is reusable.
      * The thread's own arena first, so threads that free what they
      * allocate never touch the others. */
+    uint64_t worth = pool_sync_worth(own, size);
     if (b == NULL && LOAD(own->pending) >= worth)
         b = reclaim_retry(p, d, dev, ai, size, req, false, 0);
     if (b == NULL)
@@ -208,8 +210,9 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
  * after each, so that the thread waits only until the GPU has passed a
  * block that fits, and the GPU keeps the work queued after it. Then one
  * device-wide synchronization for the frees no fence covers yet. With
- * `below`, a try after a fence takes only a fit that leaves less than
- * `below` free beside it (try_tight); the last one takes any. */
+ * `below` (the size of the loose fit passed over), a try after a fence
+ * takes only a block smaller than that (try_tight); the last one takes
+ * any. */
 static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
                                  unsigned ai, size_t size, size_t req,
                                  bool all, size_t below)
@@ -221,7 +224,7 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
                     (pool_before_wait(p, d),
                      p->up.reclaim(p->up.ctx, dev, POOL_REUSE)) > 0;
          n++) {
-        size_t loose = below;
+        size_t loose = below - size; /* below > size: it was passed over */
         if ((b = below ? try_tight(p, own, dev, size, req, &loose)
                  : all ? try_all(p, d, dev, ai, size, req)
                        : try_arena(p, own, dev, size, req)) != NULL)
