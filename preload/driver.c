@@ -229,14 +229,10 @@ CUresult gmtw_cuInit(unsigned int flags)
  * reuse ends before a non-blocking stream is created; fences take it in
  * once it exists, and go off before one is destroyed. */
 
-static const char *const DRV_NB_WHY[] = {
-    "the program created more than 8 non-blocking streams (cuStreamCreate)",
-    "the program created more than 8 non-blocking streams "
-    "(cuStreamCreateWithPriority)",
-};
-
-/* After a creation: enter a non-blocking stream of the current context. */
-static void stream_created(CUresult r, CUstream *ph, unsigned flags, int which)
+/* After a creation: enter a non-blocking stream of the current context
+ * (why: if it is one too many). */
+static void stream_created(CUresult r, CUstream *ph, unsigned flags,
+                           const char *why)
 {
     if (r != CUDA_SUCCESS || !(flags & CU_STREAM_NON_BLOCKING) || ph == NULL)
         return;
@@ -245,7 +241,7 @@ static void stream_created(CUresult r, CUstream *ph, unsigned flags, int which)
         (CUresult(*)(CUdevice *))gmt_drv_real[D_cuCtxGetDevice];
     if (get == NULL || get(&dev) != CUDA_SUCCESS)
         dev = -1; /* not entered: fences go off */
-    gmt_fence_stream_created((void *)*ph, (int)dev, DRV_NB_WHY[which]);
+    gmt_fence_stream_created((void *)*ph, (int)dev, why);
 }
 
 CUresult gmtw_cuStreamCreate(CUstream *ph, unsigned int flags)
@@ -253,9 +249,9 @@ CUresult gmtw_cuStreamCreate(CUstream *ph, unsigned int flags)
     if (MISSING(cuStreamCreate))
         return CUDA_ERROR_NOT_INITIALIZED;
     if (flags & CU_STREAM_NON_BLOCKING)
-        gmt_fence_ordered_end(DRV_NB_WHY[0]);
+        gmt_fence_ordered_end(GMT_NB_MADE("cuStreamCreate"));
     CUresult r = REAL(cuStreamCreate)(ph, flags);
-    stream_created(r, ph, flags, 0);
+    stream_created(r, ph, flags, GMT_NB_MANY("cuStreamCreate"));
     return r;
 }
 
@@ -265,9 +261,9 @@ CUresult gmtw_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags,
     if (MISSING(cuStreamCreateWithPriority))
         return CUDA_ERROR_NOT_INITIALIZED;
     if (flags & CU_STREAM_NON_BLOCKING)
-        gmt_fence_ordered_end(DRV_NB_WHY[1]);
+        gmt_fence_ordered_end(GMT_NB_MADE("cuStreamCreateWithPriority"));
     CUresult r = REAL(cuStreamCreateWithPriority)(ph, flags, priority);
-    stream_created(r, ph, flags, 1);
+    stream_created(r, ph, flags, GMT_NB_MANY("cuStreamCreateWithPriority"));
     return r;
 }
 

@@ -118,11 +118,12 @@
 #define POLL_EVERY_NS 20000ull     /* misses query fences at most every 20 us */
 #define FENCE_BEHIND_NS 20000ull   /* waits averaging less: the GPU keeps up */
 
-/* Non-blocking streams a fence covers, at most. Each costs a fence two
- * runtime calls (is it capturing, is it busy), about 1 us each: cuDNN's 16
- * per handle (GPT-2 training under PyTorch made 32) made fences slower
- * than the device-wide synchronizations they replace (2.4x GPT-2's step
- * time against 1.1-1.3x, 460 fences a step; measured on an H200). */
+/* Non-blocking streams a fence covers, at most (GMT_NB_MANY says 8).
+ * Each costs a fence two runtime calls (is it capturing, is it busy),
+ * about 1 us each: cuDNN's 16 per handle (GPT-2 training under PyTorch
+ * made 32) made fences slower than the device-wide synchronizations they
+ * replace (2.4x GPT-2's step time against 1.1-1.3x, 460 fences a step;
+ * measured on an H200). */
 #define NSIDE 8
 
 struct fence {
@@ -566,19 +567,14 @@ void gmt_fence_reset_after_fork(void)
  * not ordered by the legacy stream); fences take the stream in once it
  * exists, and go off before it is destroyed. */
 
-static const char *const NB_WHY[] = {
-    "the program created more than 8 non-blocking streams "
-    "(cudaStreamCreateWithFlags)",
-    "the program created more than 8 non-blocking streams "
-    "(cudaStreamCreateWithPriority)",
-};
-
 cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
                               bool with_priority)
 {
     bool nb = flags & cudaStreamNonBlocking;
     if (nb)
-        gmt_fence_ordered_end(NB_WHY[with_priority]);
+        gmt_fence_ordered_end(
+            with_priority ? GMT_NB_MADE("cudaStreamCreateWithPriority")
+                          : GMT_NB_MADE("cudaStreamCreateWithFlags"));
     unsigned api = with_priority ? GMT_API_STREAM_CREATE_WITH_PRIORITY
                                  : GMT_API_STREAM_CREATE_WITH_FLAGS;
     struct gmt_call c;
@@ -593,7 +589,10 @@ cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
         int dev = -1;
         if (GMT_REAL(cudaGetDevice)(&dev) != cudaSuccess)
             dev = -1; /* not entered: fences go off */
-        gmt_fence_stream_created((void *)*ps, dev, NB_WHY[with_priority]);
+        gmt_fence_stream_created(
+            (void *)*ps, dev,
+            with_priority ? GMT_NB_MANY("cudaStreamCreateWithPriority")
+                          : GMT_NB_MANY("cudaStreamCreateWithFlags"));
     }
     if (on) {
         gmt_ev_stream_create(&c, r, api, ps ? (const void *)*ps : NULL, flags,

@@ -316,8 +316,13 @@ void gmt_fence_ordered_end(const char *why);
 /* A stream or context fences cannot cover is about to be created: use
  * device-wide synchronizations from now on. why: a static string. */
 void gmt_fence_off(const char *why);
+/* Why ordered reuse ends, and why fences go off, at a non-blocking
+ * stream's creation through `api` (a string literal): static strings. */
+#define GMT_NB_MADE(api) "the program created a non-blocking stream (" api ")"
+#define GMT_NB_MANY(api)                                                      \
+    "the program created more than 8 non-blocking streams (" api ")"
 /* A non-blocking stream of device dev (the primary context) was created:
- * fences cover it from now on; past their limit, off with `why`. */
+ * fences cover it from now on; past their limit (8), off with `why`. */
 void gmt_fence_stream_created(void *stream, int dev, const char *why);
 /* A stream is about to be destroyed: if fences cover it, they go off. */
 void gmt_fence_stream_destroyed(void *stream, const char *why);

@@ -52,6 +52,17 @@ def test_fences_cover_non_blocking_streams():
     fenced("reuse")
 
 
+def test_ordered_reuse_ends_at_the_first_non_blocking_stream():
+    """GPUMEMTRACE_POOL_ORDERED=1 ends before the first non-blocking stream
+    exists (its work is not ordered by the legacy stream's fences), saying
+    why; fences still cover the stream, and no late write lands in reused
+    memory."""
+    p = scenario("reuse", mem="3M", GPUMEMTRACE_POOL_ORDERED="1", GPUMEMTRACE_VERBOSE="1")
+    expect("ordered reuse off (the program created a non-blocking stream "
+           "(cudaStreamCreateWithFlags))" in p.stderr, p.stderr)
+    expect("fences off" not in p.stderr, p.stderr)
+
+
 def test_fences_off_past_eight_non_blocking_streams():
     """Nine non-blocking streams, one past what a fence records events on:
     fences go off, and the pool synchronizes the device instead."""
