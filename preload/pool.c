@@ -67,7 +67,7 @@ static struct blk *try_tight(struct pool *p, struct arena *a, int dev,
                              size_t size, size_t req, size_t *loose);
 static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
                                  unsigned ai, size_t size, size_t req,
-                                 bool all, size_t below);
+                                 bool all);
 static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
                 size_t size, size_t req, struct blk **out);
 static void retire_locked(struct arena *a, struct blk *b);
@@ -154,7 +154,10 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
      * block instead (a segment just emptied) scatters the next pass's
      * blocks over it, so that the next request of that segment's size
      * finds no room (GPT-2 inference held 2.1x the memory it used; with
-     * the rule, 1.05x: docs/benchmarks.md, whatif). */
+     * the rule, 1.05x: docs/benchmarks.md, whatif). With fences the wait
+     * is for the oldest fence, then the best fit, whatever it is: waiting
+     * on until a tighter block came cost GPT-2 inference 6% of its step
+     * time for 6% of its memory (measured on an H200). */
     size_t loose = 0;
     if (b == NULL && pool_is_large(size) && !pool_vmm_on(p)) {
         uint64_t w = pool_sync_worth(own, size);
@@ -163,7 +166,7 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
     if (b == NULL)
         b = try_tight(p, own, dev, size, req, &loose);
     if (b == NULL && loose && pool_pending_could_fit(d, ai, size, loose))
-        b = reclaim_retry(p, d, dev, ai, size, req, false, loose);
+        b = reclaim_retry(p, d, dev, ai, size, req, false);
     if (b == NULL && loose)
         b = try_arena(p, own, dev, size, req); /* the loose fit after all */
     /* What completed fences cover is reusable for a query each. */
@@ -174,13 +177,13 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
      * allocate never touch the others. */
     uint64_t worth = pool_sync_worth(own, size);
     if (b == NULL && LOAD(own->pending) >= worth)
-        b = reclaim_retry(p, d, dev, ai, size, req, false, 0);
+        b = reclaim_retry(p, d, dev, ai, size, req, false);
     if (b == NULL)
         b = try_others(p, d, dev, ai, size, req, false);
     if (b == NULL && pool_pending_bytes(d) >= worth)
-        b = reclaim_retry(p, d, dev, ai, size, req, true, 0);
+        b = reclaim_retry(p, d, dev, ai, size, req, true);
     if (b == NULL && pool_pending_could_fit(d, ai, size, SIZE_MAX))
-        b = reclaim_retry(p, d, dev, ai, size, req, true, 0);
+        b = reclaim_retry(p, d, dev, ai, size, req, true);
     /* About to grow a large segment: large segments with nothing in them
      * did not fit; give them back first rather than hold both. */
     if (b == NULL && pool_is_large(size) &&
@@ -209,13 +212,10 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
  * them). The upstream's fences first: one at a time, oldest first, trying
  * after each, so that the thread waits only until the GPU has passed a
  * block that fits, and the GPU keeps the work queued after it. Then one
- * device-wide synchronization for the frees no fence covers yet. With
- * `below` (the size of the loose fit passed over), a try after a fence
- * takes only a block smaller than that (try_tight); the last one takes
- * any. */
+ * device-wide synchronization for the frees no fence covers yet. */
 static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
                                  unsigned ai, size_t size, size_t req,
-                                 bool all, size_t below)
+                                 bool all)
 {
     struct blk *b;
     struct arena *own = &d->arenas[ai];
@@ -223,13 +223,10 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
     for (int n = 0; pool_may_wait(p, d, upto, n) &&
                     (pool_before_wait(p, d),
                      p->up.reclaim(p->up.ctx, dev, POOL_REUSE)) > 0;
-         n++) {
-        size_t loose = below - size; /* below > size: it was passed over */
-        if ((b = below ? try_tight(p, own, dev, size, req, &loose)
-                 : all ? try_all(p, d, dev, ai, size, req)
-                       : try_arena(p, own, dev, size, req)) != NULL)
+         n++)
+        if ((b = all ? try_all(p, d, dev, ai, size, req)
+                     : try_arena(p, own, dev, size, req)) != NULL)
             return b;
-    }
     if (!pool_sync(p, d, own, dev))
         return NULL;
     return all ? try_all(p, d, dev, ai, size, req)
