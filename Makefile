@@ -104,7 +104,8 @@ $(LIB): $(O)/gen/api-checked
 .PHONY: generate check-generated
 
 # ---- the preload library --------------------------------------------------
-# Hidden by default; exports.map lets out only cuda* and gpumemtrace_*.
+# Hidden by default; exports.map lets out only the hooked CUDA entry points,
+# dlsym and gpumemtrace_*.
 # RUNPATH $ORIGIN: a libunwind copied next to the library is found (GPU hosts).
 $(O)/preload/%.o: preload/%.c
 	$(call say,CC,$@)
@@ -256,7 +257,7 @@ $(O)/tests/%: tests/progs/%.c $(SIMLIB)
 $(O)/tests/lib%.so: tests/progs/libs/%.c $(SIMLIB)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -O1 -fno-inline $(CUDA_INC) -fPIC -shared -o $@ $< \
+	$(Q)$(CC) $(BASE) $(CFLAGS) -O1 -fno-inline $(CUDA_INC) -Itests/sim -fPIC -shared -o $@ $< \
 	    -L$(O)/sim -Wl,-rpath,'$$ORIGIN/../sim' -lcudart
 
 # Unit tests link the report tool's objects and the library's pure cores.

@@ -230,11 +230,16 @@ CUresult gmtw_cuInit(unsigned int flags)
  * once it exists, and go off before one is destroyed. */
 
 /* After a creation: enter a non-blocking stream of the current context
- * (why: if it is one too many). */
-static void stream_created(CUresult r, CUstream *ph, unsigned flags,
+ * that fences cover (why: if it is one too many), count a joined
+ * library's. */
+static void stream_created(CUresult r, CUstream *ph, enum gmt_nb_kind kind,
                            const char *why)
 {
-    if (r != CUDA_SUCCESS || !(flags & CU_STREAM_NON_BLOCKING) || ph == NULL)
+    if (r != CUDA_SUCCESS || ph == NULL)
+        return;
+    if (kind == GMT_NB_JOINED)
+        gmt_fence_nb_joined();
+    if (kind != GMT_NB_COVERED)
         return;
     CUdevice dev = -1;
     CUresult (*get)(CUdevice *) =
@@ -244,14 +249,27 @@ static void stream_created(CUresult r, CUstream *ph, unsigned flags,
     gmt_fence_stream_created((void *)*ph, (int)dev, why);
 }
 
+/* Which a non-blocking creation is (fence.c), before it: a stream fences
+ * cover ends ordered reuse first. */
+static enum gmt_nb_kind stream_creating(unsigned flags, const void *caller,
+                                        const char *made)
+{
+    if (!(flags & CU_STREAM_NON_BLOCKING))
+        return GMT_NB_INNER;
+    enum gmt_nb_kind kind = gmt_fence_nb_kind(caller);
+    if (kind == GMT_NB_COVERED)
+        gmt_fence_ordered_end(made);
+    return kind;
+}
+
 CUresult gmtw_cuStreamCreate(CUstream *ph, unsigned int flags)
 {
     if (MISSING(cuStreamCreate))
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (flags & CU_STREAM_NON_BLOCKING)
-        gmt_fence_ordered_end(GMT_NB_MADE("cuStreamCreate"));
+    enum gmt_nb_kind kind = stream_creating(flags, __builtin_return_address(0),
+                                            GMT_NB_MADE("cuStreamCreate"));
     CUresult r = REAL(cuStreamCreate)(ph, flags);
-    stream_created(r, ph, flags, GMT_NB_MANY("cuStreamCreate"));
+    stream_created(r, ph, kind, GMT_NB_MANY("cuStreamCreate"));
     return r;
 }
 
@@ -260,10 +278,11 @@ CUresult gmtw_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags,
 {
     if (MISSING(cuStreamCreateWithPriority))
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (flags & CU_STREAM_NON_BLOCKING)
-        gmt_fence_ordered_end(GMT_NB_MADE("cuStreamCreateWithPriority"));
+    enum gmt_nb_kind kind =
+        stream_creating(flags, __builtin_return_address(0),
+                        GMT_NB_MADE("cuStreamCreateWithPriority"));
     CUresult r = REAL(cuStreamCreateWithPriority)(ph, flags, priority);
-    stream_created(r, ph, flags, GMT_NB_MANY("cuStreamCreateWithPriority"));
+    stream_created(r, ph, kind, GMT_NB_MANY("cuStreamCreateWithPriority"));
     return r;
 }
 

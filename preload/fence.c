@@ -25,9 +25,10 @@
  * (after the snapshot) needs no event: what was queued on it before has
  * run. The fence is complete when all of its events are. (cuDNN makes 16
  * streams of its own for each handle with cuStreamCreate - any PyTorch
- * convolution, and GPT-2's attention: past NSIDE, so PyTorch's models
- * still get device-wide synchronizations, 60-120 per training step of
- * resnet50 and GPT-2, measured on an H200.) Stream and context creations are
+ * convolution, and GPT-2's attention: past NSIDE. They are left out, as
+ * joined to their caller's stream: "libraries' own streams", below.
+ * Counted, they cost resnet50 and GPT-2 60-120 device-wide
+ * synchronizations per training step, measured on an H200.) Stream and context creations are
  * watched at the runtime hooks and, for runtimes linked statically (cuDNN,
  * NCCL, a JAX plugin...), by the driver-level observer (driver.c), which
  * is why fences need that observer on. A non-blocking stream is entered
@@ -104,7 +105,9 @@
  * an event record at most every 50 us when behind, and per wait; at a miss, while fences are
  * outstanding, an event query at most every 20 us (POLL_EVERY_NS).
  */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -155,6 +158,15 @@ static struct side g_side[NSIDE];
 static unsigned g_nside;
 static pthread_mutex_t g_side_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Libraries' own non-blocking streams, which fences leave out (below).
+ * tls_joined_create: inside the runtime hook's creation of one, so the
+ * driver's creation under it is the same stream. */
+static GMT_TLS bool tls_joined_create;
+static uint64_t g_joined;               /* streams left out */
+static char g_joined_lib[64];           /* the first library's file name */
+static bool g_joined_more;              /* ...and another's, too */
+static pthread_mutex_t g_joined_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static struct fdev *g_fdev[POOL_MAX_DEVICES];
 static pthread_mutex_t g_fdev_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_off;                 /* set once, never cleared */
@@ -181,6 +193,7 @@ static bool ordered_on(void)
 
 void gmt_fence_ordered_end(const char *why)
 {
+    gmt_options_load(); /* a stream may come before the first traced call */
     if (!gmt_opt.pool_ordered ||
         __atomic_load_n(&g_ordered_done, __ATOMIC_ACQUIRE))
         return;
@@ -559,7 +572,79 @@ void gmt_fence_reset_after_fork(void)
     pthread_mutex_init(&g_fdev_lock, NULL);
     pthread_mutex_init(&g_ordered_lock, NULL);
     pthread_mutex_init(&g_side_lock, NULL);
+    pthread_mutex_init(&g_joined_lock, NULL);
     g_nside = 0;
+}
+
+/* ---- libraries' own streams ---------------------------------------------
+ * cuDNN makes 16 non-blocking streams of its own for each handle (with
+ * cuStreamCreate, from libcudnn_graph), which put every PyTorch model
+ * with a convolution or cuDNN's attention past NSIDE. Such a library runs
+ * a call's work on its streams forked from the stream the caller gave it
+ * (they wait for an event recorded there) and joined back to it (the
+ * caller's stream waits for an event on each) before the call returns:
+ * otherwise it would break the caller's stream order, and PyTorch's
+ * caching allocator - which hands a freed block to the next allocation on
+ * the same stream at once - would corrupt memory under every model that
+ * uses it. So the work on those streams is covered by whatever covers the
+ * caller's stream: a fence's event on the legacy stream, or on the
+ * caller's non-blocking stream. Fences leave out the non-blocking streams
+ * made by the libraries GPUMEMTRACE_POOL_JOINED_STREAMS names (file name
+ * prefixes of the module the creating call returns to; "libcudnn" by
+ * default, "none" for no library): they neither count towards NSIDE nor
+ * end ordered reuse, and destroying one turns nothing off. A library that
+ * left work running on its own streams after returning would need the
+ * option without its name: then its streams count as the program's. */
+
+
+/* Does the module that `caller` (a return address) lies in match one of
+ * the prefixes GPUMEMTRACE_POOL_JOINED_STREAMS lists? */
+static bool joined_library(const void *caller)
+{
+    const char *list = gmt_opt.pool_joined_streams;
+    Dl_info di;
+    if (caller == NULL || list == NULL || strcmp(list, "none") == 0 ||
+        !dladdr(caller, &di) || di.dli_fname == NULL)
+        return false;
+    const char *base = strrchr(di.dli_fname, '/');
+    base = base ? base + 1 : di.dli_fname;
+    for (const char *s = list; *s != '\0';) {
+        size_t n = strcspn(s, ",");
+        if (n > 0 && strncmp(base, s, n) == 0) {
+            pthread_mutex_lock(&g_joined_lock);
+            if (g_joined_lib[0] == '\0')
+                snprintf(g_joined_lib, sizeof g_joined_lib, "%s", base);
+            else if (strncmp(g_joined_lib, base, sizeof g_joined_lib - 1))
+                g_joined_more = true;
+            pthread_mutex_unlock(&g_joined_lock);
+            return true;
+        }
+        s += n + (s[n] == ',');
+    }
+    return false;
+}
+
+enum gmt_nb_kind gmt_fence_nb_kind(const void *caller)
+{
+    if (tls_joined_create)
+        return GMT_NB_INNER;
+    gmt_options_load(); /* a stream may come before the first traced call */
+    return joined_library(caller) ? GMT_NB_JOINED : GMT_NB_COVERED;
+}
+
+void gmt_fence_nb_joined(void)
+{
+    __atomic_add_fetch(&g_joined, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t gmt_fence_joined(const char **lib, bool *more)
+{
+    uint64_t n = LOAD(g_joined);
+    pthread_mutex_lock(&g_joined_lock);
+    *lib = n ? g_joined_lib : NULL;
+    *more = g_joined_more;
+    pthread_mutex_unlock(&g_joined_lock);
+    return n;
 }
 
 /* ---- the runtime's stream calls (hooks.c) ----------------------------------
@@ -568,9 +653,12 @@ void gmt_fence_reset_after_fork(void)
  * exists, and go off before it is destroyed. */
 
 cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
-                              bool with_priority)
+                              bool with_priority, const void *caller)
 {
-    bool nb = flags & cudaStreamNonBlocking;
+    enum gmt_nb_kind kind = flags & cudaStreamNonBlocking
+                                ? gmt_fence_nb_kind(caller)
+                                : GMT_NB_INNER;
+    bool nb = kind == GMT_NB_COVERED;
     if (nb)
         gmt_fence_ordered_end(
             with_priority ? GMT_NB_MADE("cudaStreamCreateWithPriority")
@@ -579,10 +667,17 @@ cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
                                  : GMT_API_STREAM_CREATE_WITH_FLAGS;
     struct gmt_call c;
     bool on = gmt_call_begin(&c, false);
+    if (kind == GMT_NB_JOINED)
+        tls_joined_create = true;
     cudaError_t r =
         with_priority
             ? GMT_REAL(cudaStreamCreateWithPriority)(ps, flags, priority)
             : GMT_REAL(cudaStreamCreateWithFlags)(ps, flags);
+    if (kind == GMT_NB_JOINED) {
+        tls_joined_create = false;
+        if (r == cudaSuccess)
+            gmt_fence_nb_joined();
+    }
     if (on)
         gmt_call_errno(&c);
     if (nb && r == cudaSuccess) {

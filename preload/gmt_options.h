@@ -65,6 +65,11 @@
       "and on each non-blocking stream (up to 8) show the GPU past the "      \
       "free, instead of synchronizing the device (see docs/usage.md); 0: "    \
       "device-wide synchronizations only")                                    \
+    X(POOL_JOINED_STREAMS, pool_joined_streams, str, "libcudnn", 0, 0,        \
+      "libraries (file name prefixes, comma-separated; none: no library) "    \
+      "whose own non-blocking streams fences leave out, taking the work on "  \
+      "them as joined to the calling stream before each call returns, as "   \
+      "PyTorch's allocator does (see docs/usage.md)")                          \
     X(DRIVER, driver, bool, 1, 0, 1,                                          \
       "observe the CUDA driver's memory calls too (a statically linked "      \
       "cudart, CuPy, JAX, PyTorch's expandable segments); 0: runtime hooks "  \

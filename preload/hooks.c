@@ -18,7 +18,7 @@ cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
 cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);
 cudaError_t gmt_mem_device_reset(void);
 cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
-                              bool with_priority);
+                              bool with_priority, const void *caller);
 cudaError_t gmt_stream_destroy(cudaStream_t stream);
 
 #define GMT_EXPORT __attribute__((visibility("default")))
@@ -514,12 +514,12 @@ GMT_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 
 GMT_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
-    return gmt_stream_create(pStream, flags, 0, false);
+    return gmt_stream_create(pStream, flags, 0, false, __builtin_return_address(0));
 }
 
 GMT_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
 {
-    return gmt_stream_create(pStream, flags, priority, true);
+    return gmt_stream_create(pStream, flags, priority, true, __builtin_return_address(0));
 }
 
 GMT_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)

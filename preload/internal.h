@@ -324,6 +324,18 @@ void gmt_fence_off(const char *why);
 /* A non-blocking stream of device dev (the primary context) was created:
  * fences cover it from now on; past their limit (8), off with `why`. */
 void gmt_fence_stream_created(void *stream, int dev, const char *why);
+/* A non-blocking stream is about to be created by the code `caller`
+ * returns to: COVERED, fences take it in (gmt_fence_stream_created) and
+ * ordered reuse ends; JOINED, a library GPUMEMTRACE_POOL_JOINED_STREAMS
+ * names made it, and fences leave it out (count it with
+ * gmt_fence_nb_joined once made); INNER, the driver's creation under a
+ * runtime hook's JOINED one: nothing to do. */
+enum gmt_nb_kind { GMT_NB_COVERED, GMT_NB_JOINED, GMT_NB_INNER };
+enum gmt_nb_kind gmt_fence_nb_kind(const void *caller);
+void gmt_fence_nb_joined(void);
+/* How many streams fences left out, the first library's file name, and
+ * whether other libraries made some too. */
+uint64_t gmt_fence_joined(const char **lib, bool *more);
 /* A stream is about to be destroyed: if fences cover it, they go off. */
 void gmt_fence_stream_destroyed(void *stream, const char *why);
 bool gmt_fence_usable(void);

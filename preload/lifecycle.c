@@ -220,6 +220,15 @@ __attribute__((destructor)) static void gmt_fini(void)
                      (unsigned long long)rec, (unsigned long long)waits,
                      wait_ns / 1e6,
                      why ? "; fences off: " : "", why ? why : "");
+            const char *lib;
+            bool more;
+            uint64_t joined = gmt_fence_joined(&lib, &more);
+            if (joined)
+                gmt_info("pool: %llu non-blocking streams of %s%s left out "
+                         "of fences: their work joins the calling stream "
+                         "(GPUMEMTRACE_POOL_JOINED_STREAMS)",
+                         (unsigned long long)joined, lib,
+                         more ? " and others" : "");
             if (gmt_opt.pool_ordered)
                 gmt_info("pool: ordered reuse: %llu fences made frees "
                          "reusable when recorded", (unsigned long long)issued);

@@ -1,11 +1,12 @@
 /* options.c - GPUMEMTRACE_* environment variables.
  *
  * All options live in one table (GMT_OPTIONS in gmt_options.h). They are read
- * once, when the first CUDA call starts tracing, never in a process that
- * doesn't use CUDA. A value that doesn't parse or is out of range gets one
+ * once, when the first CUDA call starts tracing (or a stream is created:
+ * gmt_options_load), never in a process that doesn't use CUDA. A value that doesn't parse or is out of range gets one
  * warning and the default is kept: a typo must not stop the user's job.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +72,7 @@ bool gmt_opt_verbose_now(void)
     return v || (s != NULL && gmt_optval_bool(s, &on) && on);
 }
 
-void gmt_options_load(void)
+static void load(void)
 {
     const char *s;
 #define X(NAME, field, type, def, lo, hi, help)                               \
@@ -80,4 +81,13 @@ void gmt_options_load(void)
     GMT_OPTIONS(X)
 #undef X
     gmt_opt.session_set = gmt_opt.session != 0;
+}
+
+/* Once: at the first CUDA call that starts tracing, or earlier where a
+ * stream's creation needs the pool's options (fence.c), whichever comes
+ * first. */
+void gmt_options_load(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, load);
 }

@@ -213,9 +213,9 @@ H("cudaStreamCreate", "cudaStream_t *pStream", "pStream", False,
 # Non-blocking streams: the pool's fences record an event on each
 # (preload/fence.c), and go off when one is destroyed.
 M("cudaStreamCreateWithFlags", "cudaStream_t *pStream, unsigned int flags",
-  "gmt_stream_create(pStream, flags, 0, false)", ("GMT_API_STREAM_CREATE_WITH_FLAGS", 97))
+  "gmt_stream_create(pStream, flags, 0, false, __builtin_return_address(0))", ("GMT_API_STREAM_CREATE_WITH_FLAGS", 97))
 M("cudaStreamCreateWithPriority", "cudaStream_t *pStream, unsigned int flags, int priority",
-  "gmt_stream_create(pStream, flags, priority, true)", ("GMT_API_STREAM_CREATE_WITH_PRIORITY", 98))
+  "gmt_stream_create(pStream, flags, priority, true, __builtin_return_address(0))", ("GMT_API_STREAM_CREATE_WITH_PRIORITY", 98))
 M("cudaStreamDestroy", "cudaStream_t stream", "gmt_stream_destroy(stream)")
 H("cudaSetDevice", "int device", "device", False,
   "gmt_ev_set_device(&c_, r_, device)", None, "GMT_NO_STREAM")
@@ -327,7 +327,7 @@ cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
 cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);
 cudaError_t gmt_mem_device_reset(void);
 cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
-                              bool with_priority);
+                              bool with_priority, const void *caller);
 cudaError_t gmt_stream_destroy(cudaStream_t stream);
 
 #define GMT_EXPORT __attribute__((visibility("default")))

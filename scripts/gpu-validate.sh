@@ -22,6 +22,11 @@
 #             (blocks reused once a fence is recorded): zero corruptions on
 #             blocking streams, the mode ended by non-blocking ones,
 #             bit-identical losses.
+#  7. stress_joined, torch_cudnn: a library's own non-blocking streams,
+#             forked from and joined to the caller's (libgmtjoin.so, and
+#             cuDNN's under resnet50): left out of fences, which stay on,
+#             with zero corruptions and bit-identical losses; a library
+#             that does not join is caught by the check (control).
 #  3. torch:  a PyTorch training loop with PYTORCH_NO_CUDA_MEMORY_CACHING=1
 #             under LD_PRELOAD: the trace's cudaMalloc count and requested
 #             bytes equal PyTorch's own allocation count and requested
@@ -134,7 +139,11 @@ sys.exit(0 if d['fence_waits'] > 0 else 1)" && echo "fences used by PyTorch's tr
 check torch_fences torch_fences
 
 # ---- 4. the pool's safety rule: kernels still writing at cudaFree ---------------
-nvcc -O2 -cudart shared -o "$W/stress" "$ROOT/tests/gpu/stress_streams.cu" 2>>"$W/nvcc.log" || cat "$W/nvcc.log" >>"$OUT/checks.log"
+# libgmtjoin.so: the fork-join library of STRESS_STREAMS=joined (section 7)
+nvcc -O2 -cudart shared -shared -Xcompiler -fPIC -o "$W/libgmtjoin.so" "$ROOT/tests/gpu/joinlib.cu" -lcuda \
+    2>>"$W/nvcc.log" || cat "$W/nvcc.log" >>"$OUT/checks.log"
+nvcc -O2 -cudart shared -o "$W/stress" "$ROOT/tests/gpu/stress_streams.cu" -L"$W" -lgmtjoin \
+    -Xlinker -rpath -Xlinker '$ORIGIN' 2>>"$W/nvcc.log" || cat "$W/nvcc.log" >>"$OUT/checks.log"
 stress() {
     cd "$W" || return 1
     echo "without the library (real cudaFree, which waits for the device):"
@@ -238,6 +247,66 @@ torch_ordered() {
     same_losses ordered.json uncached+pool+vmm+ordered
 }
 check torch_ordered torch_ordered
+# ---- 7. a library's own streams (GPUMEMTRACE_POOL_JOINED_STREAMS) ---------------
+# libgmtjoin.so runs the old kernels on 16 non-blocking streams of its own,
+# forked from the caller's (blocking) stream and joined back, as cuDNN does.
+# Named, its streams are left out of fences: the fences must stay on and
+# still never hand out memory its kernels write into, also with ordered
+# reuse, which must stay on. Control: the library not joining, left out
+# all the same - the late writes must be seen. Not named: its streams
+# count as the program's, past 8, and fences go off.
+stress_joined() {
+    cd "$W" || return 1
+    export STRESS_STREAMS=joined
+    ./stress 50 || return 1
+    GPUMEMTRACE_POOL_JOINED_STREAMS=libgmtjoin LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressj.gmt \
+        GPUMEMTRACE_VERBOSE=1 ./stress 300 >stressj.out 2>stressj.err || { cat stressj.out stressj.err; return 1; }
+    cat stressj.out stressj.err
+    pool_has stressj.gmt fence_waits || return 1
+    grep -q "16 non-blocking streams of libgmtjoin.so left out of fences" stressj.err || return 1
+    ! grep -q "fences off" stressj.err || return 1
+    GPUMEMTRACE_POOL_JOINED_STREAMS=libgmtjoin GPUMEMTRACE_POOL_ORDERED=1 LD_PRELOAD=$LIB \
+        GPUMEMTRACE_OUTPUT=stressjo.gmt GPUMEMTRACE_VERBOSE=1 ./stress 300 >stressjo.out 2>stressjo.err ||
+        { cat stressjo.out stressjo.err; return 1; }
+    cat stressjo.out stressjo.err
+    grep -q "ordered reuse: [1-9][0-9]* fences made" stressjo.err || return 1
+    ! grep -q "ordered reuse off" stressjo.err || return 1
+    LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressjd.gmt GPUMEMTRACE_VERBOSE=1 ./stress 100 >stressjd.out 2>stressjd.err ||
+        { cat stressjd.out stressjd.err; return 1; }
+    cat stressjd.out stressjd.err
+    grep -q "fences off: the program created more than 8 non-blocking streams" stressjd.err || return 1
+    echo "control, the library not joining:"
+    GMTJOIN_NOJOIN=1 GPUMEMTRACE_POOL_JOINED_STREAMS=libgmtjoin LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressjn.gmt \
+        ./stress 100 >stressjn.out 2>stressjn.err
+    cat stressjn.out stressjn.err
+    grep -q "corrupted_words [1-9]" stressjn.out || return 1
+    grep -q "corrupted_words 0 " stressj.out && ! grep -q "reused_addresses 0$" stressj.out &&
+        grep -q "corrupted_words 0 " stressjo.out && ! grep -q "reused_addresses 0$" stressjo.out &&
+        grep -q "corrupted_words 0 " stressjd.out &&
+        echo "zero corruptions, with reuse, through fences and ordered reuse that leave the library's 16 streams out; the control's late writes seen"
+}
+check stress_joined stress_joined
+# cuDNN itself: resnet50 training (convolutions: cuDNN makes 16 streams per
+# handle, from libcudnn_graph), cache off. Fences must stay on, leaving
+# cuDNN's streams out, and the loss be bit-identical to the run without us.
+torch_cudnn() {
+    cd "$W" || return 1
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 "$ROOT/tests/gpu/torch_models.py" timm --steps 4 \
+        >cudnn-plain.json 2>cudnn-plain.err || { cat cudnn-plain.err; return 1; }
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 GPUMEMTRACE_VERBOSE=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=cudnn.gmt \
+        python3 "$ROOT/tests/gpu/torch_models.py" timm --steps 4 >cudnn.json 2>cudnn.err || { cat cudnn.err; return 1; }
+    cat cudnn.err
+    grep -q "non-blocking streams of libcudnn" cudnn.err || return 1
+    ! grep -q "fences off" cudnn.err || return 1
+    pool_has cudnn.gmt fence_waits || return 1
+    python3 - cudnn-plain.json cudnn.json <<'PY'
+import json, sys
+a, b = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:])
+print(f"resnet50 loss after 4 steps: without the library {a['result']!r}, with it {b['result']!r}")
+sys.exit(0 if a["result"] == b["result"] else 1)
+PY
+}
+check torch_cudnn torch_cudnn
 "$GPUMEMREPORT" info "$W/torch.gmt" >"$OUT/torch-info.txt" 2>&1
 "$GPUMEMREPORT" dump --limit 400 "$W/torch.gmt" >"$OUT/torch-dump-head.txt" 2>&1
 cat "$W"/cached.json "$W"/uncached.json >"$OUT/torch-runs.json" 2>/dev/null

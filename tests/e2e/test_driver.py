@@ -151,6 +151,18 @@ def test_linked_program_observed():
     expect(summary(one_trace())["leaked"] == 1 * MiB, "1 MiB left at exit")
 
 
+def test_linked_stream_calls_reach_the_fences():
+    """A program linked with -lcuda creates and destroys a non-blocking
+    stream by the exported names: the pool sees both (ordered reuse ends,
+    fences go off), as through cuGetProcAddress."""
+    p = run([prog("drv_linked"), "stream"], GPUMEMTRACE_VERBOSE="1",
+            GPUMEMTRACE_POOL_ORDERED="1")
+    expect("ordered reuse off (the program created a non-blocking stream "
+           "(cuStreamCreate))" in p.stderr, p.stderr)
+    expect("fences off: the program destroyed a non-blocking stream "
+           "(cuStreamDestroy)" in p.stderr, p.stderr)
+
+
 def test_old_abi_passes_through_untouched():
     p = drv("v1")
     expect("v1 passed through: yes" in p.stdout and "v2 differs from v1: yes" in p.stdout,
@@ -179,6 +191,27 @@ def test_non_blocking_stream_seen_at_the_driver():
     p = drv("async", GPUMEMTRACE_VERBOSE="1")  # a blocking one: still on
     expect("pool: 0 fences recorded" in p.stderr and "fences off" not in p.stderr,
            p.stderr)
+
+
+def test_a_joining_library_s_driver_streams_are_left_out():
+    """A non-blocking stream made through the driver by a module that
+    GPUMEMTRACE_POOL_JOINED_STREAMS names (here the program itself, as
+    cuDNN's libcudnn_graph by default) is not entered: destroying it turns
+    nothing off, and the count says whose it was."""
+    p = drv("nbdestroy", GPUMEMTRACE_VERBOSE="1", GPUMEMTRACE_POOL_JOINED_STREAMS="libfoo,drv_call")
+    expect("fences off" not in p.stderr, p.stderr)
+    expect("pool: 1 non-blocking streams of drv_calls left out of fences"
+           in p.stderr, p.stderr)
+
+
+def test_ordered_reuse_ends_at_a_stream_made_before_any_memory_call():
+    """The program's first CUDA call creates a non-blocking stream through
+    the driver, before anything starts the tracer: the pool's options are
+    read there all the same, so GPUMEMTRACE_POOL_ORDERED=1 ends at it (it
+    would otherwise be on, with a stream its fences do not order)."""
+    p = drv("nbstream", GPUMEMTRACE_VERBOSE="1", GPUMEMTRACE_POOL_ORDERED="1")
+    expect("ordered reuse off (the program created a non-blocking stream "
+           "(cuStreamCreate))" in p.stderr, p.stderr)
 
 
 def test_observer_off():

@@ -4,8 +4,8 @@ honest to the program (cudaMemGetInfo, IPC, stream capture)."""
 from gmt import *
 
 
-def scenario(name, mem="64M", **env):
-    p = run([prog("pool"), name], check=False, SIM_CUDA_MEM=mem, **env)
+def scenario(name, mem="64M", args=(), **env):
+    p = run([prog("pool"), name, *args], check=False, SIM_CUDA_MEM=mem, **env)
     expect(p.returncode == 0 and p.stdout.rstrip().endswith("ok"),
            f"pool {name}: exit {p.returncode}\n{p.stdout}{p.stderr}")
     return p
@@ -61,6 +61,49 @@ def test_ordered_reuse_ends_at_the_first_non_blocking_stream():
     expect("ordered reuse off (the program created a non-blocking stream "
            "(cudaStreamCreateWithFlags))" in p.stderr, p.stderr)
     expect("fences off" not in p.stderr, p.stderr)
+
+
+def joined(name, **env):
+    return scenario(name, mem="3M", GPUMEMTRACE_VERBOSE="1",
+                    args=[os.path.join(BUILD, "tests", "libjoinlib.so")], **env)
+
+
+def test_fences_leave_a_joining_library_s_streams_out():
+    """The old kernels run on the 16 non-blocking streams of a library that
+    forks them from the legacy stream and joins them back, as cuDNN does.
+    Named by GPUMEMTRACE_POOL_JOINED_STREAMS, its streams are left out of
+    fences (not past the 8 a fence covers): the fence on the legacy stream
+    waits for the joined work, so no late write lands in reused memory, and
+    the pool waits for fences, not for the device."""
+    p = joined("reuse-joined", GPUMEMTRACE_POOL_JOINED_STREAMS="libcudnn,libjoinlib")
+    pool = info(one_trace())["pool"]
+    expect(pool["fence_waits"] > 0 and pool["syncs"] == 0, f"{pool}")
+    expect("fences off" not in p.stderr, p.stderr)
+    expect("pool: 16 non-blocking streams of libjoinlib.so left out of fences"
+           in p.stderr, p.stderr)
+
+
+def test_leaving_out_a_library_that_does_not_join_is_unsafe():
+    """Control: the same library not joining its streams back. Left out of
+    fences, its late writes land in reused memory (the scenario sees them:
+    so the test above could fail); that is why only libraries that join
+    may be named."""
+    joined("reuse-unjoined", GPUMEMTRACE_POOL_JOINED_STREAMS="libjoinlib")
+
+
+def test_other_libraries_streams_count_as_the_program_s():
+    """By default only cuDNN's streams are left out: another library's 16
+    count as the program's, past the 8 a fence covers, so fences go off and
+    the pool synchronizes the device - safe even where it does not join."""
+    for name in ("reuse-joined", "reuse-unjoined"):
+        p = run([prog("pool"), name, os.path.join(BUILD, "tests", "libjoinlib.so")],
+                check=False, SIM_CUDA_MEM="3M", GPUMEMTRACE_VERBOSE="1")
+        want = 0 if name == "reuse-joined" else 1  # no late write to see
+        expect(p.returncode == want, f"{name}: exit {p.returncode}\n{p.stdout}{p.stderr}")
+        expect("corrupt 0 " in p.stdout, p.stdout)
+        expect("fences off: the program created more than 8 non-blocking streams "
+               "(cudaStreamCreateWithFlags)" in p.stderr, p.stderr)
+        os.remove(one_trace())
 
 
 def test_fences_off_past_eight_non_blocking_streams():

@@ -1,6 +1,6 @@
 // stress_streams.cu - the pool's safety rule on a real GPU.
 //
-// usage: [STRESS_STREAMS=blocking] stress_streams [ROUNDS] [HEADROOM_MIB]
+// usage: [STRESS_STREAMS=blocking|joined] stress_streams [ROUNDS] [HEADROOM_MIB]
 //
 // Rounds of: on each of 8 non-blocking streams, allocate a buffer, launch
 // a kernel that spins ~200 us and then writes the OLD pattern into it,
@@ -11,7 +11,13 @@
 // NEW pattern: an OLD value means memory was handed out while queued work
 // still wrote into it.
 //
-// Build with nvcc -cudart shared. Prints rounds, corruptions and how many
+// STRESS_STREAMS=joined: blocking streams as above, and the old kernels
+// run by a library (libgmtjoin.so, joinlib.cu) on 16 non-blocking streams
+// of its own, forked from and joined back to the caller's stream, as cuDNN
+// does; the pool's fences leave them out when GPUMEMTRACE_POOL_JOINED_STREAMS
+// names the library.
+//
+// Build with nvcc -cudart shared (-lgmtjoin). Prints rounds, corruptions and how many
 // new buffers reused a just-freed address (so the run proves something).
 #include <cuda_runtime.h>
 
@@ -39,6 +45,9 @@ __global__ void slow_fill(unsigned *p, size_t n, unsigned v, long long spin)
          i += (size_t)gridDim.x * blockDim.x)
         p[i] = v;
 }
+
+extern "C" int gmtjoin_fill(unsigned *p, size_t n, unsigned v, long long spin,
+                            cudaStream_t caller);
 
 __global__ void count_not(const unsigned *p, size_t n, unsigned v,
                           unsigned long long *bad)
@@ -69,7 +78,8 @@ int main(int argc, char **argv)
     // STRESS_STREAMS=blocking: blocking streams, the legacy stream and the
     // per-thread stream instead - what the pool's fences cover.
     const char *kind = getenv("STRESS_STREAMS");
-    bool blocking = kind && strcmp(kind, "blocking") == 0;
+    bool joined = kind && strcmp(kind, "joined") == 0;
+    bool blocking = joined || (kind && strcmp(kind, "blocking") == 0);
     cudaStream_t st[S];
     for (int i = 0; i < S; i++)
         CHECK(cudaStreamCreateWithFlags(&st[i], blocking ? cudaStreamDefault
@@ -88,7 +98,14 @@ int main(int argc, char **argv)
         for (int i = 0; i < S; i++) {
             n[i] = (size_t)(64 << 10) * (1 + (r * 7 + i) % 48); // 256 KiB .. 12 MiB
             CHECK(cudaMalloc(&old[i], n[i] * sizeof(unsigned)));
-            slow_fill<<<32, 256, 0, st[i]>>>(old[i], n[i], 0xDEAD0000u + r, spin);
+            if (joined) {
+                if (gmtjoin_fill(old[i], n[i], 0xDEAD0000u + r, spin, st[i]) != 0) {
+                    fprintf(stderr, "gmtjoin_fill failed\n");
+                    exit(2);
+                }
+            } else {
+                slow_fill<<<32, 256, 0, st[i]>>>(old[i], n[i], 0xDEAD0000u + r, spin);
+            }
             CHECK(cudaFree(old[i])); // the kernel is still spinning
         }
         for (int i = 0; i < S; i++) {

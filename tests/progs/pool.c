@@ -10,6 +10,12 @@
  *            fences cover (they go off)
  *   reuse-destroyed  the same after a fifth non-blocking stream, its
  *            kernel still running, was destroyed (fences go off)
+ *   reuse-joined LIB  the same with the old kernels run by a library
+ *            (tests/progs/libs/joinlib.c, at path LIB) on 16 non-blocking
+ *            streams of its own, joined back to the legacy stream
+ *   reuse-unjoined LIB  the same, the library not joining: expects late
+ *            writes into reused memory (a control, for fences told to
+ *            leave the library's streams out)
  *   reuse-blocking  the same on two blocking streams, the legacy stream
  *            and the per-thread stream: what the pool's fences cover
  *   reuse-legacy  the same with every kernel on the legacy stream (the
@@ -24,6 +30,7 @@
  *   capture  while a stream captures, the pool neither synchronizes nor
  *            serves cudaMalloc (the runtime refuses it, as without us)
  */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +53,24 @@ static int check_filled(const unsigned char *p, size_t n, unsigned char v)
  * can hold one 2 MiB small segment, so the second wave only fits in the
  * memory the first one freed - while the first wave's kernels, delayed by
  * 2 ms on four non-blocking streams, still write into it. */
-enum streams { NON_BLOCKING, BLOCKING, LEGACY, MANY, DESTROYED };
+enum streams { NON_BLOCKING, BLOCKING, LEGACY, MANY, DESTROYED, JOINED, UNJOINED };
+
+/* JOINED, UNJOINED: the old kernels run on the 16 streams of a library
+ * (tests/progs/libs/joinlib.c, dlopened from argv[2]), called on the
+ * legacy stream, which does or does not join them back to it. */
+static int (*g_fill)(void *, int, size_t, unsigned, cudaStream_t, int);
+static int (*g_lib_sync)(void);
+
+static void library(const char *path)
+{
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (h == NULL)
+        FAIL("no library: %s", path ? dlerror() : "no path given");
+    g_fill = (int (*)(void *, int, size_t, unsigned, cudaStream_t, int))dlsym(h, "joinlib_fill");
+    g_lib_sync = (int (*)(void))dlsym(h, "joinlib_sync");
+    if (g_fill == NULL || g_lib_sync == NULL)
+        FAIL("library without joinlib_fill, joinlib_sync");
+}
 
 static void reuse(enum streams kind)
 {
@@ -79,7 +103,12 @@ static void reuse(enum streams kind)
         for (int i = 0; i < WAVE; i++) {
             if (cudaMalloc((void **)&old[i], SIZE) != cudaSuccess)
                 FAIL("malloc old");
-            simLaunchFill(old[i], 0xAA, SIZE, 2000, s[i % STREAMS]);
+            if (kind == JOINED || kind == UNJOINED) {
+                if (g_fill(old[i], 0xAA, SIZE, 2000, cudaStreamLegacy, kind == JOINED) != 0)
+                    FAIL("joinlib_fill");
+            } else {
+                simLaunchFill(old[i], 0xAA, SIZE, 2000, s[i % STREAMS]);
+            }
         }
         for (int i = 0; i < WAVE; i++)
             cudaFree(old[i]); /* the program is done; the GPU is not */
@@ -90,8 +119,11 @@ static void reuse(enum streams kind)
             for (int j = 0; j < WAVE; j++)
                 reused += fresh[i] == old[j];
         }
-        for (int i = 0; i < STREAMS; i++)
-            cudaStreamSynchronize(s[i]); /* every old kernel has run now */
+        if (kind == JOINED || kind == UNJOINED)
+            g_lib_sync(); /* every old kernel has run now */
+        else
+            for (int i = 0; i < STREAMS; i++)
+                cudaStreamSynchronize(s[i]);
         for (int i = 0; i < WAVE; i++) {
             corrupt += !check_filled(fresh[i], SIZE, 0x11);
             cudaFree(fresh[i]);
@@ -100,6 +132,11 @@ static void reuse(enum streams kind)
     cudaDeviceSynchronize();
     printf("rounds %d corrupt %lu reused_addresses %lu stale_writes %llu\n",
            ROUNDS, corrupt, reused, simStaleWrites());
+    if (kind == UNJOINED) { /* the hazard on purpose: it must be seen */
+        if (corrupt == 0)
+            FAIL("no late write seen though the library did not join");
+        return;
+    }
     if (corrupt || simStaleWrites())
         FAIL("memory reused under pending GPU work");
     if (reused == 0)
@@ -222,10 +259,13 @@ static void capture(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2)
+    if (argc < 2)
         return 2;
     const char *s = argv[1];
-    if (!strcmp(s, "reuse"))
+    if (!strcmp(s, "reuse-joined") || !strcmp(s, "reuse-unjoined")) {
+        library(argc > 2 ? argv[2] : NULL);
+        reuse(!strcmp(s, "reuse-joined") ? JOINED : UNJOINED);
+    } else if (!strcmp(s, "reuse"))
         reuse(NON_BLOCKING);
     else if (!strcmp(s, "reuse-blocking"))
         reuse(BLOCKING);
