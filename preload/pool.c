@@ -208,11 +208,23 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
     return 0;
 }
 
+/* Ordered reuse (pool.h): has a barrier issued since covered every free
+ * before `upto`? Then all of it is reusable already; waiting for the GPU
+ * would only make it idle, which reuse does not need. */
+static bool all_issued(struct pdev *d, uint64_t upto)
+{
+    return __atomic_load_n(&d->issued, __ATOMIC_ACQUIRE) > upto;
+}
+
 /* Make pending blocks reusable and try again (the own arena, or all of
  * them). The upstream's fences first: one at a time, oldest first, trying
  * after each, so that the thread waits only until the GPU has passed a
  * block that fits, and the GPU keeps the work queued after it. Then one
- * device-wide synchronization for the frees no fence covers yet. */
+ * device-wide synchronization for the frees no fence covers yet. With
+ * ordered reuse the first reclaim issues a barrier instead of waiting;
+ * if what it made reusable does not serve the request, neither waiting
+ * nor a synchronization would (GPT-2 training waited 43 times a step for
+ * nothing, on an H200): the pool grows instead, as PyTorch's would. */
 static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
                                  unsigned ai, size_t size, size_t req,
                                  bool all)
@@ -220,13 +232,15 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
     struct blk *b;
     struct arena *own = &d->arenas[ai];
     uint64_t upto = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
-    for (int n = 0; pool_may_wait(p, d, upto, n) &&
+    for (int n = 0; pool_may_wait(p, d, upto, n) && !all_issued(d, upto) &&
                     (pool_before_wait(p, d),
                      p->up.reclaim(p->up.ctx, dev, POOL_REUSE)) > 0;
          n++)
         if ((b = all ? try_all(p, d, dev, ai, size, req)
                      : try_arena(p, own, dev, size, req)) != NULL)
             return b;
+    if (all_issued(d, upto))
+        return NULL;
     if (!pool_sync(p, d, own, dev))
         return NULL;
     return all ? try_all(p, d, dev, ai, size, req)

@@ -146,6 +146,7 @@ static struct {
     struct pool_snapshot snap[16];
     size_t busy_at[16];
     int head, tail, waits, always; /* always: a broken one, always 1 */
+    int reuse_waits; /* of waits: asked for reusable memory (POOL_REUSE) */
     int issued; /* barriers issued (ordered reuse) */
 } fq;
 
@@ -172,6 +173,7 @@ static int up_reclaim(void *ctx, int dev, int wait)
         fq.busy_at[i] -= done;
     pool_synced(fq.p, dev, &fq.snap[fq.head++]);
     fq.waits++;
+    fq.reuse_waits += wait == POOL_REUSE;
     return 1;
 }
 

@@ -277,6 +277,28 @@ static void ordered_reuse(void)
     pool_release_all(p);
 }
 
+/* Ordered reuse: when the memory a barrier made reusable does not serve
+ * a request, the pool neither waits for the GPU nor synchronizes - that
+ * would make nothing more reusable - it grows. Two 20 MiB blocks freed,
+ * 30 MiB asked for. */
+static void ordered_grows_instead_of_waiting(void)
+{
+    reset(256u << 20);
+    static const struct pool_upstream ordered = {up_alloc, up_release, up_sync,
+                                                 ordered_reclaim, NULL};
+    memset(&fq, 0, sizeof fq);
+    struct pool *p = fq.p = pool_create(&ordered, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 20u << 20), b = gpu_alloc(p, 0, 20u << 20);
+    CHECK(a && b);
+    gpu_free(p, a, 20u << 20);
+    gpu_free(p, b, 20u << 20);
+    uintptr_t x = gpu_alloc(p, 0, 30u << 20);
+    CHECK(x && fq.issued == 1 && fq.reuse_waits == 0 && up.syncs == 0);
+    CHECK(up.violations == 0);
+    gpu_free(p, x, 30u << 20);
+    pool_release_all(p);
+}
+
 int main(void)
 {
     no_reuse_before_sync();
@@ -290,5 +312,6 @@ int main(void)
     fences_before_syncs();
     sixteen_threads();
     ordered_reuse();
+    ordered_grows_instead_of_waiting();
     return CHECK_DONE();
 }
