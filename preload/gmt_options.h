@@ -59,7 +59,8 @@
     X(POOL_ORDERED, pool_ordered, bool, 0, 0, 1,                              \
       "1: hand freed blocks out again as soon as a fence is recorded after "  \
       "the free, before the GPU reaches it (safe while fences are on; see "   \
-      "docs/usage.md); ends at the first non-blocking stream or capture")    \
+      "docs/usage.md); ends at the program's first non-blocking stream "     \
+      "(not cuDNN's: GPUMEMTRACE_POOL_JOINED_STREAMS) or capture")           \
     X(POOL_FENCES, pool_fences, bool, 1, 0, 1,                                \
       "let the pool reuse freed blocks once events on the legacy stream "     \
       "and on each non-blocking stream (up to 8) show the GPU past the "      \
