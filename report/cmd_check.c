@@ -507,7 +507,7 @@ static int parse_metrics(const char *arg, bool metric[NMETRICS])
         } else if (len == 6 && !strncmp(p, "leaked", 6)) {
             metric[M_LEAKED] = true;
         } else {
-            gmt_errorf("--metric is peak, reserved, leaked or all (or a comma-separated "
+            gmt_value_error("--metric is peak, reserved, leaked or all (or a comma-separated "
                        "list), not '%s'", arg);
             return -1;
         }
@@ -531,18 +531,18 @@ static int limit_option(struct options *op, enum metric m, const char *arg)
         digits[len] = '\0';
         if ((size_t)(eq - arg) >= sizeof digits || parse_count(digits, &rank) != 0 ||
             rank > (int64_t)UINT32_MAX) {
-            gmt_errorf("%s: in '%s', the rank before '=' is not a whole number from 0 "
+            gmt_value_error("%s: in '%s', the rank before '=' is not a whole number from 0 "
                        "to 4294967295", metric_info[m].opt, arg);
             return -1;
         }
     }
     if (m == M_OOMS) {
         if (parse_count(val, &v) != 0) {
-            gmt_errorf("--max-ooms needs a count (0, 1, ...) or RANK=COUNT, not '%s'", arg);
+            gmt_value_error("--max-ooms needs a count (0, 1, ...) or RANK=COUNT, not '%s'", arg);
             return -1;
         }
     } else if (parse_size(val, m == M_GROWTH, &v, &why) != 0) {
-        gmt_errorf("%s: '%s' is not a %s: %s", metric_info[m].opt, val,
+        gmt_value_error("%s: '%s' is not a %s: %s", metric_info[m].opt, val,
                    m == M_GROWTH ? "rate" : "size", why);
         return -1;
     }
@@ -577,7 +577,7 @@ static int option(int o, const char *arg, void *ctx)
         return 1;
     case OPT_TOLERANCE:
         if (parse_pct(arg, &op->tolerance) != 0) {
-            gmt_errorf("--tolerance needs a percentage from 0 to 10000 (e.g. 5 or 2.5), "
+            gmt_value_error("--tolerance needs a percentage from 0 to 10000 (e.g. 5 or 2.5), "
                        "not '%s'", arg);
             return -1;
         }

@@ -358,7 +358,7 @@ static int option(int opt, const char *arg, void *ctx)
     case OPT_LIMIT:
         o->limit = strtoull(arg, &end, 10);
         if (*arg == '\0' || *end != '\0') {
-            gmt_errorf("--limit needs a number, not '%s'", arg);
+            gmt_value_error("--limit needs a number, not '%s'", arg);
             return -1;
         }
         return 1;

@@ -52,7 +52,7 @@ static int number(const char *name, const char *arg, int lo, int hi, int *out)
     char *end;
     long v = strtol(arg, &end, 10);
     if (*arg == '\0' || *end || v < lo || v > hi) {
-        gmt_errorf("--%s needs a number from %d to %d, not '%s'", name, lo, hi, arg);
+        gmt_value_error("--%s needs a number from %d to %d, not '%s'", name, lo, hi, arg);
         return -1;
     }
     *out = (int)v;

@@ -136,13 +136,13 @@ static int add_policy(struct wi *w, const char *arg)
         w->policy_given = true;
     }
     if (w->npol >= WI_MAX_POLICIES) {
-        gmt_errorf("at most %d --policy options", WI_MAX_POLICIES);
+        gmt_value_error("at most %d --policy options", WI_MAX_POLICIES);
         return -1;
     }
     struct policy *p = &w->pol[w->npol];
     char why[160];
     if (strlen(arg) >= sizeof p->label) {
-        gmt_errorf("--policy: '%.40s...' is too long", arg);
+        gmt_value_error("--policy: '%.40s...' is too long", arg);
         return -1;
     }
     if (!strcmp(arg, "ideal")) {
@@ -150,13 +150,13 @@ static int add_policy(struct wi *w, const char *arg)
     } else if (!strncmp(arg, "pytorch", 7) && (arg[7] == '\0' || arg[7] == ':')) {
         p->ops = &wi_pytorch;
         if (wi_conf_parse(arg[7] ? arg + 8 : "", &p->conf, why, sizeof why) != 0) {
-            gmt_errorf("--policy %s: %s", arg, why);
+            gmt_value_error("--policy %s: %s", arg, why);
             return -1;
         }
     } else if (!strcmp(arg, "gmt-pool")) {
         p->ops = &wi_gmtpool;
     } else {
-        gmt_errorf("--policy '%s': the policies are ideal, pytorch[:CONF] and gmt-pool",
+        gmt_value_error("--policy '%s': the policies are ideal, pytorch[:CONF] and gmt-pool",
                    arg);
         return -1;
     }
@@ -203,12 +203,12 @@ static int option(int opt, const char *arg, void *ctx)
         return add_policy(w, arg);
     case OPT_DEVICE_MEMORY:
         if (parse_memory(arg, &w->limit) != 0) {
-            gmt_errorf("--device-memory needs a size such as 80G or 512MiB, not '%s'", arg);
+            gmt_value_error("--device-memory needs a size such as 80G or 512MiB, not '%s'", arg);
             return -1;
         }
         return 1;
     case OPT_TOP:
-        gmt_errorf("whatif has no --top: every policy is shown");
+        gmt_value_error("whatif has no --top: every policy is shown");
         return -1;
     default:
         return 0;

@@ -38,14 +38,14 @@ int gmt_common_opt(struct gmt_common *c, int opt, const char *arg)
     case OPT_TOP:
         c->top = (int)strtol(arg, &end, 10);
         if (*arg == '\0' || *end || c->top < 0) {
-            gmt_errorf("--top needs a number, not '%s'", arg);
+            gmt_value_error("--top needs a number, not '%s'", arg);
             return -1;
         }
         return 1;
     case OPT_DEPTH:
         c->depth = (int)strtol(arg, &end, 10);
         if (*arg == '\0' || *end || c->depth < 0 || c->depth > 255) {
-            gmt_errorf("--depth needs a number from 0 to 255, not '%s'", arg);
+            gmt_value_error("--depth needs a number from 0 to 255, not '%s'", arg);
             return -1;
         }
         return 1;
@@ -57,7 +57,7 @@ int gmt_common_opt(struct gmt_common *c, int opt, const char *arg)
         else if (!strcmp(arg, "stack"))
             c->grain = GRAIN_STACK;
         else {
-            gmt_errorf("--group is function, line or stack, not '%s'", arg);
+            gmt_value_error("--group is function, line or stack, not '%s'", arg);
             return -1;
         }
         return 1;
@@ -118,9 +118,22 @@ static void option_table(const struct gmt_args *a, struct option opts[MAX_OPTION
     snprintf(spec, 16, ":h%s", a->shortopts ? a->shortopts : "");
 }
 
+static const char *g_parsing = "?"; /* the command gmt_args_parse reads */
+
+int gmt_value_error(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return gmt_usage_error(g_parsing, "%s", msg);
+}
+
 int gmt_args_parse(int argc, char **argv, const struct gmt_args *a, struct gmt_common *c,
                    void *ctx)
 {
+    g_parsing = argv[0];
     struct option opts[MAX_OPTIONS];
     char spec[16];
     option_table(a, opts, spec);

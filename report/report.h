@@ -59,6 +59,9 @@ int gmt_out_close(struct gmt_out *o, bool ok);
  * CMD --help'", one line on stderr; returns EXIT_ERROR. */
 int gmt_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* A bad option value, from inside a command's option handler (called by
+ * gmt_args_parse): gmt_usage_error for the command being parsed. */
+int gmt_value_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- names.c: readable names for the trace's codes ------------------- */
 const char *gmt_kind_name(unsigned kind);  /* "alloc", "free", ... */

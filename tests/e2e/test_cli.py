@@ -90,12 +90,19 @@ def test_bad_values_are_one_line():
     take a common option says it is unknown."""
     try_ = lambda c: f"; try 'gpumemreport {c} --help'"
     for args, want in (
-            (["peak", "--top", "x"], "gpumemreport: --top needs a number, not 'x'"),
-            (["peak", "--group", "x"], "gpumemreport: --group is function, line or stack, "
-                                       "not 'x'"),
-            (["dump", "--limit", "x"], "gpumemreport: --limit needs a number, not 'x'"),
-            (["timeline", "--width", "3"], "gpumemreport: --width needs a number from 16 to "
-                                           "400, not '3'"),
+            (["peak", "--top", "x"], "gpumemreport peak: --top needs a number, not 'x'" +
+             try_("peak")),
+            (["peak", "--group", "x"], "gpumemreport peak: --group is function, line or stack, "
+                                       "not 'x'" + try_("peak")),
+            (["dump", "--limit", "x"], "gpumemreport dump: --limit needs a number, not 'x'" +
+             try_("dump")),
+            (["timeline", "--width", "3"], "gpumemreport timeline: --width needs a number from "
+                                           "16 to 400, not '3'" + try_("timeline")),
+            (["whatif", "--policy", "x"], "gpumemreport whatif: --policy 'x': the policies are "
+                                          "ideal, pytorch[:CONF] and gmt-pool" + try_("whatif")),
+            (["check", "--tolerance", "x"], "gpumemreport check: --tolerance needs a percentage "
+                                            "from 0 to 10000 (e.g. 5 or 2.5), not 'x'" +
+             try_("check")),
             (["html", "--markdown"], "gpumemreport html: the page is HTML: no --json or "
                                      "--markdown" + try_("html")),
             (["export", "--format", "x"], "gpumemreport export: no format 'x' (memory-viz, "

@@ -167,7 +167,8 @@ def test_help_and_bad_usage():
         p = report("frag", *args, check_rc=2)
         expect(p.stdout == "", p.stdout)
     p = report("frag", "--top", "x", "t.gmt", check_rc=2)
-    expect(p.stderr.strip() == "gpumemreport: --top needs a number, not 'x'", p.stderr)
+    expect(p.stderr.strip() == "gpumemreport frag: --top needs a number, not 'x'; "
+           "try 'gpumemreport frag --help'", p.stderr)
 
 
 def test_corrupt_trace():

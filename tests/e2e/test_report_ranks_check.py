@@ -167,7 +167,8 @@ def test_per_rank_limits():
                       ("0=10XB", "'10XB' is not a size: unknown unit"),
                       ("0=1=2", "'1=2' is not a size")]:
         line = error_line(check("--max-peak", arg, "run", rc=2))
-        expect(line.startswith("gpumemreport: ") and want in line, f"{arg}: {line}")
+        expect(line.startswith("gpumemreport check: ") and want in line and
+               line.endswith("; try 'gpumemreport check --help'"), f"{arg}: {line}")
     line = error_line(check("--max-ooms", "1=x", "run", rc=2))
     expect("--max-ooms needs a count" in line, line)
     check("--max-peak", "4294967295=1", "run", rc=0)  # the largest rank is a rank

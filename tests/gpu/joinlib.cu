@@ -12,19 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "slow_fill.cuh"
+
 static const int N = 16;
 static cudaStream_t g_stream[N];
 static cudaEvent_t g_fork, g_done[N];
-
-__global__ void join_fill(unsigned *p, size_t n, unsigned v, long long spin)
-{
-    long long t0 = clock64();
-    while (clock64() - t0 < spin)
-        ;
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        p[i] = v;
-}
 
 static int setup(void)
 {
@@ -66,7 +58,7 @@ extern "C" int gmtjoin_fill(unsigned *p, size_t n, unsigned v, long long spin,
         size_t m = i == N - 1 ? n - part * i : part;
         if (cudaStreamWaitEvent(g_stream[i], g_fork, 0) != cudaSuccess)
             return -1;
-        join_fill<<<4, 256, 0, g_stream[i]>>>(p + part * i, m, v, spin);
+        slow_fill<<<4, 256, 0, g_stream[i]>>>(p + part * i, m, v, spin);
         if (cudaGetLastError() != cudaSuccess)
             return -1;
         if (!nojoin && (cudaEventRecord(g_done[i], g_stream[i]) != cudaSuccess ||

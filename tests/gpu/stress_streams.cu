@@ -36,15 +36,7 @@
         }                                                                      \
     } while (0)
 
-__global__ void slow_fill(unsigned *p, size_t n, unsigned v, long long spin)
-{
-    long long t0 = clock64();
-    while (clock64() - t0 < spin)
-        ;
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        p[i] = v;
-}
+#include "slow_fill.cuh"
 
 extern "C" int gmtjoin_fill(unsigned *p, size_t n, unsigned v, long long spin,
                             cudaStream_t caller);
