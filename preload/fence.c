@@ -106,6 +106,8 @@
  * outstanding, an event query at most every 20 us (POLL_EVERY_NS).
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,13 +161,20 @@ static unsigned g_nside;
 static pthread_mutex_t g_side_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Libraries' own non-blocking streams, which fences leave out (below).
- * tls_joined_create: inside the runtime hook's creation of one, so the
- * driver's creation under it is the same stream. */
-static GMT_TLS bool tls_joined_create;
+ * tls_rt_create: inside the runtime hook's creation of a non-blocking
+ * stream, which decides for it: the driver's creation under it is the
+ * same stream (and the hook's caller, not libcudart, made it). */
+static GMT_TLS bool tls_rt_create;
 static uint64_t g_joined;               /* streams left out */
 static char g_joined_lib[64];           /* the first library's file name */
 static bool g_joined_more;              /* ...and another's, too */
 static pthread_mutex_t g_joined_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The address ranges of the modules found to be joined libraries, for
+ * their frees (gmt_fence_joined_caller): entered under g_joined_lock,
+ * read without it (the count is published after the entry). */
+#define NJOINED_MODS 8
+static struct { uintptr_t lo, hi; } g_joined_mod[NJOINED_MODS];
+static unsigned g_njoined_mods;
 
 static struct fdev *g_fdev[POOL_MAX_DEVICES];
 static pthread_mutex_t g_fdev_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -574,6 +583,9 @@ void gmt_fence_reset_after_fork(void)
     pthread_mutex_init(&g_side_lock, NULL);
     pthread_mutex_init(&g_joined_lock, NULL);
     g_nside = 0;
+    g_joined = 0; /* the child's own count (the modules stay mapped) */
+    g_joined_lib[0] = '\0';
+    g_joined_more = false;
 }
 
 /* ---- libraries' own streams ---------------------------------------------
@@ -597,8 +609,57 @@ void gmt_fence_reset_after_fork(void)
  * option without its name: then its streams count as the program's. */
 
 
+/* Enter the address range of the module loaded at `base` (g_joined_lock
+ * held); past NJOINED_MODS, its frees are not recognized (see mem.c's
+ * joined_free_sync: then they are ordinary frees). */
+struct mod_range {
+    uintptr_t base, lo, hi;
+};
+static int mod_range_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct mod_range *m = data;
+    if (info->dlpi_addr != m->base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (m->lo == 0 || lo < m->lo)
+            m->lo = lo;
+        if (hi > m->hi)
+            m->hi = hi;
+    }
+    return 1;
+}
+
+static void enter_module(const void *caller, uintptr_t base)
+{
+    if (gmt_fence_joined_caller(caller) || g_njoined_mods == NJOINED_MODS)
+        return;
+    struct mod_range m = {base, 0, 0};
+    dl_iterate_phdr(mod_range_cb, &m);
+    if (m.lo == 0 || (uintptr_t)caller < m.lo || (uintptr_t)caller >= m.hi)
+        return;
+    g_joined_mod[g_njoined_mods].lo = m.lo;
+    g_joined_mod[g_njoined_mods].hi = m.hi;
+    __atomic_store_n(&g_njoined_mods, g_njoined_mods + 1, __ATOMIC_RELEASE);
+}
+
+bool gmt_fence_joined_caller(const void *caller)
+{
+    unsigned n = __atomic_load_n(&g_njoined_mods, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if ((uintptr_t)caller >= g_joined_mod[i].lo &&
+            (uintptr_t)caller < g_joined_mod[i].hi)
+            return true;
+    return false;
+}
+
 /* Does the module that `caller` (a return address) lies in match one of
- * the prefixes GPUMEMTRACE_POOL_JOINED_STREAMS lists? */
+ * the prefixes GPUMEMTRACE_POOL_JOINED_STREAMS lists (spaces around an
+ * item ignored)? */
 static bool joined_library(const void *caller)
 {
     const char *list = gmt_opt.pool_joined_streams;
@@ -609,9 +670,14 @@ static bool joined_library(const void *caller)
     const char *base = strrchr(di.dli_fname, '/');
     base = base ? base + 1 : di.dli_fname;
     for (const char *s = list; *s != '\0';) {
+        s += strspn(s, " ");
         size_t n = strcspn(s, ",");
-        if (n > 0 && strncmp(base, s, n) == 0) {
+        size_t k = n;
+        while (k > 0 && s[k - 1] == ' ')
+            k--;
+        if (k > 0 && strncmp(base, s, k) == 0) {
             pthread_mutex_lock(&g_joined_lock);
+            enter_module(caller, (uintptr_t)di.dli_fbase);
             if (g_joined_lib[0] == '\0')
                 snprintf(g_joined_lib, sizeof g_joined_lib, "%s", base);
             else if (strncmp(g_joined_lib, base, sizeof g_joined_lib - 1))
@@ -626,10 +692,13 @@ static bool joined_library(const void *caller)
 
 enum gmt_nb_kind gmt_fence_nb_kind(const void *caller)
 {
-    if (tls_joined_create)
+    if (tls_rt_create)
         return GMT_NB_INNER;
+    int saved = errno; /* the program's, before our hook's call saves it */
     gmt_options_load(); /* a stream may come before the first traced call */
-    return joined_library(caller) ? GMT_NB_JOINED : GMT_NB_COVERED;
+    enum gmt_nb_kind k = joined_library(caller) ? GMT_NB_JOINED : GMT_NB_COVERED;
+    errno = saved;
+    return k;
 }
 
 void gmt_fence_nb_joined(void)
@@ -667,17 +736,17 @@ cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
                                  : GMT_API_STREAM_CREATE_WITH_FLAGS;
     struct gmt_call c;
     bool on = gmt_call_begin(&c, false);
-    if (kind == GMT_NB_JOINED)
-        tls_joined_create = true;
+    bool outer = !tls_rt_create; /* a nested hook (none known) decides nothing */
+    if (outer && kind != GMT_NB_INNER)
+        tls_rt_create = true;
     cudaError_t r =
         with_priority
             ? GMT_REAL(cudaStreamCreateWithPriority)(ps, flags, priority)
             : GMT_REAL(cudaStreamCreateWithFlags)(ps, flags);
-    if (kind == GMT_NB_JOINED) {
-        tls_joined_create = false;
-        if (r == cudaSuccess)
-            gmt_fence_nb_joined();
-    }
+    if (outer)
+        tls_rt_create = false;
+    if (kind == GMT_NB_JOINED && r == cudaSuccess)
+        gmt_fence_nb_joined();
     if (on)
         gmt_call_errno(&c);
     if (nb && r == cudaSuccess) {

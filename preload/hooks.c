@@ -11,8 +11,9 @@
 #include "real.h"
 
 cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller);
-cudaError_t gmt_mem_free(void *devPtr);
-cudaError_t gmt_mem_free_async(void *devPtr, cudaStream_t hStream, bool ptsz);
+cudaError_t gmt_mem_free(void *devPtr, const void *caller);
+cudaError_t gmt_mem_free_async(void *devPtr, cudaStream_t hStream, bool ptsz,
+                               const void *caller);
 cudaError_t gmt_mem_device_synchronize(void);
 cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
 cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);
@@ -489,17 +490,17 @@ GMT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 
 GMT_EXPORT cudaError_t cudaFree(void *devPtr)
 {
-    return gmt_mem_free(devPtr);
+    return gmt_mem_free(devPtr, __builtin_return_address(0));
 }
 
 GMT_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
-    return gmt_mem_free_async(devPtr, hStream, false);
+    return gmt_mem_free_async(devPtr, hStream, false, __builtin_return_address(0));
 }
 
 GMT_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
-    return gmt_mem_free_async(devPtr, hStream, true);
+    return gmt_mem_free_async(devPtr, hStream, true, __builtin_return_address(0));
 }
 
 GMT_EXPORT cudaError_t cudaDeviceSynchronize(void)

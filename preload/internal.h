@@ -333,6 +333,9 @@ void gmt_fence_stream_created(void *stream, int dev, const char *why);
 enum gmt_nb_kind { GMT_NB_COVERED, GMT_NB_JOINED, GMT_NB_INNER };
 enum gmt_nb_kind gmt_fence_nb_kind(const void *caller);
 void gmt_fence_nb_joined(void);
+/* Is `caller` (a return address) in a module whose streams fences left
+ * out? Lock-free: a few comparisons. */
+bool gmt_fence_joined_caller(const void *caller);
 /* How many streams fences left out, the first library's file name, and
  * whether other libraries made some too. */
 uint64_t gmt_fence_joined(const char **lib, bool *more);

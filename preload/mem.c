@@ -587,7 +587,29 @@ static int pool_take_free(struct gmt_call *c, void *ptr, cudaError_t *r,
     return e == POOL_NOT_MINE ? POOL_NOT_MINE : 0;
 }
 
-cudaError_t gmt_mem_free(void *ptr)
+/* A pooled free made by a library whose own streams fences leave out
+ * (fence.c, "libraries' own streams"): its work on them is joined to the
+ * caller's stream only when the call returns, so memory it frees inside
+ * the call may still be written on them, where no fence looks. The real
+ * cudaFree would wait for the device here; so does the pool, and the
+ * synchronization makes the block reusable (the program's own would). */
+static void joined_free_sync(struct gmt_call *c, int dev, cudaError_t r,
+                             const void *caller)
+{
+    struct pool *p = g_pool;
+    if (r != cudaSuccess || dev < 0 || p == NULL || !gmt_fence_joined_caller(caller))
+        return;
+    struct pool_snapshot snap;
+    pool_sync_snapshot(p, dev, &snap);
+    int s = up_sync(NULL, dev); /* none inside a capture: then it stays pending */
+    if (s == cudaSuccess)
+        pool_synced(p, dev, &snap);
+    else if (s != cudaErrorStreamCaptureUnsupported)
+        GMT_REAL(cudaGetLastError)(); /* ours: the free itself succeeded */
+    gmt_ev_pool_sync(c->t, dev, GMT_API_POOL_SYNCHRONIZE, s);
+}
+
+cudaError_t gmt_mem_free(void *ptr, const void *caller)
 {
     struct gmt_call c;
     if (!gmt_call_begin(&c, true)) /* stamped before the memory is reusable */
@@ -597,6 +619,8 @@ cudaError_t gmt_mem_free(void *ptr)
     if (pool_take_free(&c, ptr, &r, &dev) == POOL_NOT_MINE) {
         r = real_free(c.t, ptr);
         gmt_call_errno(&c);
+    } else {
+        joined_free_sync(&c, dev, r, caller);
     }
     gmt_ev_free(&c, r, GMT_API_FREE, ptr, GMT_NO_STREAM);
     if (dev >= 0 && dev == c.t->last_device)
@@ -613,7 +637,8 @@ cudaError_t gmt_mem_free(void *ptr)
  * free (reused only once all work issued before it is done, on every
  * stream) covers the stream's work. Inside a capture the runtime gets it,
  * as before: a graph's free node is the runtime's business. */
-cudaError_t gmt_mem_free_async(void *ptr, cudaStream_t stream, bool ptsz)
+cudaError_t gmt_mem_free_async(void *ptr, cudaStream_t stream, bool ptsz,
+                               const void *caller)
 {
     cudaError_t (*real)(void *, cudaStream_t) =
         ptsz ? GMT_REAL(cudaFreeAsync_ptsz) : GMT_REAL(cudaFreeAsync);
@@ -626,6 +651,8 @@ cudaError_t gmt_mem_free_async(void *ptr, cudaStream_t stream, bool ptsz)
         pool_take_free(&c, ptr, &r, &dev) == POOL_NOT_MINE) {
         r = real(ptr, stream);
         gmt_call_errno(&c);
+    } else {
+        joined_free_sync(&c, dev, r, caller);
     }
     gmt_ev_free(&c, r, GMT_API_FREE_ASYNC | (ptsz ? GMT_API_PTDS : 0u), ptr,
                 gmt_stream_of(stream, ptsz));

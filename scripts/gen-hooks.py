@@ -109,7 +109,7 @@ API_MAX = 127
 # allocation
 M("cudaMalloc", "void **devPtr, size_t size",
   "gmt_mem_malloc(devPtr, size, __builtin_return_address(0))", ("GMT_API_MALLOC", 1))
-M("cudaFree", "void *devPtr", "gmt_mem_free(devPtr)", ("GMT_API_FREE", 16))
+M("cudaFree", "void *devPtr", "gmt_mem_free(devPtr, __builtin_return_address(0))", ("GMT_API_FREE", 16))
 H("cudaMallocManaged", "void **devPtr, size_t size, unsigned int flags", "devPtr, size, flags", False,
   "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, size, size, flags, STREAM)", ("GMT_API_MALLOC_MANAGED", 2), "GMT_NO_STREAM")
 H("cudaMallocPitch", "void **devPtr, size_t *pitch, size_t width, size_t height", "devPtr, pitch, width, height", False,
@@ -128,7 +128,7 @@ H("cudaMallocAsync", "void **devPtr, size_t size, cudaStream_t hStream", "devPtr
   "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, size, size, 0, STREAM)", ("GMT_API_MALLOC_ASYNC", 7), "S(hStream)", "_ptsz", "SZ(hStream)",
   pre="gmt_fw_segment_call(__builtin_return_address(0), true);")
 M("cudaFreeAsync", "void *devPtr, cudaStream_t hStream",
-  "gmt_mem_free_async(devPtr, hStream, {ptsz})", ("GMT_API_FREE_ASYNC", 18), "_ptsz")
+  "gmt_mem_free_async(devPtr, hStream, {ptsz}, __builtin_return_address(0))", ("GMT_API_FREE_ASYNC", 18), "_ptsz")
 H("cudaMallocFromPoolAsync", "void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream", "ptr, size, memPool, stream", False,
   "gmt_ev_alloc(&c_, r_, API, ptr ? *ptr : NULL, size, size, 0, STREAM)", ("GMT_API_MALLOC_FROM_POOL_ASYNC", 8), "S(stream)", "_ptsz", "SZ(stream)")
 
@@ -320,8 +320,9 @@ HOOKS_HEAD = '''/* hooks.c - the CUDA runtime entry points libgpumemtrace.so exp
 #include "real.h"
 
 cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller);
-cudaError_t gmt_mem_free(void *devPtr);
-cudaError_t gmt_mem_free_async(void *devPtr, cudaStream_t hStream, bool ptsz);
+cudaError_t gmt_mem_free(void *devPtr, const void *caller);
+cudaError_t gmt_mem_free_async(void *devPtr, cudaStream_t hStream, bool ptsz,
+                               const void *caller);
 cudaError_t gmt_mem_device_synchronize(void);
 cudaError_t gmt_mem_get_info(size_t *free, size_t *total);
 cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *devPtr);

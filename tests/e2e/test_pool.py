@@ -91,6 +91,20 @@ def test_leaving_out_a_library_that_does_not_join_is_unsafe():
     joined("reuse-unjoined", GPUMEMTRACE_POOL_JOINED_STREAMS="libjoinlib")
 
 
+def test_a_joining_library_s_frees_wait_for_the_device():
+    """Inside one call, the same library frees scratch memory while its own
+    kernel, on a stream fences leave out, still writes into it (the join
+    comes only at the end of the call). Such a free synchronizes the
+    device, as the real cudaFree does, so the block is not handed out under
+    that kernel (without it, a late write lands in the block's next owner:
+    a fence on the legacy stream does not wait for the unjoined stream)."""
+    p = joined("joined-scratch", GPUMEMTRACE_POOL_JOINED_STREAMS="libjoinlib")
+    words = p.stdout.split()
+    expect(int(words[words.index("reused_addresses") + 1]) > 0, p.stdout)
+    pool = info(one_trace())["pool"]
+    expect(pool["syncs"] >= 16, f"one synchronization per scratch free: {pool}")
+
+
 def test_other_libraries_streams_count_as_the_program_s():
     """By default only cuDNN's streams are left out: another library's 16
     count as the program's, past the 8 a fence covers, so fences go off and

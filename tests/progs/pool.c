@@ -16,6 +16,9 @@
  *   reuse-unjoined LIB  the same, the library not joining: expects late
  *            writes into reused memory (a control, for fences told to
  *            leave the library's streams out)
+ *   joined-scratch LIB  that library frees scratch memory inside a call
+ *            while its own kernel still writes into it: the memory must
+ *            not be handed out before that kernel is done
  *   reuse-blocking  the same on two blocking streams, the legacy stream
  *            and the per-thread stream: what the pool's fences cover
  *   reuse-legacy  the same with every kernel on the legacy stream (the
@@ -60,6 +63,7 @@ enum streams { NON_BLOCKING, BLOCKING, LEGACY, MANY, DESTROYED, JOINED, UNJOINED
  * legacy stream, which does or does not join them back to it. */
 static int (*g_fill)(void *, int, size_t, unsigned, cudaStream_t, int);
 static int (*g_lib_sync)(void);
+static int (*g_scratch)(size_t, unsigned, cudaStream_t, int, unsigned long *);
 
 static void library(const char *path)
 {
@@ -68,7 +72,9 @@ static void library(const char *path)
         FAIL("no library: %s", path ? dlerror() : "no path given");
     g_fill = (int (*)(void *, int, size_t, unsigned, cudaStream_t, int))dlsym(h, "joinlib_fill");
     g_lib_sync = (int (*)(void))dlsym(h, "joinlib_sync");
-    if (g_fill == NULL || g_lib_sync == NULL)
+    g_scratch = (int (*)(size_t, unsigned, cudaStream_t, int, unsigned long *))dlsym(
+        h, "joinlib_scratch");
+    if (g_fill == NULL || g_lib_sync == NULL || g_scratch == NULL)
         FAIL("library without joinlib_fill, joinlib_sync");
 }
 
@@ -139,6 +145,20 @@ static void reuse(enum streams kind)
     }
     if (corrupt || simStaleWrites())
         FAIL("memory reused under pending GPU work");
+    if (reused == 0)
+        FAIL("no address was reused: the scenario did not test reuse");
+}
+
+/* The library's scratch memory: freed inside a call while its kernel,
+ * on one of its own streams, still writes into it (joinlib_scratch). With
+ * SIM_CUDA_MEM=3M the pool must reuse those blocks. */
+static void joined_scratch(void)
+{
+    unsigned long reused = 0;
+    int bad = g_scratch(96 * 1024, 2000, cudaStreamLegacy, 16, &reused);
+    printf("scratch bad %d reused_addresses %lu\n", bad, reused);
+    if (bad != 0)
+        FAIL("the library's freed scratch memory was handed out under its queued work");
     if (reused == 0)
         FAIL("no address was reused: the scenario did not test reuse");
 }
@@ -262,7 +282,10 @@ int main(int argc, char **argv)
     if (argc < 2)
         return 2;
     const char *s = argv[1];
-    if (!strcmp(s, "reuse-joined") || !strcmp(s, "reuse-unjoined")) {
+    if (!strcmp(s, "joined-scratch")) {
+        library(argc > 2 ? argv[2] : NULL);
+        joined_scratch();
+    } else if (!strcmp(s, "reuse-joined") || !strcmp(s, "reuse-unjoined")) {
         library(argc > 2 ? argv[2] : NULL);
         reuse(!strcmp(s, "reuse-joined") ? JOINED : UNJOINED);
     } else if (!strcmp(s, "reuse"))

@@ -3,6 +3,7 @@
  * the call returns, as cuDNN does (tests/e2e/test_pool.py: the pool's
  * fences leave such a library's streams out). */
 #include <stddef.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -54,4 +55,51 @@ int joinlib_sync(void)
         if (cudaStreamSynchronize(g_stream[i]) != cudaSuccess)
             return -1;
     return 0;
+}
+
+/* Scratch memory inside one call, as a library might use it: `rounds`
+ * times, a block of `bytes` is allocated, written on one of the library's
+ * streams after `delay_us`, and freed at once (the write is still queued,
+ * and the streams are joined only at the end); then another block is
+ * allocated and written by the host (its new owner) and kept. At the end,
+ * after the join, the kept blocks must still hold the host's bytes.
+ * Returns how many did not (late writes landed in them), and in *reused
+ * how many kept blocks had an address freed before in the call; -1 on a
+ * failed call. */
+int joinlib_scratch(size_t bytes, unsigned delay_us, cudaStream_t caller, int rounds,
+                    unsigned long *reused)
+{
+    enum { MAXR = 64 };
+    void *old[MAXR], *kept[MAXR];
+    if (rounds > MAXR || setup() != 0 || cudaEventRecord(g_fork, caller) != cudaSuccess)
+        return -1;
+    *reused = 0;
+    for (int r = 0; r < rounds; r++) {
+        cudaStream_t s = g_stream[r % STREAMS];
+        if (cudaMalloc(&old[r], bytes) != cudaSuccess ||
+            cudaStreamWaitEvent(s, g_fork, 0) != cudaSuccess ||
+            simLaunchFill(old[r], 0xAA, bytes, delay_us, s) != cudaSuccess ||
+            cudaFree(old[r]) != cudaSuccess || cudaMalloc(&kept[r], bytes) != cudaSuccess)
+            return -1;
+        memset(kept[r], 0x11, bytes);
+        for (int j = 0; j <= r; j++)
+            *reused += kept[r] == old[j];
+    }
+    for (int i = 0; i < STREAMS; i++)
+        if (cudaEventRecord(g_done[i], g_stream[i]) != cudaSuccess ||
+            cudaStreamWaitEvent(caller, g_done[i], 0) != cudaSuccess)
+            return -1;
+    if (cudaStreamSynchronize(caller) != cudaSuccess)
+        return -1;
+    int bad = 0;
+    for (int r = 0; r < rounds; r++) {
+        const unsigned char *p = kept[r];
+        for (size_t i = 0; i < bytes; i++)
+            if (p[i] != 0x11) {
+                bad++;
+                break;
+            }
+        cudaFree(kept[r]);
+    }
+    return bad;
 }
