@@ -389,6 +389,100 @@ static void test_gmtpool(void)
     wi_gmtpool.fini(m);
 }
 
+/* The driver's stream-ordered pool on streams whose answer was measured
+ * on an H200 (tests/gpu/mempool_probe.cu, docs/validation.md). */
+static uint64_t as_get(void *m, uint64_t size)
+{
+    uint64_t id = 0;
+    if (wi_async.alloc(m, size, 0, &id) != 0) {
+        fprintf(stderr, "cuda-async: alloc of %llu failed\n", (unsigned long long)size);
+        check_failures++;
+    }
+    return id;
+}
+
+static uint64_t as_reserved(void *m)
+{
+    return stats(&wi_async, m).reserved;
+}
+
+static void test_async(void)
+{
+    /* one request reserves whole pages of 32 MiB */
+    static const struct {
+        uint64_t size, reserved;
+    } single[] = {{512, 32 * MiB},          {32 * MiB, 32 * MiB},
+                  {32 * MiB + 1, 64 * MiB}, {64 * MiB + 1, 96 * MiB},
+                  {100 * MiB, 128 * MiB},   {1000 * MiB, 1024 * MiB}};
+    for (size_t i = 0; i < sizeof single / sizeof *single; i++) {
+        void *m = make(&wi_async, NULL, 0);
+        as_get(m, single[i].size);
+        CHECK(as_reserved(m) == single[i].reserved);
+        wi_async.fini(m);
+    }
+    /* blocks of 3 MiB packed across pages: a new page at the 11th, 22nd */
+    void *m = make(&wi_async, NULL, 0);
+    uint64_t at11 = 0, at22 = 0;
+    for (int i = 1; i <= 22; i++) {
+        as_get(m, 3 * MiB);
+        if (i == 10)
+            CHECK(as_reserved(m) == 32 * MiB);
+        if (i == 11)
+            at11 = as_reserved(m);
+        if (i == 21)
+            CHECK(as_reserved(m) == 64 * MiB);
+        if (i == 22)
+            at22 = as_reserved(m);
+    }
+    CHECK(at11 == 64 * MiB && at22 == 96 * MiB && stats(&wi_async, m).device_allocs == 3);
+    wi_async.fini(m);
+    /* 1 MiB + 512 bytes: 31 to a page */
+    m = make(&wi_async, NULL, 0);
+    for (int i = 1; i <= 32; i++) {
+        as_get(m, MiB + 512);
+        if (i == 31)
+            CHECK(as_reserved(m) == 32 * MiB);
+    }
+    CHECK(as_reserved(m) == 64 * MiB);
+    wi_async.fini(m);
+    /* a hole: 50 + 50 MiB, the first freed, 60 MiB fits in the 128 MiB;
+     * all freed, 100 MiB fits; then 10 MiB (a small request) takes a page
+     * of its own */
+    m = make(&wi_async, NULL, 0);
+    uint64_t a = as_get(m, 50 * MiB), b = as_get(m, 50 * MiB);
+    CHECK(as_reserved(m) == 128 * MiB);
+    wi_async.free(m, a);
+    uint64_t c = as_get(m, 60 * MiB);
+    CHECK(as_reserved(m) == 128 * MiB);
+    wi_async.free(m, b);
+    wi_async.free(m, c);
+    as_get(m, 100 * MiB);
+    CHECK(as_reserved(m) == 128 * MiB);
+    as_get(m, 10 * MiB);
+    struct wi_stats st = stats(&wi_async, m);
+    CHECK(st.reserved == 160 * MiB && st.peak_reserved == 160 * MiB && st.device_frees == 0);
+    CHECK(st.allocated == 110 * MiB);
+    wi_async.fini(m); /* with live blocks: fini frees them */
+    /* a page freed by a large block serves small ones, and back */
+    m = make(&wi_async, NULL, 0);
+    wi_async.free(m, as_get(m, 64 * MiB));
+    uint64_t small[64];
+    for (int i = 0; i < 64; i++)
+        small[i] = as_get(m, 512 * 1024);
+    CHECK(as_reserved(m) == 64 * MiB);
+    for (int i = 0; i < 64; i++)
+        wi_async.free(m, small[i]);
+    as_get(m, 60 * MiB);
+    CHECK(as_reserved(m) == 64 * MiB && stats(&wi_async, m).allocated == 60 * MiB);
+    wi_async.fini(m);
+    /* out of memory on a 96 MiB card: a fourth page is refused */
+    m = make(&wi_async, NULL, 96 * MiB);
+    uint64_t id;
+    CHECK(wi_async.alloc(m, 90 * MiB, 0, &id) == 0);
+    CHECK(wi_async.alloc(m, 10 * MiB, 0, &id) != 0);
+    wi_async.fini(m);
+}
+
 int main(void)
 {
     test_split();
@@ -400,5 +494,6 @@ int main(void)
     test_gc();
     test_ideal();
     test_gmtpool();
+    test_async();
     return CHECK_DONE();
 }
