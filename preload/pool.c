@@ -213,7 +213,11 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
  * would only make it idle, which reuse does not need. */
 static bool all_issued(struct pdev *d, uint64_t upto)
 {
-    return __atomic_load_n(&d->issued, __ATOMIC_ACQUIRE) > upto;
+    uint64_t issued = __atomic_load_n(&d->issued, __ATOMIC_ACQUIRE);
+    /* == upto: the newest barrier is the newest snapshot; nothing freed
+     * since (a free racing this read only makes the pool grow: safe) */
+    return issued > upto ||
+           (issued == upto && issued != 0 && !__atomic_load_n(&d->dirty, __ATOMIC_RELAXED));
 }
 
 /* Make pending blocks reusable and try again (the own arena, or all of

@@ -38,6 +38,8 @@ ROOT=$(pwd)
 B=$(cd "${GMT_BUNDLE:-.gpubundle}" && pwd)
 LIB=$B/libgpumemtrace.so
 export GPUMEMREPORT=$B/gpumemreport
+# the bundle's report tool needs its libdw (gpu-bundle.sh)
+export LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 W=$(mktemp -d)
 mkdir -p "$OUT"
 fail=0
