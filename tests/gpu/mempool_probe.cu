@@ -15,15 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                               \
-    do {                                                                       \
-        cudaError_t e_ = (x);                                                  \
-        if (e_ != cudaSuccess) {                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,          \
-                    cudaGetErrorString(e_));                                   \
-            exit(2);                                                           \
-        }                                                                      \
-    } while (0)
+#include "rt_check.h"
 
 static const size_t KiB = 1024, MiB = 1024 * 1024;
 static cudaStream_t g_s;

@@ -26,15 +26,7 @@
 #include <cstring>
 #include <vector>
 
-#define CHECK(x)                                                               \
-    do {                                                                       \
-        cudaError_t e_ = (x);                                                  \
-        if (e_ != cudaSuccess) {                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,          \
-                    cudaGetErrorString(e_));                                   \
-            exit(2);                                                           \
-        }                                                                      \
-    } while (0)
+#include "rt_check.h"
 
 #include "slow_fill.cuh"
 
