@@ -313,6 +313,8 @@ cudaError_t sim_alloc_new(enum sim_mem_type type, size_t size, int dev, unsigned
  * first time and says whether it is in use; gives a fresh allocation its
  * driver twin; releases a twin. */
 bool sim_drv_ready(void);
+/* SIM_CUDA_DRIVER=1: a stream's creation makes a driver stream too. */
+void sim_drv_stream_twin(unsigned flags);
 cudaError_t sim_drv_attach(struct sim_alloc *a);
 void sim_drv_release(enum sim_mem_type type, uintptr_t twin);
 

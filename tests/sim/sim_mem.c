@@ -14,8 +14,9 @@
  *
  * With SIM_CUDA_DRIVER=1 every device and pinned host allocation also gets
  * a twin from the simulated driver (libcuda.so.1, sim_driver.c), the way
- * the real runtime allocates through the driver: see "The driver
- * underneath" below.
+ * the real runtime allocates through the driver, and so does every
+ * stream made with flags or a priority (sim_drv_stream_twin): see "The
+ * driver underneath" below.
  */
 #include "sim_internal.h"
 #include "simcudart.h"
@@ -69,6 +70,7 @@ static struct {
     __typeof__(cuPointerGetAttribute) *ptr_attr;
     CUresult (*set_device)(int); /* simDrvSetDevice, if the driver has it */
     CUresult (*lend)(void *);    /* simDrvLendMemory, with ptr_attr */
+    __typeof__(cuStreamCreate) *stream_create; /* optional */
 } sim_drv;
 
 static pthread_once_t sim_drv_once = PTHREAD_ONCE_INIT;
@@ -107,6 +109,7 @@ static void sim_drv_load(void)
                         "a memory function; going on without the driver\n");
         return;
     }
+    sim_drv.stream_create = (__typeof__(cuStreamCreate) *)sim_drv_lookup(gpa, "cuStreamCreate");
     sim_drv.set_device = (CUresult(*)(int))dlsym(h, "simDrvSetDevice");
     sim_drv.lend = (CUresult(*)(void *))dlsym(h, "simDrvLendMemory");
     sim_drv.ptr_attr = gpa ? (__typeof__(cuPointerGetAttribute) *)sim_drv_lookup(gpa, "cuPointerGetAttribute")
@@ -121,6 +124,17 @@ bool sim_drv_ready(void)
 {
     (void)pthread_once(&sim_drv_once, sim_drv_load);
     return sim_drv.on;
+}
+
+/* A stream's creation reaches the driver too (lock NOT held), as the
+ * real runtime's does: a driver stream with the same flags, kept (the
+ * runtime's stream stays the one the program uses), so that a profiler's
+ * driver wrappers see a creation under the runtime's. */
+void sim_drv_stream_twin(unsigned flags)
+{
+    CUstream s;
+    if (sim_drv_ready() && sim_drv.stream_create)
+        (void)sim_drv.stream_create(&s, flags);
 }
 
 void sim_drv_release(enum sim_mem_type type, uintptr_t twin)

@@ -131,6 +131,7 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int fla
         return sim_ret(cudaErrorInvalidValue);
     if (flags & ~(unsigned)cudaStreamNonBlocking)
         return sim_ret(cudaErrorInvalidValue);
+    sim_drv_stream_twin(flags); /* the driver underneath, if on */
     cudaError_t err = sim_enter();
     if (err != cudaSuccess)
         return sim_ret(err);
@@ -154,6 +155,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
         return sim_ret(cudaErrorInvalidValue);
     if (flags & ~(unsigned)cudaStreamNonBlocking)
         return sim_ret(cudaErrorInvalidValue);
+    sim_drv_stream_twin(flags); /* the driver underneath, if on */
     cudaError_t err = sim_enter();
     if (err != cudaSuccess)
         return sim_ret(err);
