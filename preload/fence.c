@@ -107,7 +107,6 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -609,41 +608,17 @@ void gmt_fence_reset_after_fork(void)
  * option without its name: then its streams count as the program's. */
 
 
-/* Enter the address range of the module loaded at `base` (g_joined_lock
+/* Enter the address range of the module `caller` lies in (g_joined_lock
  * held); past NJOINED_MODS, its frees are not recognized (see mem.c's
  * joined_free_sync: then they are ordinary frees). */
-struct mod_range {
-    uintptr_t base, lo, hi;
-};
-static int mod_range_cb(struct dl_phdr_info *info, size_t size, void *data)
+static void enter_module(const void *caller)
 {
-    (void)size;
-    struct mod_range *m = data;
-    if (info->dlpi_addr != m->base)
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (m->lo == 0 || lo < m->lo)
-            m->lo = lo;
-        if (hi > m->hi)
-            m->hi = hi;
-    }
-    return 1;
-}
-
-static void enter_module(const void *caller, uintptr_t base)
-{
-    if (gmt_fence_joined_caller(caller) || g_njoined_mods == NJOINED_MODS)
+    uintptr_t lo, hi;
+    if (gmt_fence_joined_caller(caller) || g_njoined_mods == NJOINED_MODS ||
+        !gmt_module_span(caller, &lo, &hi))
         return;
-    struct mod_range m = {base, 0, 0};
-    dl_iterate_phdr(mod_range_cb, &m);
-    if (m.lo == 0 || (uintptr_t)caller < m.lo || (uintptr_t)caller >= m.hi)
-        return;
-    g_joined_mod[g_njoined_mods].lo = m.lo;
-    g_joined_mod[g_njoined_mods].hi = m.hi;
+    g_joined_mod[g_njoined_mods].lo = lo;
+    g_joined_mod[g_njoined_mods].hi = hi;
     __atomic_store_n(&g_njoined_mods, g_njoined_mods + 1, __ATOMIC_RELEASE);
 }
 
@@ -677,7 +652,7 @@ static bool joined_library(const void *caller)
             k--;
         if (k > 0 && strncmp(base, s, k) == 0) {
             pthread_mutex_lock(&g_joined_lock);
-            enter_module(caller, (uintptr_t)di.dli_fbase);
+            enter_module(caller);
             if (g_joined_lib[0] == '\0')
                 snprintf(g_joined_lib, sizeof g_joined_lib, "%s", base);
             else if (strncmp(g_joined_lib, base, sizeof g_joined_lib - 1))
@@ -736,14 +711,14 @@ cudaError_t gmt_stream_create(cudaStream_t *ps, unsigned flags, int priority,
                                  : GMT_API_STREAM_CREATE_WITH_FLAGS;
     struct gmt_call c;
     bool on = gmt_call_begin(&c, false);
-    bool outer = !tls_rt_create; /* a nested hook (none known) decides nothing */
-    if (outer && kind != GMT_NB_INNER)
+    bool mark = kind != GMT_NB_INNER; /* INNER: not ours to decide */
+    if (mark)
         tls_rt_create = true;
     cudaError_t r =
         with_priority
             ? GMT_REAL(cudaStreamCreateWithPriority)(ps, flags, priority)
             : GMT_REAL(cudaStreamCreateWithFlags)(ps, flags);
-    if (outer)
+    if (mark)
         tls_rt_create = false;
     if (kind == GMT_NB_JOINED && r == cudaSuccess)
         gmt_fence_nb_joined();

@@ -253,6 +253,9 @@ bool gmt_modules_self(uintptr_t ip); /* inside libgpumemtrace.so or the
 /* The framework bridge (the module holding addr) is ours too: stacks are
  * cut above its frames as above the library's. */
 void gmt_modules_add_bridge(const void *addr);
+/* The address range of the loaded module addr lies in (its PT_LOAD
+ * segments); false if none. Takes the loader's lock (dl_iterate_phdr). */
+bool gmt_module_span(const void *addr, uintptr_t *lo, uintptr_t *hi);
 void gmt_modules_lock(void);  /* held across fork() */
 void gmt_modules_unlock(void);
 void gmt_modules_reset_after_fork(void);

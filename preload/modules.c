@@ -272,41 +272,47 @@ bool gmt_modules_self(uintptr_t ip)
            ip >= __atomic_load_n(&g_bridge_lo, __ATOMIC_RELAXED);
 }
 
-static int bridge_cb(struct dl_phdr_info *info, size_t size, void *data)
+struct span_of {
+    uintptr_t at, lo, hi;
+};
+
+static int span_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
-    uintptr_t at = (uintptr_t)data, lo, hi;
+    struct span_of *q = data;
+    uintptr_t lo, hi;
     span(info, &lo, &hi);
-    if (at >= lo && at < hi) {
-        __atomic_store_n(&g_bridge_lo, lo, __ATOMIC_RELAXED);
-        __atomic_store_n(&g_bridge_hi, hi, __ATOMIC_RELEASE);
+    if (q->at >= lo && q->at < hi) {
+        q->lo = lo;
+        q->hi = hi;
         return 1;
     }
     return 0;
+}
+
+bool gmt_module_span(const void *addr, uintptr_t *lo, uintptr_t *hi)
+{
+    struct span_of q = {(uintptr_t)addr, 0, 0};
+    dl_iterate_phdr(span_cb, &q);
+    *lo = q.lo;
+    *hi = q.hi;
+    return q.hi != 0;
 }
 
 void gmt_modules_add_bridge(const void *addr)
 {
-    dl_iterate_phdr(bridge_cb, (void *)addr);
-}
-
-static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    uintptr_t me = (uintptr_t)data, lo, hi;
-    span(info, &lo, &hi);
-    if (me >= lo && me < hi) {
-        g_self_lo = lo;
-        g_self_hi = hi;
-        return 1;
+    uintptr_t lo, hi;
+    if (gmt_module_span(addr, &lo, &hi)) {
+        __atomic_store_n(&g_bridge_lo, lo, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_bridge_hi, hi, __ATOMIC_RELEASE);
     }
-    return 0;
 }
 
 void gmt_modules_init(void)
 {
     if (g_self_hi == 0)
-        dl_iterate_phdr(self_cb, (void *)(uintptr_t)&gmt_modules_init);
+        gmt_module_span((const void *)(uintptr_t)&gmt_modules_init, &g_self_lo,
+                        &g_self_hi);
 }
 
 void gmt_modules_lock(void)

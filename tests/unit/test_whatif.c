@@ -33,14 +33,21 @@ static struct wi_stats stats(const struct wi_model_ops *ops, void *m)
     return s;
 }
 
-static uint64_t get(void *m, uint64_t size, uint64_t stream)
+/* A request to model `ops` that must succeed; its id. */
+static uint64_t model_get(const struct wi_model_ops *ops, void *m, uint64_t size,
+                          uint64_t stream)
 {
     uint64_t id = 0;
-    if (wi_pytorch.alloc(m, size, stream, &id) != 0) {
-        fprintf(stderr, "alloc of %llu failed\n", (unsigned long long)size);
+    if (ops->alloc(m, size, stream, &id) != 0) {
+        fprintf(stderr, "%s: alloc of %llu failed\n", ops->name, (unsigned long long)size);
         check_failures++;
     }
     return id;
+}
+
+static uint64_t get(void *m, uint64_t size, uint64_t stream)
+{
+    return model_get(&wi_pytorch, m, size, stream);
 }
 
 /* 2 MiB and 3 MiB (large pool, under 10 MiB: one 20 MiB segment). The
@@ -313,12 +320,7 @@ static void test_ideal(void)
  * could merge into one that fits. */
 static uint64_t gp_get(void *m, uint64_t size)
 {
-    uint64_t id = 0;
-    if (wi_gmtpool.alloc(m, size, 0, &id) != 0) {
-        fprintf(stderr, "gmt-pool: alloc of %llu failed\n", (unsigned long long)size);
-        check_failures++;
-    }
-    return id;
+    return model_get(&wi_gmtpool, m, size, 0);
 }
 
 static void test_gmtpool(void)
@@ -393,12 +395,7 @@ static void test_gmtpool(void)
  * on an H200 (tests/gpu/mempool_probe.cu, docs/validation.md). */
 static uint64_t as_get(void *m, uint64_t size)
 {
-    uint64_t id = 0;
-    if (wi_async.alloc(m, size, 0, &id) != 0) {
-        fprintf(stderr, "cuda-async: alloc of %llu failed\n", (unsigned long long)size);
-        check_failures++;
-    }
-    return id;
+    return model_get(&wi_async, m, size, 0);
 }
 
 static uint64_t as_reserved(void *m)
