@@ -11,7 +11,8 @@ layers, d=1024, 16 heads, FFN 4096, batch 16x512, AdamW, fp32) and the
 launch-bound small MLP (12 x Linear 256 + GELU + LayerNorm, batch 64,
 Adam); from tests/gpu/torch_models.py the real models gpt2 (HuggingFace
 GPT2LMHeadModel training, bf16 autocast, AdamW), timm (resnet50 training,
-fp32, SGD), and their inference gpt2-infer and timm-infer (fp32). Configurations:
+fp32, SGD), and their inference gpt2-infer and timm-infer (fp32); tv-vit, bert,
+llama and effnet (training, bf16 autocast; see torch_models.py). Configurations:
 
   baseline       PyTorch's caching allocator, no library
   uncached       PYTORCH_NO_CUDA_MEMORY_CACHING=1, no library
@@ -89,7 +90,9 @@ STEPS = {"transformer": 25, "mlp": 400}
 WARMUP = {"transformer": 5, "mlp": 50}
 # the real models: torch_models.py's arguments
 MODEL_ARGS = {"gpt2": ["gpt2", "--bf16"], "timm": ["timm"], "gpt2-infer": ["gpt2-infer"],
-              "timm-infer": ["timm-infer"]}
+              "timm-infer": ["timm-infer"], "tv-vit": ["tv-vit", "--bf16"],
+              "bert": ["bert", "--bf16"], "llama": ["llama", "--bf16"],
+              "effnet": ["effnet", "--bf16"]}
 for _w in MODEL_ARGS:
     STEPS[_w], WARMUP[_w] = 15, 3
 

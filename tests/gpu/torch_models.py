@@ -11,7 +11,11 @@ usage: torch_models.py WORKLOAD [--steps N] [--bf16] [--batch N]
              gpt2 (transformers GPT2LMHeadModel, 6 layers, batch 8x512,
              AdamW), timm (resnet50, batch 32, SGD), tv-vit
              (torchvision vit_b_16, batch 32, AdamW), gpt2-infer,
-             timm-infer (inference under no_grad)
+             timm-infer (inference under no_grad), bert (transformers
+             BertForMaskedLM, 6 layers, batch 16x256, AdamW), llama
+             (transformers LlamaForCausalLM, 6 layers, d=1024, GQA 16/4
+             heads, batch 8x512, AdamW), effnet (timm efficientnet_b0,
+             batch 64, AdamW)
   checks:    leaf (1 GiB leaf, y = 5 * x, y.mean().backward()), linear4
              (Linear(1, 1) + Adam), graph (torch.cuda.graph capture and
              replay), compile (torch.compile(mode="reduce-overhead")), oom
@@ -152,6 +156,38 @@ def tv_vit(args):
                  lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]), args)
 
 
+def bert(args):
+    from transformers import BertConfig, BertForMaskedLM
+    cfg = BertConfig(num_hidden_layers=6, hidden_size=768, num_attention_heads=12,
+                     intermediate_size=3072, vocab_size=30522, max_position_embeddings=512)
+    model = BertForMaskedLM(cfg).cuda()
+    ids = torch.randint(0, cfg.vocab_size, (args.batch or 16, 256), device="cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return train(model, opt, ids, lambda m, b: m(input_ids=b, labels=b).loss, args)
+
+
+def llama(args):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=6,
+                      num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
+                      max_position_embeddings=1024)
+    model = LlamaForCausalLM(cfg).cuda()
+    ids = torch.randint(0, cfg.vocab_size, (args.batch or 8, 512), device="cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return train(model, opt, ids, lambda m, b: m(input_ids=b, labels=b).loss, args)
+
+
+def effnet(args):
+    import timm
+    model = timm.create_model("efficientnet_b0", num_classes=1000).cuda()
+    n = args.batch or 64
+    x = torch.randn(n, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 1000, (n,), device="cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return train(model, opt, (x, y),
+                 lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]), args)
+
+
 def graph(args):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(),
@@ -210,10 +246,11 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--batch", type=int, default=None,
-                    help="batch size of gpt2, timm and tv-vit (default 8, 32, 32)")
+                    help="batch size of the training workloads (default: see above)")
     args = ap.parse_args()
     training = {"transformer": transformer, "mlp": mlp, "gpt2": gpt2, "timm": timm_train,
-                "gpt2-infer": gpt2_infer, "timm-infer": timm_infer, "tv-vit": tv_vit}
+                "gpt2-infer": gpt2_infer, "timm-infer": timm_infer, "tv-vit": tv_vit, "bert": bert,
+                "llama": llama, "effnet": effnet}
     checks = {"leaf": leaf, "linear4": linear4, "graph": graph, "compile": compiled,
               "oom": oom}
     if args.workload not in training and args.workload not in checks:
