@@ -29,8 +29,9 @@
  * never unmapped or given back, until `safe` covers it too.
  *
  * Concurrency: each device's pool is split into arenas, each with its own
- * lock; a thread uses one arena (by thread index) and visits the others
- * only when its own cannot serve it. A free finds its segment in a
+ * lock. Threads share the first until they contend for its lock
+ * (POOL_SPREAD_AFTER times); then each uses its own (by thread index) and
+ * visits the others only when its own cannot serve it. A free finds its segment in a
  * lock-free index and its block in the owning arena's map. Statistics are
  * per arena; the epoch and safe mark are per device and change once per
  * synchronization: threads on different arenas write no common cache line
@@ -131,6 +132,7 @@ struct pool_stats {
     uint64_t promotions;    /* times pending blocks became reusable */
     uint64_t adopted;       /* free segments moved to another arena */
     uint64_t lent;          /* blocks served from another thread's arena */
+    uint64_t spread;        /* threads moved off the shared arena */
     /* virtual memory (pool_upstream.page): */
     uint64_t page_maps;     /* pages mapped */
     uint64_t page_unmaps;   /* pages unmapped */

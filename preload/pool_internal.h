@@ -92,6 +92,7 @@ struct pdev;
  * threads on different arenas share no written cache line. */
 struct arena {
     pthread_mutex_t lock;
+    uint32_t contended; /* times a thread found the lock taken */
     struct pdev *d;            /* its device: the epoch and safe marks */
     struct bins small, large;
     struct blk *pend_head, *pend_tail;
@@ -133,6 +134,10 @@ struct pdefer {
 
 struct pdev {
     struct arena arenas[POOL_ARENAS];
+    /* The arena of each thread slot (arena hint): 0, shared, until that
+     * arena's lock has been found taken POOL_SPREAD_AFTER times; then the
+     * slot's own. Written once per slot. */
+    _Alignas(64) uint8_t home[POOL_ARENAS];
     _Alignas(64) uint64_t epoch;  /* tag of a free now */
     uint32_t dirty;               /* a free since the last snapshot (a hint) */
     _Alignas(64) uint64_t safe;   /* tags below this are idle */
@@ -344,13 +349,19 @@ static inline bool pool_is_large(size_t size)
     return size > POOL_SMALL_MAX;
 }
 
+/* Threads share arena 0 until its lock has been found taken this often:
+ * then each moves to its own (pool_alloc). */
+#define POOL_SPREAD_AFTER 64
+
 static inline bool pool_lock_arena(struct arena *a, bool wait)
 {
-    if (wait) {
-        pthread_mutex_lock(&a->lock);
+    if (pthread_mutex_trylock(&a->lock) == 0)
         return true;
-    }
-    return pthread_mutex_trylock(&a->lock) == 0;
+    if (!wait)
+        return false;
+    __atomic_fetch_add(&a->contended, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&a->lock);
+    return true;
 }
 
 static inline bool pool_vmm_on(const struct pool *p)

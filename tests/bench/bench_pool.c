@@ -97,10 +97,10 @@ int main(int argc, char **argv)
     qsort(all, (size_t)n * 20, sizeof *all, cmp);
     struct pool_stats st;
     pool_stats(g_pool, 0, &st);
-    fprintf(stderr, "reserved %llu segments %llu syncs %llu adopted %llu lent %llu\n",
+    fprintf(stderr, "reserved %llu segments %llu syncs %llu adopted %llu lent %llu spread %llu\n",
             (unsigned long long)st.reserved, (unsigned long long)st.segments,
             (unsigned long long)st.syncs, (unsigned long long)st.adopted,
-            (unsigned long long)st.lent);
+            (unsigned long long)st.lent, (unsigned long long)st.spread);
     printf("threads %d median_ns_per_pair %.1f pairs_per_sec %.0f\n", n,
            all[n * 10], (double)n * (double)(pairs / 20 * 20) / (dt * 1e-9));
     return 0;
