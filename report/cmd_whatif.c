@@ -115,7 +115,13 @@ static void usage(FILE *f)
             "                          (GPUMEMTRACE_POOL_VMM) and the pool's other\n"
             "                          options, its fences, the program's own\n"
             "                          synchronizations, arenas per thread (one serves\n"
-            "                          all). No configuration.\n"
+            "                          all, as the library's threads share one until\n"
+            "                          they contend for it).\n"
+            "        gmt-pool:ordered  the same with ordered reuse\n"
+            "                          (GPUMEMTRACE_POOL_ORDERED=1): every free is\n"
+            "                          reusable at once, the bound that mode approaches\n"
+            "                          (it reuses a block once a barrier is recorded\n"
+            "                          after its free).\n"
             "        cuda-async        the CUDA driver's stream-ordered pool\n"
             "                          (cudaMallocAsync; PyTorch's\n"
             "                          backend:cudaMallocAsync), never shrinking, by\n"
@@ -164,11 +170,13 @@ static int add_policy(struct wi *w, const char *arg)
         }
     } else if (!strcmp(arg, "gmt-pool")) {
         p->ops = &wi_gmtpool;
+    } else if (!strcmp(arg, "gmt-pool:ordered")) {
+        p->ops = &wi_gmtpool_ordered;
     } else if (!strcmp(arg, "cuda-async")) {
         p->ops = &wi_async;
     } else {
         gmt_value_error("--policy '%s': the policies are ideal, pytorch[:CONF], "
-                        "cuda-async and gmt-pool", arg);
+                        "cuda-async and gmt-pool[:ordered]", arg);
         return -1;
     }
     snprintf(p->label, sizeof p->label, "%s", arg);

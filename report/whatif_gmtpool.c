@@ -49,6 +49,7 @@ struct gp {
     uint64_t next_va;
     uint64_t syncs0; /* the pool's syncs before this instance */
     bool new_peak;   /* a segment took reserved past its peak */
+    bool ordered;    /* gmt-pool:ordered: a free is reusable at once */
     struct gp *spare;
 };
 
@@ -118,7 +119,16 @@ static void *gp_init(const struct wi_opts *o)
     m->limit = o->limit;
     m->outside = o->outside;
     m->new_peak = false;
+    m->ordered = false;
     m->spare = NULL;
+    return m;
+}
+
+static void *gp_init_ordered(const struct wi_opts *o)
+{
+    struct gp *m = gp_init(o);
+    if (m)
+        m->ordered = true;
     return m;
 }
 
@@ -146,7 +156,15 @@ static void gp_free(void *p, uint64_t id)
 {
     struct gp *m = p;
     int dev;
-    pool_free(m->pool, (uintptr_t)id, &dev);
+    if (pool_free(m->pool, (uintptr_t)id, &dev) != 0 || !m->ordered)
+        return;
+    /* Ordered reuse: a barrier recorded after the free makes the block
+     * reusable before the GPU gets there, and the library records one
+     * when a request needs it; here every free is reusable (and, the GPU
+     * keeping up, idle) at once: the bound that mode approaches. */
+    struct pool_snapshot s;
+    pool_sync_snapshot(m->pool, dev, &s);
+    pool_synced(m->pool, dev, &s);
 }
 
 static void gp_stats(void *p, struct wi_stats *s)
@@ -184,6 +202,15 @@ static void gp_fini(void *p)
 const struct wi_model_ops wi_gmtpool = {
     .name = "gmt-pool",
     .init = gp_init,
+    .alloc = gp_alloc,
+    .free = gp_free,
+    .stats = gp_stats,
+    .fini = gp_fini,
+};
+
+const struct wi_model_ops wi_gmtpool_ordered = {
+    .name = "gmt-pool:ordered",
+    .init = gp_init_ordered,
     .alloc = gp_alloc,
     .free = gp_free,
     .stats = gp_stats,

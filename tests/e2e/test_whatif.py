@@ -171,26 +171,44 @@ def test_cuda_async_against_the_real_pool():
 
 
 def test_gmt_pool_on_the_corpus():
-    """--policy gmt-pool (the library's own pool, preload/pool*.c, linked
-    in) on each corpus trace: it runs, reserves at least what ideal does
-    (the peak requested) and at most 2% more than PyTorch's allocator
-    (issue 21: before the pool's loose-fit rule it held 1.17x PyTorch's
-    peak on GPT-2 and 1.72x on GPT-2 inference), and the text table
-    agrees with --json."""
+    """--policy gmt-pool and gmt-pool:ordered (the library's own pool,
+    preload/pool*.c, linked in) on each corpus trace: they run and reserve
+    at least what ideal does (the peak requested). On the 3-step traces
+    recorded with PyTorch's cache on, at most 2% more than PyTorch's
+    allocator (issue 21: before the pool's loose-fit rule it held 1.17x
+    PyTorch's peak on GPT-2 and 1.72x on GPT-2 inference). On the live
+    traces (10 steps, cache off: the stream the pool serves), against the
+    reserved peak of real runs with PyTorch's allocator (real.json): at
+    most 1.2x (the worst, resnet50 inference, is 1.19x; issue 21's goal of
+    never above PyTorch is not met there), and with ordered reuse GPT-2
+    training within 1.05x its peak requested (1.04x; 1.19x before the
+    arenas were shared, live on an H100). The text table agrees with
+    --json."""
     import lzma
     corpus = os.path.join(os.path.dirname(__file__), "..", "corpus")
+    live = json.load(open(os.path.join(corpus, "real.json")))["live"]["pytorch"]
     models = sorted(f[:-len(".gmt.xz")] for f in os.listdir(corpus) if f.endswith(".gmt.xz"))
-    expect(len(models) >= 7, models)
+    expect(len(models) >= 16 and len([m for m in models if m.startswith("live-")]) == len(live),
+           models)
     for model in models:
         with lzma.open(os.path.join(corpus, f"{model}.gmt.xz")) as f, open(f"{model}.gmt", "wb") as o:
             o.write(f.read())
         args = ["--no-symbols", "--policy", "ideal", "--policy", "pytorch", "--policy", "gmt-pool",
-                f"{model}.gmt"]
+                "--policy", "gmt-pool:ordered", f"{model}.gmt"]
         tr = whatif(*args)[0]
         pol = {p["policy"]: p for p in tr["policies"] if p["device"] == 0}
-        g, ideal, torch = pol["gmt-pool"], pol["ideal"], pol["pytorch"]
+        g, o, ideal, torch = pol["gmt-pool"], pol["gmt-pool:ordered"], pol["ideal"], pol["pytorch"]
         expect(g["peak_reserved"] >= ideal["peak_reserved"] > 0, (model, g, ideal))
-        expect(g["peak_reserved"] <= 1.02 * torch["peak_reserved"], (model, g, torch))
+        expect(o["peak_reserved"] >= ideal["peak_reserved"] and o["syncs"] == 0, (model, o))
+        if model.startswith("live-"):
+            real = live[model[len("live-"):]]["max_memory_reserved"]
+            expect(g["peak_reserved"] <= 1.2 * real and o["peak_reserved"] <= 1.2 * real,
+                   (model, g, o, real))
+            if model == "live-gpt2":
+                expect(o["peak_reserved"] <= 1.05 * ideal["peak_reserved"], (model, o, ideal))
+        else:
+            expect(g["peak_reserved"] <= 1.02 * torch["peak_reserved"] and
+                   o["peak_reserved"] <= 1.02 * torch["peak_reserved"], (model, g, o, torch))
         expect(g["peak_reserved"] % 512 == 0 and g["device_allocs"] >= 1, (model, g))
         expect(g["oom"] is None and 0 <= g["fragmentation"] <= 1, (model, g))
         expect(g["largest_free"] <= g["peak_reserved"], (model, g))
@@ -208,4 +226,5 @@ def test_gmt_pool_on_the_corpus():
                (model, r, g))
         expect(int(r[8]) == g["syncs"], (model, r, g))
     p = report("whatif", "--help")
-    expect("gmt-pool" in p.stdout and "GPUMEMTRACE_POOL_VMM" in p.stdout, "help")
+    expect("gmt-pool" in p.stdout and "gmt-pool:ordered" in p.stdout and
+           "GPUMEMTRACE_POOL_VMM" in p.stdout, "help")

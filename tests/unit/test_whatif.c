@@ -391,6 +391,38 @@ static void test_gmtpool(void)
     wi_gmtpool.fini(m);
 }
 
+/* gmt-pool:ordered: every free is reusable at once. Three 4 MiB blocks
+ * in a 20 MiB segment, 8 MiB free after them; the middle one freed. A 4
+ * MiB request: the ordered pool reuses the freed block (the best fit),
+ * the default one cuts the free 8 MiB (the freed block is pending, and
+ * what is reusable fits). Then 8 MiB: the ordered pool has it; the
+ * default one has 4 + 4 MiB apart, and takes a second segment. */
+static void test_gmtpool_ordered(void)
+{
+    for (int ordered = 0; ordered < 2; ordered++) {
+        const struct wi_model_ops *ops = ordered ? &wi_gmtpool_ordered : &wi_gmtpool;
+        void *m = make(ops, NULL, 0);
+        CHECK(m != NULL);
+        uint64_t x1 = model_get(ops, m, 4 * MiB, 0), x2 = model_get(ops, m, 4 * MiB, 0),
+                 x3 = model_get(ops, m, 4 * MiB, 0);
+        CHECK(x2 == x1 + 4 * MiB && x3 == x2 + 4 * MiB);
+        ops->free(m, x2);
+        uint64_t y = model_get(ops, m, 4 * MiB, 0);
+        CHECK(ordered ? y == x2 : y == x3 + 4 * MiB);
+        uint64_t z = model_get(ops, m, 8 * MiB, 0);
+        struct wi_stats s = stats(ops, m);
+        CHECK(s.peak_reserved == (ordered ? 20 : 40) * MiB);
+        CHECK(s.device_allocs == (ordered ? 1u : 2u) && s.syncs == 0);
+        CHECK(!ordered || z == x3 + 4 * MiB);
+        ops->free(m, x1);
+        ops->free(m, x3);
+        ops->free(m, y);
+        ops->free(m, z);
+        ops->fini(m);
+    }
+    CHECK(!strcmp(wi_gmtpool_ordered.name, "gmt-pool:ordered"));
+}
+
 /* The driver's stream-ordered pool on streams whose answer was measured
  * on an H200 (tests/gpu/mempool_probe.cu, docs/validation.md). */
 static uint64_t as_get(void *m, uint64_t size)
@@ -491,6 +523,7 @@ int main(void)
     test_gc();
     test_ideal();
     test_gmtpool();
+    test_gmtpool_ordered();
     test_async();
     return CHECK_DONE();
 }
