@@ -366,11 +366,18 @@ void gmt_mem_settle(void)
 void gmt_mem_verbose_summary(void)
 {
     struct pool *p = g_pool;
-    if (p == NULL || !gmt_opt.pool_vmm)
+    if (p == NULL)
         return;
     for (int dev = 0; dev < POOL_MAX_DEVICES; dev++) {
         struct pool_stats st;
         pool_stats(p, dev, &st);
+        if (st.spread || st.adopted || st.lent)
+            gmt_info("pool, device %d: %llu threads moved off the shared arena "
+                     "(they contended for it), %llu free segments moved between "
+                     "arenas, %llu blocks lent", dev, (unsigned long long)st.spread,
+                     (unsigned long long)st.adopted, (unsigned long long)st.lent);
+        if (!gmt_opt.pool_vmm)
+            continue;
         if (st.page_maps || st.page_unmaps)
             gmt_info("pool, device %d: %llu MiB created, %llu MiB mapped in "
                      "%llu mappings, %llu MiB unmapped in %llu, %.1f ms in "
