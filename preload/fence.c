@@ -482,6 +482,15 @@ int gmt_fence_reclaim(struct pool *p, int dev, int wait)
     struct fdev *f = fdev_get(dev, false);
     if (f == NULL)
         return 0;
+    if (wait == POOL_ISSUE) { /* a barrier, if ordered reuse is on */
+        if (!ordered_on() || !pool_freed_since_snapshot(p, dev) || !gmt_fence_usable())
+            return 0;
+        pthread_mutex_lock(&f->lock);
+        bool issued = record_locked(p, f, dev);
+        __atomic_store_n(&f->last_ns, now_ns(), __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&f->lock);
+        return issued;
+    }
     if (!wait && LOAD(f->head) == LOAD(f->tail))
         return 0; /* nothing to query: no clock read */
     uint64_t now = now_ns();

@@ -153,6 +153,14 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
         __atomic_store_n(&d->home[slot], (uint8_t)slot, __ATOMIC_RELAXED);
     }
     struct blk *b = NULL;
+    /* Ordered reuse: a large request chooses among every block freed so
+     * far - a barrier now, if anything was freed since the last - not
+     * only among those an earlier barrier covers. The best fit among all
+     * frees held 1.04-1.18x the peak requested in replays of the live
+     * corpus (docs/benchmarks.md), among the covered ones 1.05-1.71x.
+     * Without ordered reuse the upstream answers 0 at once. */
+    if (pool_is_large(size) && p->up.reclaim && __atomic_load_n(&d->dirty, __ATOMIC_RELAXED))
+        p->up.reclaim(p->up.ctx, dev, POOL_ISSUE);
     if (pool_vmm_on(p) && pool_is_large(size)) {
         ai = VMM_ARENA;
         b = pool_alloc_mapped(p, d, dev, size, req);

@@ -55,7 +55,7 @@
 
 /* Where memory comes from. Functions return 0 or a CUDA error code. */
 #define POOL_NO_VMM 801 /* cudaErrorNotSupported */
-enum { POOL_POLL, POOL_REUSE, POOL_IDLE }; /* reclaim's `wait` */
+enum { POOL_POLL, POOL_REUSE, POOL_IDLE, POOL_ISSUE }; /* reclaim's `wait` */
 struct pool_upstream {
     int (*alloc)(void *ctx, int dev, size_t size, uintptr_t *out);
     int (*release)(void *ctx, int dev, uintptr_t ptr, size_t size);
@@ -67,7 +67,9 @@ struct pool_upstream {
      * calls pool_synced for it). `wait`: POOL_POLL, only look;
      * POOL_REUSE, first wait for the oldest thing outstanding - or, with
      * ordered reuse, issue a barrier (pool_issued) and return; POOL_IDLE,
-     * wait as with POOL_REUSE, even with ordered reuse. 1: something
+     * wait as with POOL_REUSE, even with ordered reuse; POOL_ISSUE, only
+     * with ordered reuse: issue a barrier if anything was freed since the
+     * last, never wait (0 without ordered reuse). 1: something
      * became reusable (or idle); 0: nothing did (or nothing is
      * outstanding), and a synchronization is the way left. */
     int (*reclaim)(void *ctx, int dev, int wait);

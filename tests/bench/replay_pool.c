@@ -170,9 +170,12 @@ static int up_reclaim(void *c, int d, int wait)
         pool_synced(g_pool, d, &fsnap[fhead++]);
         n = 1;
     }
+    if (wait == POOL_ISSUE && !ordered)
+        return n;
     if (n || !wait)
         return n;
-    if (ordered && wait == POOL_REUSE && pool_freed_since_snapshot(g_pool, d)) {
+    if (ordered && (wait == POOL_REUSE || wait == POOL_ISSUE) &&
+        pool_freed_since_snapshot(g_pool, d)) {
         /* ordered reuse: a barrier recorded now makes every free before it
          * reusable at once; the GPU reaches it `lag` later */
         struct pool_snapshot s;

@@ -153,6 +153,8 @@ static struct {
 static int up_reclaim(void *ctx, int dev, int wait)
 {
     (void)ctx;
+    if (wait == POOL_ISSUE)
+        return 0; /* no ordered reuse here */
     if (fq.always)
         return 1;
     if (!wait)
@@ -182,8 +184,8 @@ static int up_reclaim(void *ctx, int dev, int wait)
  * work waits for; asked for idle memory, it waits for the oldest fence. */
 static int ordered_reclaim(void *ctx, int dev, int wait)
 {
-    if (wait == POOL_REUSE && pool_freed_since_snapshot(fq.p, dev) &&
-        fq.tail < 16) {
+    if ((wait == POOL_REUSE || wait == POOL_ISSUE) &&
+        pool_freed_since_snapshot(fq.p, dev) && fq.tail < 16) {
         pool_sync_snapshot(fq.p, dev, &fq.snap[fq.tail]);
         fq.busy_at[fq.tail] = up.nbusy;
         pool_issued(fq.p, dev, &fq.snap[fq.tail++]);

@@ -330,6 +330,36 @@ static void ordered_grows_instead_of_waiting(void)
     pool_release_all(p);
 }
 
+/* Ordered reuse: a large request first has every free made reusable (a
+ * barrier, no wait), so it takes the block just freed that fits it best
+ * rather than cutting a larger reusable one. Without ordered reuse the
+ * same request neither waits nor synchronizes for it. */
+static void ordered_large_sees_every_free(void)
+{
+    for (int ordered = 0; ordered < 2; ordered++) {
+        reset(256u << 20);
+        const struct pool_upstream u = {up_alloc, up_release, up_sync,
+                                        ordered ? ordered_reclaim : up_reclaim, NULL};
+        memset(&fq, 0, sizeof fq);
+        struct pool *p = fq.p = pool_create(&u, &observer);
+        size_t mib = 1u << 20;
+        uintptr_t x1 = gpu_alloc(p, 0, 4 * mib), x2 = gpu_alloc(p, 0, 4 * mib),
+                  x3 = gpu_alloc(p, 0, 4 * mib);
+        CHECK(x2 == x1 + 4 * mib && x3 == x2 + 4 * mib && up.allocs == 1);
+        gpu_free(p, x2, 4 * mib); /* GPU work may still use it */
+        uintptr_t y = gpu_alloc(p, 0, 4 * mib);
+        if (ordered)
+            CHECK(y == x2 && fq.issued == 1);
+        else
+            CHECK(y == x3 + 4 * mib && fq.issued == 0);
+        CHECK(fq.waits == 0 && up.syncs == 0 && up.violations == 0);
+        gpu_free(p, x1, 4 * mib);
+        gpu_free(p, x3, 4 * mib);
+        gpu_free(p, y, 4 * mib);
+        pool_release_all(p);
+    }
+}
+
 int main(void)
 {
     no_reuse_before_sync();
@@ -345,5 +375,6 @@ int main(void)
     sixteen_threads();
     ordered_reuse();
     ordered_grows_instead_of_waiting();
+    ordered_large_sees_every_free();
     return CHECK_DONE();
 }
