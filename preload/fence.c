@@ -485,7 +485,8 @@ int gmt_fence_reclaim(struct pool *p, int dev, int wait)
     if (wait == POOL_ISSUE) { /* a barrier, if ordered reuse is on */
         if (!ordered_on() || !pool_freed_since_snapshot(p, dev) || !gmt_fence_usable())
             return 0;
-        pthread_mutex_lock(&f->lock);
+        if (pthread_mutex_trylock(&f->lock) != 0)
+            return 0; /* another thread is at it: never wait for a hint */
         bool issued = record_locked(p, f, dev);
         __atomic_store_n(&f->last_ns, now_ns(), __ATOMIC_RELAXED);
         pthread_mutex_unlock(&f->lock);

@@ -372,8 +372,8 @@ void gmt_mem_verbose_summary(void)
         struct pool_stats st;
         pool_stats(p, dev, &st);
         if (st.spread || st.adopted || st.lent)
-            gmt_info("pool, device %d: %llu threads moved off the shared arena "
-                     "(they contended for it), %llu free segments moved between "
+            gmt_info("pool, device %d: %llu thread slots moved off the shared "
+                     "arena (threads contended for it), %llu free segments moved between "
                      "arenas, %llu blocks lent", dev, (unsigned long long)st.spread,
                      (unsigned long long)st.adopted, (unsigned long long)st.lent);
         if (!gmt_opt.pool_vmm)

@@ -143,8 +143,9 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
      * forward thread and its autograd thread take turns, and arenas of
      * their own held 1.04-1.40x the memory one would (the live corpus,
      * replayed: the backward pass could not reuse what the forward pass
-     * freed in the other arena). Threads that do allocate at once move to
-     * arenas of their own and scale as before (bench_pool). */
+     * freed in the other arena). Once threads contend for it (pool_lock_arena
+     * counts), every thread slot moves to an arena of its own as it next
+     * allocates, and threads scale as before (bench_pool). */
     unsigned slot = arena_hint % POOL_ARENAS;
     unsigned ai = __atomic_load_n(&d->home[slot], __ATOMIC_RELAXED);
     if (ai != slot &&

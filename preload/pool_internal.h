@@ -92,7 +92,8 @@ struct pdev;
  * threads on different arenas share no written cache line. */
 struct arena {
     pthread_mutex_t lock;
-    uint32_t contended; /* times a thread found the lock taken */
+    uint32_t contended; /* times a thread found the lock taken (a window) */
+    uint32_t locks;     /* acquisitions in the window, under the lock */
     struct pdev *d;            /* its device: the epoch and safe marks */
     struct bins small, large;
     struct blk *pend_head, *pend_tail;
@@ -349,18 +350,26 @@ static inline bool pool_is_large(size_t size)
     return size > POOL_SMALL_MAX;
 }
 
-/* Threads share arena 0 until its lock has been found taken this often:
- * then each moves to its own (pool_alloc). */
+/* Threads share arena 0 until its lock has been found taken this often
+ * within POOL_SPREAD_WINDOW acquisitions (a rate: rare overlaps over a
+ * long run do not add up): then each thread moves to its own, as it next
+ * allocates (pool_alloc). */
 #define POOL_SPREAD_AFTER 64
+#define POOL_SPREAD_WINDOW 4096
 
 static inline bool pool_lock_arena(struct arena *a, bool wait)
 {
-    if (pthread_mutex_trylock(&a->lock) == 0)
-        return true;
-    if (!wait)
-        return false;
-    __atomic_fetch_add(&a->contended, 1, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&a->lock);
+    if (pthread_mutex_trylock(&a->lock) != 0) {
+        if (!wait)
+            return false;
+        __atomic_fetch_add(&a->contended, 1, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&a->lock);
+    }
+    if (++a->locks == POOL_SPREAD_WINDOW) { /* under the lock */
+        a->locks = 0;
+        if (__atomic_load_n(&a->contended, __ATOMIC_RELAXED) < POOL_SPREAD_AFTER)
+            __atomic_store_n(&a->contended, 0, __ATOMIC_RELAXED);
+    }
     return true;
 }
 

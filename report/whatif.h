@@ -78,8 +78,8 @@ extern const struct wi_model_ops wi_pytorch; /* whatif_pytorch.c */
  * in), its synchronizations free and immediate; no options (no virtual
  * memory). Not reentrant: emptied pools are kept for the next instance. */
 extern const struct wi_model_ops wi_gmtpool;
-/* the same with every free reusable at once (GPUMEMTRACE_POOL_ORDERED's
- * bound) */
+/* the same with every free reusable at once (an estimate of
+ * GPUMEMTRACE_POOL_ORDERED) */
 extern const struct wi_model_ops wi_gmtpool_ordered;
 /* whatif_async.c: the driver's stream-ordered pool (cudaMallocAsync), by
  * rules measured on an H200. */

@@ -18,10 +18,12 @@
  * synchronization here costs nothing) or before it runs out of memory.
  * Simplified or left out: the library's fences (no `reclaim`: only the
  * pool's own synchronizations release frees), the program's own
- * synchronizations (not in whatif's stream), ordered reuse, virtual memory
+ * synchronizations (not in whatif's stream), virtual memory
  * (GPUMEMTRACE_POOL_VMM) and the other options: the pool as the library
- * runs it by default. One arena serves every request (the library picks
- * one per thread; streams do not matter to the pool).
+ * runs it by default, or (gmt-pool:ordered) with ordered reuse, every
+ * free reusable at once. One arena serves every request (the library's
+ * threads share one until they contend; streams do not matter to the
+ * pool).
  *
  * An id is the block's address in the pool. Figures: reserved is the
  * pool's segments; at the reserved peak, free is reserved minus the
@@ -161,7 +163,7 @@ static void gp_free(void *p, uint64_t id)
     /* Ordered reuse: a barrier recorded after the free makes the block
      * reusable before the GPU gets there, and the library records one
      * when a request needs it; here every free is reusable (and, the GPU
-     * keeping up, idle) at once: the bound that mode approaches. */
+     * keeping up, idle) at once: an estimate of that mode. */
     struct pool_snapshot s;
     pool_sync_snapshot(m->pool, dev, &s);
     pool_synced(m->pool, dev, &s);

@@ -239,7 +239,7 @@ int main(int argc, char **argv)
         else
             break;
     }
-    if (argc < 2 || argv[1][0] == '-') {
+    if (argc < 2 || argv[1][0] == '-' || (eager && ordered)) {
         fprintf(stderr, "usage: replay_pool [--eager | --ordered] [--vmm [--page MB] "
                         "[--chunk MB]] [--lag MS] TRACE [SYNC_US]\n");
         return 2;
@@ -253,7 +253,7 @@ int main(int argc, char **argv)
         return 2;
     }
     struct pool_upstream up = {.alloc = up_alloc, .release = up_release, .sync = up_sync};
-    if (lag_ns)
+    if (lag_ns || ordered)
         up.reclaim = up_reclaim;
     if (vmm) {
         up.page = PAGE;

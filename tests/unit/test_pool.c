@@ -4,6 +4,7 @@
  * reuse, and sixteen threads. The virtual-memory cases are in test_pool_vmm.c.
  */
 #include "pool_fixture.h"
+#include "pool_internal.h" /* the shared arena's contention count */
 
 static void no_reuse_before_sync(void)
 {
@@ -240,17 +241,49 @@ static void turns_share_an_arena(void)
     pool_release_all(p);
 }
 
+/* Contention moves threads off the shared arena: once its lock has been
+ * found taken POOL_SPREAD_AFTER times in a window, a thread slot takes an
+ * arena of its own as it next allocates; slot 0 stays. Fewer contentions
+ * than that in a window of POOL_SPREAD_WINDOW acquisitions are forgotten. */
+static void contention_spreads(void)
+{
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    size_t mib = 1u << 20;
+    uintptr_t a = gpu_alloc(p, 5, mib);
+    struct arena *shared = &p->dev[0]->arenas[0];
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    CHECK(a && st.spread == 0 && up.allocs == 1);
+    /* fewer than enough in a window: forgotten at its end */
+    __atomic_store_n(&shared->contended, POOL_SPREAD_AFTER - 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < POOL_SPREAD_WINDOW; i++) {
+        uintptr_t x = gpu_alloc(p, 7, 512);
+        gpu_free(p, x, 512);
+    }
+    pool_stats(p, 0, &st);
+    CHECK(st.spread == 0 && __atomic_load_n(&shared->contended, __ATOMIC_RELAXED) == 0);
+    /* enough: slot 5 moves; its own arena empty, the shared one lends */
+    __atomic_store_n(&shared->contended, POOL_SPREAD_AFTER, __ATOMIC_RELAXED);
+    uintptr_t b = gpu_alloc(p, 5, mib);
+    pool_stats(p, 0, &st);
+    CHECK(b && st.spread == 1 && st.lent == 1);
+    uintptr_t c = gpu_alloc(p, 0, mib); /* slot 0 stays: no loan */
+    pool_stats(p, 0, &st);
+    CHECK(c && st.spread == 1 && st.lent == 1);
+    gpu_free(p, a, mib);
+    gpu_free(p, b, mib);
+    gpu_free(p, c, mib);
+    CHECK(up.violations == 0 && pool_check(p) == NULL);
+    pool_release_all(p);
+}
+
 static void sixteen_threads(void)
 {
     reset(2ull << 30);
     g_pool = pool_create(&upstream, &observer);
     struct pool_stats st;
     run_sixteen(&st);
-    /* sixteen threads at once contend for the shared arena, and move to
-     * arenas of their own */
-    fprintf(stderr, "sixteen_threads: %llu of 16 threads moved off the shared arena\n",
-            (unsigned long long)st.spread);
-    CHECK(st.spread > 0);
     CHECK(st.reserved == st.pending + st.free_bytes);
     pool_trim(g_pool, 0);
     pool_stats(g_pool, 0, &st);
@@ -371,6 +404,7 @@ int main(void)
     large_blocks();
     loose_fit_waits();
     turns_share_an_arena();
+    contention_spreads();
     fences_before_syncs();
     sixteen_threads();
     ordered_reuse();
