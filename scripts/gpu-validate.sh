@@ -67,7 +67,7 @@ sys.exit(0 if d[sys.argv[1]] > 0 else 1)" "$2"
 
 say "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
-say "commit: ${GMT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+say "commit: ${GMT_COMMIT:-$(cat "$B/commit" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 say "nvcc: $(nvcc --version | tail -n 1)"
 say "torch: $(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>&1 | tail -n 1)"
 
