@@ -109,6 +109,9 @@ struct pool_upstream {
      * about to wait for the GPU anyway (see pool_vmm.c, "Deferred
      * unmaps"). */
     bool alias;
+    /* Synchronizations cost nothing (a model: whatif): the pool does not
+     * time them, so that its decisions do not depend on the host's clock. */
+    bool sync_free;
 };
 
 /* What the pool did, for the trace. May be NULL. Called with an arena

@@ -127,6 +127,8 @@ bool pool_sync(struct pool *p, struct pdev *d, struct arena *own, int dev)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
                   (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+    if (p->up.sync_free)
+        ns = 0;
     STORE(own->sync_ns, (LOAD(own->sync_ns) * 7 + ns) / 8); /* own line */
     if (p->obs.synced)
         p->obs.synced(p->obs.ctx, dev, r);

@@ -318,6 +318,20 @@ static void on_alloc(struct wi *w, const struct replay *r, const struct gmt_rec 
         dv->outside += rec->size;
         return;
     }
+    /* The stream is a register of the trace (docs/trace-format.md): an
+     * allocation without one (cudaMalloc, cuMemAlloc) carries whatever the
+     * thread's last stream-ordered call left there. Such a request has no
+     * stream: the legacy stream's pools serve it (PyTorch with its cache
+     * off, whose own current stream the trace does not have). Until this,
+     * resnet50 inference's cache-off trace had a third of its requests on
+     * a stream of a cuMemset, and the pytorch model held 1.89x the real
+     * peak. */
+    unsigned api = rec->api & ~GMT_API_PTDS;
+    uint64_t stream = api == GMT_API_MALLOC_ASYNC || api == GMT_API_MALLOC_FROM_POOL_ASYNC ||
+                              api == GMT_API_FW_ALLOC || api == GMT_API_CU_MEM_ALLOC_ASYNC ||
+                              api == GMT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC
+                          ? rec->stream
+                          : 0;
     w->requests++;
     dv->requests++;
     dv->requested += rec->size;
@@ -326,10 +340,10 @@ static void on_alloc(struct wi *w, const struct replay *r, const struct gmt_rec 
     for (int p = 0; p < w->npol; p++) {
         if (dv->oom[p].hit)
             continue;
-        if (w->pol[p].ops->alloc(dv->m[p], rec->size, rec->stream, &e->ids[p]) == 0) {
+        if (w->pol[p].ops->alloc(dv->m[p], rec->size, stream, &e->ids[p]) == 0) {
             e->held |= (uint8_t)(1u << p);
         } else {
-            dv->oom[p] = (struct wi_oom){true, rec->seq, rec->time, rec->size, rec->stream,
+            dv->oom[p] = (struct wi_oom){true, rec->seq, rec->time, rec->size, stream,
                                          rec->stack};
         }
     }

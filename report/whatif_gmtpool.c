@@ -105,8 +105,8 @@ static void *gp_init(const struct wi_opts *o)
     } else {
         if ((m = calloc(1, sizeof *m)) == NULL)
             return NULL;
-        struct pool_upstream up = {
-            .alloc = up_alloc, .release = up_release, .sync = up_sync, .ctx = m};
+        struct pool_upstream up = {.alloc = up_alloc, .release = up_release,
+                                   .sync = up_sync, .ctx = m, .sync_free = true};
         if ((m->pool = pool_create(&up, NULL)) == NULL) {
             free(m);
             return NULL;

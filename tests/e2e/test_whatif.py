@@ -204,6 +204,14 @@ def test_gmt_pool_on_the_corpus():
             real = live[model[len("live-"):]]["max_memory_reserved"]
             expect(g["peak_reserved"] <= 1.2 * real and o["peak_reserved"] <= 1.2 * real,
                    (model, g, o, real))
+            # the pytorch model on the cache-off stream: a cudaMalloc has no
+            # stream (the trace's register held a cuMemset's, and the model
+            # put resnet50's requests on two streams: 1.26x); within 2.5% of
+            # the real run but for resnet50 inference (1.36x: its cache-off
+            # stream has a cuDNN workspace request a step the cache-on one
+            # does not)
+            bound = 1.4 if model == "live-timm-infer" else 1.025
+            expect(abs(torch["peak_reserved"] - real) <= (bound - 1) * real, (model, torch, real))
             if model == "live-gpt2":
                 expect(o["peak_reserved"] <= 1.05 * ideal["peak_reserved"], (model, o, ideal))
         else:
