@@ -318,20 +318,11 @@ static void on_alloc(struct wi *w, const struct replay *r, const struct gmt_rec 
         dv->outside += rec->size;
         return;
     }
-    /* The stream is a register of the trace (docs/trace-format.md): an
-     * allocation without one (cudaMalloc, cuMemAlloc) carries whatever the
-     * thread's last stream-ordered call left there. Such a request has no
-     * stream: the legacy stream's pools serve it (PyTorch with its cache
-     * off, whose own current stream the trace does not have). Until this,
-     * resnet50 inference's cache-off trace had a third of its requests on
-     * a stream of a cuMemset, and the pytorch model held 1.89x the real
-     * peak. */
-    unsigned api = rec->api & ~GMT_API_PTDS;
-    uint64_t stream = api == GMT_API_MALLOC_ASYNC || api == GMT_API_MALLOC_FROM_POOL_ASYNC ||
-                              api == GMT_API_FW_ALLOC || api == GMT_API_CU_MEM_ALLOC_ASYNC ||
-                              api == GMT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC
-                          ? rec->stream
-                          : 0;
+    /* a request without a stream (cudaMalloc): the legacy stream's pools,
+     * not the trace's stream register (resnet50 inference's cache-off
+     * trace had a third of its requests on a cuMemset's stream, and the
+     * pytorch model held 1.89x the real peak) */
+    uint64_t stream = gmt_alloc_stream(rec);
     w->requests++;
     dv->requests++;
     dv->requested += rec->size;

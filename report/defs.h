@@ -168,6 +168,19 @@ static inline bool gmt_is_fw_backing(const struct gmt_rec *rec)
            (api == GMT_API_MALLOC || api == GMT_API_CU_MEM_ALLOC ||
             api == GMT_API_CU_MEM_CREATE);
 }
+/* The stream of an allocation: its own for the stream-ordered calls and a
+ * framework's blocks, 0 (the legacy stream) for the others, which have
+ * none - the record's stream is a register (docs/trace-format.md), and
+ * there it holds whatever the thread's last stream-ordered call left. */
+static inline uint64_t gmt_alloc_stream(const struct gmt_rec *rec)
+{
+    unsigned api = rec->api & ~GMT_API_PTDS;
+    return api == GMT_API_MALLOC_ASYNC || api == GMT_API_MALLOC_FROM_POOL_ASYNC ||
+                   api == GMT_API_FW_ALLOC || api == GMT_API_CU_MEM_ALLOC_ASYNC ||
+                   api == GMT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC
+               ? rec->stream
+               : 0;
+}
 /* The text of string `id`, NULL if the trace does not define it. */
 const char *gmt_defs_string(const struct gmt_defs *d, uint64_t id);
 void gmt_defs_free(struct gmt_defs *d);

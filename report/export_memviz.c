@@ -418,7 +418,7 @@ static void on_alloc(struct mv *m, const struct gmt_rec *rec)
         /* out of memory: what the program saw fail (a failed CUDA call
          * under PyTorch's segments is retried by PyTorch, no OOM) */
         if (rec->result == 2 && !gmt_is_fw_backing(rec) && !export_host_api(api))
-            entry(m, rec->device, "oom", 0, rec->size, rec->stream, rec->time, rec->stack,
+            entry(m, rec->device, "oom", 0, rec->size, gmt_alloc_stream(rec), rec->time, rec->stack,
                   true);
         m->oom_pending = false;
         return;
@@ -438,7 +438,7 @@ static void on_alloc(struct mv *m, const struct gmt_rec *rec)
         return;
     e->size = rec->size;
     e->block = rec->size + rec->size2;
-    e->stream = rec->stream;
+    e->stream = gmt_alloc_stream(rec);
     e->stack = rec->stack;
     e->device = (uint16_t)rec->device;
     if (export_host_api(api)) {
@@ -452,12 +452,12 @@ static void on_alloc(struct mv *m, const struct gmt_rec *rec)
     if (export_pooled(r, api) && seg_holds(m, rec->addr, e->block, rec->device)) {
         e->flags = EX_POOLED;
     } else {
-        seg_add(m, (struct seg){rec->addr, e->block, rec->stream, rec->stack,
+        seg_add(m, (struct seg){rec->addr, e->block, e->stream, rec->stack,
                                 (uint16_t)rec->device, false});
-        entry(m, rec->device, "segment_alloc", rec->addr, e->block, rec->stream, rec->time,
+        entry(m, rec->device, "segment_alloc", rec->addr, e->block, e->stream, rec->time,
               rec->stack, false);
     }
-    entry(m, rec->device, "alloc", rec->addr, rec->size, rec->stream, rec->time, rec->stack,
+    entry(m, rec->device, "alloc", rec->addr, rec->size, e->stream, rec->time, rec->stack,
           false);
 }
 

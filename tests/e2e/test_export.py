@@ -634,3 +634,18 @@ def test_pprof_read_by_pprof():
 
 
 FORMATS = ["memory-viz", "perfetto", "speedscope", "pprof"]
+
+
+def test_memviz_streams_of_plain_allocations():
+    """A cudaMalloc has no stream: the exported block is on the legacy stream
+    (0), not on the stream a cuMemset or copy before it left in the trace's
+    stream register. The live corpus's resnet50 inference (tests/corpus,
+    cache off) has 33 cudaMallocs after a cuMemset on a stream of cuDNN's."""
+    import lzma
+    src = os.path.join(os.path.dirname(__file__), "..", "corpus", "live-timm-infer.gmt.xz")
+    with lzma.open(src) as f, open("t.gmt", "wb") as o:
+        o.write(f.read())
+    snap = memviz("t.gmt")
+    allocs = [e for d in snap["device_traces"] for e in d if e["action"] == "alloc"]
+    expect(len(allocs) > 1000 and all(e["stream"] == 0 for e in allocs),
+           {e["stream"] for e in allocs})
