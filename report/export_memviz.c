@@ -501,17 +501,19 @@ static void on_completed(struct mv *m, const struct gmt_rec *rec)
     ex_del(&m->live, e);
 }
 
+/* A pool segment has no stream (the record's is the thread's register):
+ * the legacy stream, 0. */
 static void on_segment(struct mv *m, const struct gmt_rec *rec, bool alloc)
 {
     if (rec->device >= REPLAY_MAX_DEVICES || rec->size == 0 || rec->size > GMT_SIZE_MAX)
         return;
     if (alloc)
-        seg_add(m, (struct seg){rec->addr, rec->size, rec->stream, rec->stack,
+        seg_add(m, (struct seg){rec->addr, rec->size, 0, rec->stack,
                                 (uint16_t)rec->device, false});
     else
         seg_cut(m, rec->addr, rec->size);
     entry(m, rec->device, alloc ? "segment_alloc" : "segment_free", rec->addr, rec->size,
-          rec->stream, rec->time, rec->stack, false);
+          0, rec->time, rec->stack, false);
 }
 
 static void on_fw(struct mv *m, const struct gmt_rec *rec)

@@ -160,7 +160,7 @@ static struct pool_snapshot fsnap[MAXF];
 static uint64_t ftime[MAXF], lag_ns, now, fence_waits;
 static size_t fhead, ftail;
 static bool ordered;
-static uint64_t issued;
+static uint64_t issued, dropped;
 
 static int up_reclaim(void *c, int d, int wait)
 {
@@ -184,6 +184,8 @@ static int up_reclaim(void *c, int d, int wait)
         if (ftail < MAXF) {
             fsnap[ftail] = s;
             ftime[ftail++] = now;
+        } else {
+            dropped++; /* never idle: what it covers stays in use */
         }
         issued++;
         return 1;
@@ -347,6 +349,9 @@ int main(int argc, char **argv)
         printf(" fence_waits %llu", (unsigned long long)fence_waits);
     if (ordered)
         printf(" barriers %llu", (unsigned long long)issued);
+    if (dropped)
+        printf(" barriers_never_idle %llu (more than %u fences)",
+               (unsigned long long)dropped, MAXF);
     if (vmm)
         printf(" page_maps %llu page_unmaps %llu pages_created %llu "
                "map_calls %llu unmap_calls %llu",

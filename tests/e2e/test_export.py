@@ -649,3 +649,7 @@ def test_memviz_streams_of_plain_allocations():
     allocs = [e for d in snap["device_traces"] for e in d if e["action"] == "alloc"]
     expect(len(allocs) > 1000 and all(e["stream"] == 0 for e in allocs),
            {e["stream"] for e in allocs})
+    # the pool's segments have none either
+    segs = [e for d in snap["device_traces"] for e in d if e["action"].startswith("segment_")]
+    expect(len(segs) > 10 and all(e["stream"] == 0 for e in segs) and
+           all(s["stream"] == 0 for s in snap["segments"]), {e["stream"] for e in segs})
