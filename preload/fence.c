@@ -479,13 +479,16 @@ void gmt_fence_after_free(struct pool *p, int dev)
 
 int gmt_fence_reclaim(struct pool *p, int dev, int wait)
 {
+    /* A barrier before a large request, only with ordered reuse: every
+     * large cudaMalloc of the default rule asks, so it answers first. */
+    if (wait == POOL_ISSUE && !ordered_on())
+        return 0;
     struct fdev *f = fdev_get(dev, false);
     if (f == NULL)
         return 0;
-    if (wait == POOL_ISSUE) { /* a barrier, if ordered reuse is on */
-        if (!ordered_on() || !pool_freed_since_snapshot(p, dev) || !gmt_fence_usable())
-            return 0;
-        if (pthread_mutex_trylock(&f->lock) != 0)
+    if (wait == POOL_ISSUE) {
+        /* record_locked finds whether anything was freed since the last */
+        if (!gmt_fence_usable() || pthread_mutex_trylock(&f->lock) != 0)
             return 0; /* another thread is at it: never wait for a hint */
         bool issued = record_locked(p, f, dev);
         __atomic_store_n(&f->last_ns, now_ns(), __ATOMIC_RELAXED);
