@@ -49,8 +49,10 @@
 #define POOL_ROUND 512u                       /* request rounding */
 #define POOL_SMALL_MAX (1u << 20)             /* <= this: small pool */
 #define POOL_SMALL_SEGMENT (2u << 20)
-#define POOL_MEDIUM_MAX (10u << 20)           /* <= this: 20 MiB segments */
-#define POOL_MEDIUM_SEGMENT (20u << 20)
+#define POOL_MEDIUM_MAX (10u << 20)           /* <= this: shared segments */
+#define POOL_MEDIUM_SEGMENT (20u << 20)       /* of virtual memory */
+#define POOL_MEDIUM_MIN (12u << 20)           /* plain: a multiple of the */
+#define POOL_MEDIUM_TOP (24u << 20)           /* request within these */
 #define POOL_LARGE_ROUND (2u << 20)           /* larger: own segment */
 
 /* Where memory comes from. Functions return 0 or a CUDA error code. */

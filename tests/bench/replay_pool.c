@@ -28,6 +28,8 @@
  * trace time) behind the program, a free becomes reusable once the GPU
  * has passed it, and the pool may wait for the oldest free still ahead of
  * the GPU (it then counts a fence wait).
+ * REPLAY_SEGS=1 or 2 (environment) prints what the segments hold at each
+ * new peak (see dump_segs).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,7 +39,48 @@
 #include <uthash.h>
 
 #include "pool.h"
+#include "pool_internal.h"
 #include "reader.h"
+
+/* REPLAY_SEGS=1: at each new peak reserved, the pool's segments by kind
+ * (small; large up to 24 MiB, where requests of up to 10 MiB share; larger)
+ * with bytes busy, pending and free; REPLAY_SEGS=2 adds each large
+ * segment's blocks, in address order (F free, A allocated, P pending, B
+ * being backed; MiB). Single-threaded: it reads the pool unlocked. */
+static void dump_segs(struct pool *p, int dev, size_t want)
+{
+    struct pdev *d = p->dev[dev];
+    if (d == NULL)
+        return;
+    uint64_t n[3] = {0}, sz[3] = {0}, busy[3] = {0}, pend[3] = {0};
+    for (int i = 0; i < POOL_ARENAS; i++)
+        for (struct seg *s = d->arenas[i].segs; s; s = s->snext) {
+            int c = !s->large ? 0 : s->size <= POOL_MEDIUM_TOP ? 1 : 2;
+            n[c]++;
+            sz[c] += s->size;
+            busy[c] += s->busy;
+            for (struct blk *b = s->first; b; b = b->next)
+                if (b->state == B_PENDING)
+                    pend[c] += b->size;
+        }
+    printf("PEAK want %.1f MiB:", want / 1048576.0);
+    const char *nm[3] = {"small", "large<=24MiB", "larger"};
+    for (int c = 0; c < 3; c++)
+        printf(" %s %llu segs %.1f MiB busy %.1f (pending %.1f) free %.1f;", nm[c],
+               (unsigned long long)n[c], sz[c] / 1048576.0, busy[c] / 1048576.0,
+               pend[c] / 1048576.0, (sz[c] - busy[c]) / 1048576.0);
+    printf("\n");
+    if (getenv("REPLAY_SEGS")[0] == '2')
+        for (int i = 0; i < POOL_ARENAS; i++)
+            for (struct seg *s = d->arenas[i].segs; s; s = s->snext) {
+                if (!s->large)
+                    continue;
+                printf("  seg %.1f MiB:", s->size / 1048576.0);
+                for (struct blk *b = s->first; b; b = b->next)
+                    printf(" %c%.1f", "?FAPB"[b->state], b->size / 1048576.0);
+                printf("\n");
+            }
+}
 
 static uintptr_t next_va = 1ull << 40;
 static uint64_t reserved, peak_reserved;
@@ -55,6 +98,8 @@ static int up_alloc(void *c, int d, size_t s, uintptr_t *o)
     reserved += s;
     if (reserved > peak_reserved) {
         peak_reserved = reserved;
+        if (getenv("REPLAY_SEGS"))
+            dump_segs(g_pool, d, s);
         if (verbose) {
             /* what the pool holds when it must grow past its peak */
             struct pool_stats st;
@@ -172,7 +217,9 @@ static int up_reclaim(void *c, int d, int wait)
     }
     if (wait == POOL_ISSUE && !ordered)
         return n;
-    if (n || !wait)
+    /* a barrier request is answered with a barrier, as fence.c does, even
+     * when an older fence has just completed */
+    if ((n && wait != POOL_ISSUE) || !wait)
         return n;
     if (ordered && (wait == POOL_REUSE || wait == POOL_ISSUE) &&
         pool_freed_since_snapshot(g_pool, d)) {

@@ -188,7 +188,7 @@ static void control(void)
 
 static void oom(void)
 {
-    /* SIM_CUDA_MEM=64M: the pool takes 20 MiB segments for 8 MiB blocks */
+    /* SIM_CUDA_MEM=64M: the pool takes 16 MiB segments for 8 MiB blocks */
     void *p[64];
     int n = 0;
     while (n < 64 && cudaMalloc(&p[n], 8u << 20) == cudaSuccess)
@@ -200,7 +200,7 @@ static void oom(void)
     for (int i = 0; i < n; i++)
         cudaFree(p[i]); /* pending: kernels might still use them */
     /* only the pending memory can serve this: the pool synchronizes once,
-     * gives its 20 MiB segments back and takes a 40 MiB one */
+     * gives its 16 MiB segments back and takes a 40 MiB one */
     void *big;
     cudaError_t e = cudaMalloc(&big, 40u << 20);
     cudaError_t after = cudaGetLastError();

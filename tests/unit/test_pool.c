@@ -68,7 +68,7 @@ static void oom_cascade(void)
     for (int i = 0; i < 8; i++)
         if ((x[i] = gpu_alloc(p, 0, 8u << 20)) != 0)
             n++;
-    CHECK(n == 6); /* 2 per 20 MiB segment, 3 segments */
+    CHECK(n == 6); /* 2 per 16 MiB segment, 3 segments; 12 MiB left */
     for (int i = 0; i < 8; i++)
         if (x[i])
             gpu_free(p, x[i], 8u << 20);
@@ -227,7 +227,7 @@ static void turns_share_an_arena(void)
     struct pool *p = pool_create(&upstream, &observer);
     size_t mib = 1u << 20;
     uintptr_t a = gpu_alloc(p, 0, 8 * mib), b = gpu_alloc(p, 0, 8 * mib);
-    CHECK(a && b && up.allocs == 1); /* one 20 MiB segment */
+    CHECK(a && b && up.allocs == 1); /* one 16 MiB segment */
     gpu_free(p, a, 8 * mib);
     pool_trim(p, 0); /* synchronizes; gives nothing back: b is live */
     uintptr_t c = gpu_alloc(p, 5, 8 * mib); /* another thread */
@@ -375,20 +375,52 @@ static void ordered_large_sees_every_free(void)
                                         ordered ? ordered_reclaim : up_reclaim, NULL};
         memset(&fq, 0, sizeof fq);
         struct pool *p = fq.p = pool_create(&u, &observer);
-        size_t mib = 1u << 20;
-        uintptr_t x1 = gpu_alloc(p, 0, 4 * mib), x2 = gpu_alloc(p, 0, 4 * mib),
-                  x3 = gpu_alloc(p, 0, 4 * mib);
-        CHECK(x2 == x1 + 4 * mib && x3 == x2 + 4 * mib && up.allocs == 1);
-        gpu_free(p, x2, 4 * mib); /* GPU work may still use it */
-        uintptr_t y = gpu_alloc(p, 0, 4 * mib);
+        /* three in a 22 MiB segment (it holds five), 9.25 MiB after them */
+        size_t b = (4u << 20) + (1u << 18);
+        uintptr_t x1 = gpu_alloc(p, 0, b), x2 = gpu_alloc(p, 0, b),
+                  x3 = gpu_alloc(p, 0, b);
+        CHECK(x2 == x1 + b && x3 == x2 + b && up.allocs == 1);
+        gpu_free(p, x2, b); /* GPU work may still use it */
+        uintptr_t y = gpu_alloc(p, 0, b);
         if (ordered)
             CHECK(y == x2 && fq.issued == 1);
         else
-            CHECK(y == x3 + 4 * mib && fq.issued == 0);
+            CHECK(y == x3 + b && fq.issued == 0);
         CHECK(fq.waits == 0 && up.syncs == 0 && up.violations == 0);
-        gpu_free(p, x1, 4 * mib);
-        gpu_free(p, x3, 4 * mib);
-        gpu_free(p, y, 4 * mib);
+        gpu_free(p, x1, b);
+        gpu_free(p, x3, b);
+        gpu_free(p, y, b);
+        pool_release_all(p);
+    }
+}
+
+/* Requests of 1-10 MiB share segments of 12-24 MiB that hold a whole
+ * number of blocks of the size that made them, with the least left over
+ * (pool.c, segment_size): 7 MiB, two in 14 MiB; 6.75 MiB, two in 14
+ * MiB (20 MiB would leave 6.5 MiB that no block of its size fits);
+ * 4.25 MiB, five in 22 MiB (20 MiB would hold four, 3 MiB left over);
+ * 10 MiB, two in 20 MiB; 1.5 MiB, eight in 12 MiB. */
+static void medium_segments_hold_whole_blocks(void)
+{
+    static const struct { size_t req, seg; unsigned fit; } c[] = {
+        {7u << 20, 14u << 20, 2},
+        {(27u << 20) / 4, 14u << 20, 2},
+        {(17u << 20) / 4, 22u << 20, 5},
+        {10u << 20, 20u << 20, 2},
+        {(3u << 20) / 2, 12u << 20, 8},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        reset(1u << 30);
+        struct pool *p = pool_create(&upstream, &observer);
+        uintptr_t x[9];
+        for (unsigned j = 0; j <= c[i].fit; j++)
+            x[j] = gpu_alloc(p, 0, c[i].req);
+        /* the first `fit` in one segment of c.seg bytes, one more grows */
+        CHECK(x[c[i].fit - 1] == x[0] + (c[i].fit - 1) * c[i].req);
+        CHECK(up.allocs == 2 && up.used == 2 * c[i].seg);
+        for (unsigned j = 0; j <= c[i].fit; j++)
+            gpu_free(p, x[j], c[i].req);
+        CHECK(pool_check(p) == NULL);
         pool_release_all(p);
     }
 }
@@ -402,6 +434,7 @@ int main(void)
     refused_sync_grows();
     invalid_frees();
     large_blocks();
+    medium_segments_hold_whole_blocks();
     loose_fit_waits();
     turns_share_an_arena();
     contention_spreads();

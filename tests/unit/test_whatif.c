@@ -313,7 +313,8 @@ static void test_ideal(void)
 /* gmt-pool: the library's own pool (preload/pool.c), synchronizations
  * free and immediate. Its rules (pool.h, pool.c segment_size, take;
  * pool_sync.c pool_sync_worth): requests up to 1 MiB are small, served
- * from 2 MiB segments; up to 10 MiB from 20 MiB segments; a large
+ * from 2 MiB segments; up to 10 MiB from segments of 12-24 MiB that hold
+ * a whole number of them with the least left over; a large
  * remainder of 1 MiB or more is split off; a free is pending until the
  * pool synchronizes, which it does only when what is pending in the arena
  * reaches max(4 MiB, the request) - or a pending block of the same class
@@ -328,9 +329,10 @@ static void test_gmtpool(void)
     /* 1 MiB + 1 MiB: one 2 MiB small segment, split. Both freed: 2 MiB
      * pending, under the 4 MiB that makes a synchronization worth it, and
      * small blocks never serve a large request anyway: 2 MiB (large) takes
-     * a new 20 MiB segment. Peak 22 MiB, two cudaMallocs, no sync; at the
-     * peak 20 MiB are not handed out (18 MiB reusable after the 2 MiB
-     * block, 2 MiB pending), the largest free block 18 MiB. */
+     * a new segment of 12 MiB (six of them). Peak 14 MiB, two cudaMallocs,
+     * no sync; at the peak 12 MiB are not handed out (10 MiB reusable
+     * after the 2 MiB block, 2 MiB pending), the largest free block 10
+     * MiB. */
     void *m = make(&wi_gmtpool, NULL, 0);
     CHECK(m != NULL);
     uint64_t a = gp_get(m, 1 * MiB), b = gp_get(m, 1 * MiB);
@@ -341,46 +343,46 @@ static void test_gmtpool(void)
     wi_gmtpool.free(m, b);
     uint64_t c = gp_get(m, 2 * MiB);
     s = stats(&wi_gmtpool, m);
-    CHECK(s.peak_reserved == 22 * MiB && s.reserved == 22 * MiB && s.allocated == 2 * MiB);
+    CHECK(s.peak_reserved == 14 * MiB && s.reserved == 14 * MiB && s.allocated == 2 * MiB);
     CHECK(s.device_allocs == 2 && s.device_frees == 0 && s.syncs == 0);
     CHECK(s.segments == 2 && s.peak_segments == 2 && s.has_device_calls);
-    CHECK(s.peak_free == 20 * MiB && s.peak_largest_free == 18 * MiB);
+    CHECK(s.peak_free == 12 * MiB && s.peak_largest_free == 10 * MiB);
     wi_gmtpool.free(m, c);
     wi_gmtpool.fini(m);
 
-    /* 8 MiB + 12 MiB fill one 20 MiB segment exactly (the 12 MiB
-     * remainder of the first is split off and fits the second). Both
-     * freed: 20 MiB pending >= max(4 MiB, 16 MiB), so a 16 MiB request
-     * makes the pool synchronize - at once - and the two merge into one
-     * 20 MiB block that serves it: no new segment (on a busy GPU, or
-     * without the sync, 36 MiB). The peak is first reached at the 8 MiB
-     * request: 12 MiB free, all in one block. A second instance reuses the
+    /* 5 MiB takes a 20 MiB segment (four of them), and 15 MiB fills it
+     * exactly (the 15 MiB remainder of the first is split off and fits the
+     * second). Both freed: 20 MiB pending >= max(4 MiB, 16 MiB), so a 16
+     * MiB request makes the pool synchronize - at once - and the two merge
+     * into one 20 MiB block that serves it: no new segment (on a busy GPU,
+     * or without the sync, 36 MiB). The peak is first reached at the 5 MiB
+     * request: 15 MiB free, all in one block. A second instance reuses the
      * first's emptied pool: its figures start from zero. */
     m = make(&wi_gmtpool, NULL, 0);
-    a = gp_get(m, 8 * MiB);
-    b = gp_get(m, 12 * MiB);
-    CHECK(b == a + 8 * MiB);
+    a = gp_get(m, 5 * MiB);
+    b = gp_get(m, 15 * MiB);
+    CHECK(b == a + 5 * MiB);
     wi_gmtpool.free(m, a);
     wi_gmtpool.free(m, b);
     c = gp_get(m, 16 * MiB);
     s = stats(&wi_gmtpool, m);
     CHECK(c == a && s.peak_reserved == 20 * MiB && s.reserved == 20 * MiB);
     CHECK(s.device_allocs == 1 && s.device_frees == 0 && s.syncs == 1);
-    CHECK(s.allocated == 16 * MiB && s.peak_free == 12 * MiB && s.peak_largest_free == 12 * MiB);
+    CHECK(s.allocated == 16 * MiB && s.peak_free == 15 * MiB && s.peak_largest_free == 15 * MiB);
     wi_gmtpool.free(m, c);
     wi_gmtpool.fini(m);
 
-    /* a 30 MiB card: 8 MiB takes a 20 MiB segment; 16 MiB does not fit
-     * the 12 MiB left, and 20 + 16 > 30 with nothing pending or empty to
+    /* a 30 MiB card: 5 MiB takes a 20 MiB segment; 16 MiB does not fit
+     * the 15 MiB left, and 20 + 16 > 30 with nothing pending or empty to
      * give back: out of memory, nothing more reserved */
     m = make(&wi_gmtpool, NULL, 30 * MiB);
-    a = gp_get(m, 8 * MiB);
+    a = gp_get(m, 5 * MiB);
     uint64_t id;
     CHECK(wi_gmtpool.alloc(m, 16 * MiB, 0, &id) == -1);
     s = stats(&wi_gmtpool, m);
     CHECK(s.reserved == 20 * MiB && s.device_allocs == 1 && s.peak_reserved == 20 * MiB);
-    /* freed, the 8 MiB block is pending: 8 MiB is under the 16 MiB
-     * request, but merged with the free 12 MiB after it, it would span
+    /* freed, the 5 MiB block is pending: 5 MiB is under the 16 MiB
+     * request, but merged with the free 15 MiB after it, it would span
      * 16 MiB (pool_pending_could_fit): the pool synchronizes and the
      * merged 20 MiB block serves the retry in place */
     wi_gmtpool.free(m, a);
@@ -391,29 +393,32 @@ static void test_gmtpool(void)
     wi_gmtpool.fini(m);
 }
 
-/* gmt-pool:ordered: every free is reusable at once. Three 4 MiB blocks
- * in a 20 MiB segment, 8 MiB free after them; the middle one freed. A 4
- * MiB request: the ordered pool reuses the freed block (the best fit),
- * the default one cuts the free 8 MiB (the freed block is pending, and
- * what is reusable fits). Then 8 MiB: the ordered pool has it; the
- * default one has 4 + 4 MiB apart, and takes a second segment. */
+/* gmt-pool:ordered: every free is reusable at once. Three 4.25 MiB
+ * blocks in a 22 MiB segment (it holds five, 0.75 MiB left over), 9.25
+ * MiB free after them; the middle one freed. A 4.25 MiB request: the
+ * ordered pool reuses the freed block (the best fit), the default one
+ * cuts the free 9.25 MiB (the freed block is pending, and what is
+ * reusable fits without leaving twice the request beside it). Then 8
+ * MiB: the ordered pool has it; the default one has 4.25 + 5 MiB apart,
+ * and takes a second segment, of 16 MiB. */
 static void test_gmtpool_ordered(void)
 {
     for (int ordered = 0; ordered < 2; ordered++) {
         const struct wi_model_ops *ops = ordered ? &wi_gmtpool_ordered : &wi_gmtpool;
         void *m = make(ops, NULL, 0);
         CHECK(m != NULL);
-        uint64_t x1 = model_get(ops, m, 4 * MiB, 0), x2 = model_get(ops, m, 4 * MiB, 0),
-                 x3 = model_get(ops, m, 4 * MiB, 0);
-        CHECK(x2 == x1 + 4 * MiB && x3 == x2 + 4 * MiB);
+        const uint64_t b = 4 * MiB + MiB / 4;
+        uint64_t x1 = model_get(ops, m, b, 0), x2 = model_get(ops, m, b, 0),
+                 x3 = model_get(ops, m, b, 0);
+        CHECK(x2 == x1 + b && x3 == x2 + b);
         ops->free(m, x2);
-        uint64_t y = model_get(ops, m, 4 * MiB, 0);
-        CHECK(ordered ? y == x2 : y == x3 + 4 * MiB);
+        uint64_t y = model_get(ops, m, b, 0);
+        CHECK(ordered ? y == x2 : y == x3 + b);
         uint64_t z = model_get(ops, m, 8 * MiB, 0);
         struct wi_stats s = stats(ops, m);
-        CHECK(s.peak_reserved == (ordered ? 20 : 40) * MiB);
+        CHECK(s.peak_reserved == (ordered ? 22 : 38) * MiB);
         CHECK(s.device_allocs == (ordered ? 1u : 2u) && s.syncs == 0);
-        CHECK(!ordered || z == x3 + 4 * MiB);
+        CHECK(!ordered || z == x3 + b);
         ops->free(m, x1);
         ops->free(m, x3);
         ops->free(m, y);
