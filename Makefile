@@ -284,10 +284,10 @@ $(O)/tests/gen_trace: tests/bench/gen_trace.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $<
 
-$(O)/tests/replay_pool: tests/bench/replay_pool.c $(POOL_OBJ) $(TRACE_LIB)
+$(O)/tests/replay_pool: tests/bench/replay_pool.c $(POOL_OBJ) $(O)/report/whatif_async.o $(TRACE_LIB)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(POOL_OBJ) $(TRACE_LIB) -ldw -lelf -ldl -lm
+	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(POOL_OBJ) $(O)/report/whatif_async.o $(TRACE_LIB) -ldw -lelf -ldl -lm
 
 BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 

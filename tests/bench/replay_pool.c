@@ -1,6 +1,6 @@
 /* replay_pool.c - replay a trace's allocations through the caching pool.
  *
- * usage: replay_pool [--eager | --ordered] [--vmm [--page MB] [--chunk MB]]
+ * usage: replay_pool [--eager | --ordered] [--async] [--vmm [--page MB] [--chunk MB]]
  *                    [--lag MS] TRACE [SYNC_US]
  * Reads the cudaMalloc/cudaFree events and the program's device
  * synchronizations of a trace (recorded with or without the pool), in
@@ -28,8 +28,13 @@
  * trace time) behind the program, a free becomes reusable once the GPU
  * has passed it, and the pool may wait for the oldest free still ahead of
  * the GPU (it then counts a fence wait).
+ * --async takes segments from a model of the driver's stream-ordered pool
+ * (report/whatif_async.c: 32 MiB pages, mapped wherever needed), and the
+ * peak is what that model holds: segments given back are then cheap to
+ * have again, in memory if not in time.
  * REPLAY_SEGS=1 or 2 (environment) prints what the segments hold at each
- * new peak (see dump_segs).
+ * new peak (see dump_segs). The last line counts the segments made and
+ * given back (segments MADE/GIVEN).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -41,6 +46,7 @@
 #include "pool.h"
 #include "pool_internal.h"
 #include "reader.h"
+#include "whatif.h"
 
 /* REPLAY_SEGS=1: at each new peak reserved, the pool's segments by kind
  * (small; large up to 24 MiB, where requests of up to 10 MiB share; larger)
@@ -90,11 +96,36 @@ static struct pool *g_pool;
 static uint64_t g_requested;
 static int verbose;
 
+static uint64_t seg_allocs, seg_releases;
+
+/* --async: segments come from a model of the driver's stream-ordered pool
+ * (report/whatif_async.c); what it holds is the reserved memory. */
+static void *g_async;
+struct aseg {
+    uintptr_t va;
+    uint64_t id;
+    UT_hash_handle hh;
+};
+static struct aseg *g_asegs;
+
 static int up_alloc(void *c, int d, size_t s, uintptr_t *o)
 {
     (void)c;
+    seg_allocs++;
     *o = next_va;
     next_va += (s + 4095) & ~(size_t)4095;
+    if (g_async) {
+        struct aseg *a = calloc(1, sizeof *a);
+        if (a == NULL || wi_async.alloc(g_async, s, 0, &a->id) != 0)
+            return 2;
+        a->va = *o;
+        HASH_ADD(hh, g_asegs, va, sizeof a->va, a);
+        struct wi_stats st;
+        wi_async.stats(g_async, &st);
+        if (st.peak_reserved > peak_reserved)
+            peak_reserved = st.peak_reserved;
+        return 0;
+    }
     reserved += s;
     if (reserved > peak_reserved) {
         peak_reserved = reserved;
@@ -122,7 +153,17 @@ static int up_release(void *c, int d, uintptr_t p, size_t s)
 {
     (void)c;
     (void)d;
-    (void)p;
+    seg_releases++;
+    if (g_async) {
+        struct aseg *a;
+        HASH_FIND(hh, g_asegs, &p, sizeof p, a);
+        if (a) {
+            wi_async.free(g_async, a->id);
+            HASH_DEL(g_asegs, a);
+            free(a);
+        }
+        return 0;
+    }
     reserved -= s;
     return 0;
 }
@@ -268,7 +309,10 @@ int main(int argc, char **argv)
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argv++, argc--) {
         if (strcmp(argv[1], "--eager") == 0)
             eager = true;
-        else if (strcmp(argv[1], "--ordered") == 0)
+        else if (strcmp(argv[1], "--async") == 0) {
+            static const struct wi_opts o = {0};
+            g_async = wi_async.init(&o);
+        } else if (strcmp(argv[1], "--ordered") == 0)
             ordered = true;
         else if (strcmp(argv[1], "--vmm") == 0)
             vmm = true;
@@ -289,7 +333,7 @@ int main(int argc, char **argv)
             break;
     }
     if (argc < 2 || argv[1][0] == '-' || (eager && ordered)) {
-        fprintf(stderr, "usage: replay_pool [--eager | --ordered] [--vmm [--page MB] "
+        fprintf(stderr, "usage: replay_pool [--eager | --ordered] [--async] [--vmm [--page MB] "
                         "[--chunk MB]] [--lag MS] TRACE [SYNC_US]\n");
         return 2;
     }
@@ -387,10 +431,11 @@ int main(int argc, char **argv)
     struct pool_stats st;
     pool_stats(p, 0, &st);
     printf("allocations %llu peak_requested %llu peak_reserved %llu ratio %.4f "
-           "pool_syncs %llu",
+           "segments %llu/%llu pool_syncs %llu",
            (unsigned long long)allocs, (unsigned long long)peak_requested,
            (unsigned long long)peak_reserved,
            peak_requested ? (double)peak_reserved / (double)peak_requested : 0.0,
+           (unsigned long long)seg_allocs, (unsigned long long)seg_releases,
            (unsigned long long)st.syncs);
     if (lag_ns)
         printf(" fence_waits %llu", (unsigned long long)fence_waits);
