@@ -212,6 +212,8 @@ struct gmt_thread {
     bool upstream_failed;       /* the pool's real cudaMalloc failed */
     int interp_at;              /* frame where the last native stack met
                                    the interpreter (stack.c), 0: none */
+    int self_at;                /* frames of ours atop the last native
+                                   stack (stack.c), 0: not known yet */
     /* stack capture scratch: native frames, then Python (code, offset) */
     void *frames[GMT_MAX_STACK_DEPTH + 32 + 2 * GMT_MAX_PY_DEPTH];
 };

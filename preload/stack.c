@@ -29,6 +29,7 @@
 #define BUCKET_BITS 16
 #define NBUCKETS (1u << BUCKET_BITS)
 #define SELF_SEARCH 24 /* our frames are among the innermost few */
+#define SELF_SLACK 4   /* past the frames of ours the thread last had */
 
 /* A stack is n native return addresses, then npy Python frames as
  * (code id, instruction offset) pairs: one key, hashed and compared as
@@ -280,17 +281,25 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
         /* Under Python the native stack ends where the interpreter's own
          * frames begin (the Python frames say more, and one native key
          * per op dedups better), so unwind only a little past where this
-         * thread last met the interpreter; if that falls short, again in
-         * full. */
+         * thread last met the interpreter. Elsewhere (PyTorch's autograd
+         * thread) only `depth` frames past the frames of ours this thread
+         * last had, not past all SELF_SEARCH: the frames between were
+         * unwound and dropped (24 of 88 at the default depth). If either
+         * falls short - the unwind filled what it asked for, and the
+         * interpreter was not met or fewer than `depth` frames are the
+         * program's - again in full. */
         int full = depth + SELF_SEARCH, want = full, at;
         bool cut = npy > 0;
         if (cut && t->interp_at > 0 && t->interp_at + 8 < full)
             want = t->interp_at + 8;
+        else if (!cut && t->self_at > 0 && t->self_at + SELF_SLACK + depth < full)
+            want = t->self_at + SELF_SLACK + depth;
         n = unwind(t, want, depth, cut, &first, &at);
-        if (cut && at == 0 && want < full && first + n >= want)
+        if (want < full && first + n >= want && (cut ? at == 0 : n < depth))
             n = unwind(t, full, depth, cut, &first, &at);
         if (cut)
             t->interp_at = at;
+        t->self_at = first;
     }
     /* The Python frames go right after the native ones: one key. */
     if (npy > 0)

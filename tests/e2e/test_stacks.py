@@ -126,6 +126,32 @@ def test_embedded_symbols_name_frames_without_the_binary():
     expect(any(l.startswith("libmine.so+0x") for l in labels), f"{labels}")
 
 
+def test_deep_stacks_keep_depth_frames():
+    """A program 60 frames deep, five entry points, 8 frames kept: the
+    unwind stops a few frames past the tracer's own (stack.c, self_at),
+    and every stack still has 8 of the program's frames, none of ours, the
+    innermost in the function that made the call; a recurring call site
+    keeps its stack id."""
+    run([prog("bench"), "mix", "1", "30", "60"], GPUMEMTRACE_STACK_DEPTH="8")
+    events, stacks = parse_dump(dump(one_trace()))
+    syms = symbols(prog("bench"))
+    # the worker's calls (main's cudaSetDevice is 4 frames deep)
+    calls = [(k, f) for k, f in events if "stack" in f and k != "set_device"]
+    expect(len(calls) >= 30 * 5, f"{len(calls)} events with stacks")
+    for sid in {int(f["stack"]) for _, f in calls}:
+        frames = stacks[sid]
+        expect(len(frames) == 8 and all(m == "bench" for m, _ in frames),
+               f"stack {sid}: {frames}")
+    lo, hi = syms["recurse"]
+    sites = {}
+    for k, f in calls:
+        frames = stacks[int(f["stack"])]
+        # the call site, then frames of recursion (the outer 52 are cut)
+        expect(all(lo < off <= hi for _, off in frames[2:]), f"{k}: {frames}")
+        sites.setdefault((k, frames[0]), set()).add(int(f["stack"]))
+    expect(all(len(ids) == 1 for ids in sites.values()), f"{sites}")
+
+
 def test_stack_table_is_capped():
     # issue 17, fault 5 (its stack part): distinct stacks had no bound (a
     # million cost 236 MB). 300 allocations from 300 distinct generated
