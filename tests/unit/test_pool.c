@@ -425,6 +425,29 @@ static void medium_segments_hold_whole_blocks(void)
     }
 }
 
+/* Before the pool grows a large segment it gives back the segments with
+ * nothing in them that cannot serve the request: large ones smaller than
+ * it, and small ones (pool.c, pool_alloc). Two 2 MiB small segments,
+ * emptied and made reusable, then a 30 MiB request: both go back, and
+ * the pool holds the new segment only. */
+static void growth_gives_back_empty_small_segments(void)
+{
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    uintptr_t x[4];
+    for (int i = 0; i < 4; i++)
+        x[i] = gpu_alloc(p, 0, 1u << 20); /* two per small segment */
+    CHECK(up.allocs == 2 && up.used == 2 * POOL_SMALL_SEGMENT);
+    for (int i = 0; i < 4; i++)
+        gpu_free(p, x[i], 1u << 20);
+    CHECK(pool_settle(p)); /* one synchronization: all of it reusable */
+    uintptr_t big = gpu_alloc(p, 0, 30u << 20);
+    CHECK(big && up.releases == 2 && up.used == 30u << 20);
+    CHECK(up.violations == 0 && pool_check(p) == NULL);
+    gpu_free(p, big, 30u << 20);
+    pool_release_all(p);
+}
+
 int main(void)
 {
     no_reuse_before_sync();
@@ -435,6 +458,7 @@ int main(void)
     invalid_frees();
     large_blocks();
     medium_segments_hold_whole_blocks();
+    growth_gives_back_empty_small_segments();
     loose_fit_waits();
     turns_share_an_arena();
     contention_spreads();
