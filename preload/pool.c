@@ -212,9 +212,12 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
      * corpus, every trace the same or less, resnet50 1.056x -> 1.054x the
      * peak requested with ordered reuse, 1.130x -> 1.082x by the default
      * rule, for 2 more segments given back a step; docs/benchmarks.md.) */
-    if (b == NULL && pool_is_large(size) &&
-        pool_trim_class(p, d, dev, true, true) + pool_trim_class(p, d, dev, true, false))
-        b = try_all(p, d, dev, ai, size, req); /* a release synchronized */
+    if (b == NULL && pool_is_large(size)) {
+        int released = pool_trim_class(p, d, dev, true, true);
+        released += pool_trim_class(p, d, dev, true, false);
+        if (released)
+            b = try_all(p, d, dev, ai, size, req); /* a release synchronized */
+    }
     int r = 0;
     if (b == NULL && (r = grow(p, d, dev, ai, size, req, &b)) != 0) {
         /* Out of memory: make pending memory reusable, give back what is
