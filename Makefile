@@ -107,10 +107,12 @@ $(LIB): $(O)/gen/api-checked
 # Hidden by default; exports.map lets out only the hooked CUDA entry points,
 # dlsym and gpumemtrace_*.
 # RUNPATH $ORIGIN: a libunwind copied next to the library is found (GPU hosts).
+# Frame pointers always: stack.c's unwind cache follows them through the
+# library's own frames to where the program's begin.
 $(O)/preload/%.o: preload/%.c
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -fPIC -fvisibility=hidden -c $< -o $@
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CUDA_INC) -fPIC -fvisibility=hidden -fno-omit-frame-pointer -c $< -o $@
 
 # dlsym's RTLD_NEXT path must be a tail call (see driver.c), even in -O0 builds.
 $(O)/preload/driver.o: override CFLAGS += -O2 -foptimize-sibling-calls

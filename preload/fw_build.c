@@ -468,6 +468,7 @@ gmt_fw_attach_fn gmt_fw_build(const char *path, char *why, size_t wn)
     key = fnv_str(key, gmt_opt.cxx);
     key = fnv_str(key, cuda);
     key = fnv_str(key, abi_def);
+    key = fnv_str(key, "-fno-omit-frame-pointer"); /* bridges built before */
 
     char dir[PATH_MAX - 128];
     if (!cache_dir(dir, sizeof dir, why, wn))
@@ -516,7 +517,10 @@ gmt_fw_attach_fn gmt_fw_build(const char *path, char *why, size_t wn)
     snprintf(inc_flag, sizeof inc_flag, "-I%s", inc);
     snprintf(cuda_flag, sizeof cuda_flag, "-I%s", cuda);
     snprintf(lib_flag, sizeof lib_flag, "-L%s", lib);
+    /* frame pointers: stack.c's unwind cache follows them through the
+     * bridge's frames, which are ours */
     char *argv[] = {(char *)gmt_opt.cxx, "-std=c++17", "-O2", "-fPIC",
+                    "-fno-omit-frame-pointer",
                     "-shared", "-fvisibility=hidden", "-w", abi_def,
                     inc_flag, cuda_flag, src, "-o", tmp, lib_flag, rpath,
                     "-lc10_cuda", have_c10 ? "-lc10" : NULL, NULL};

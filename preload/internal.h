@@ -214,6 +214,7 @@ struct gmt_thread {
                                    the interpreter (stack.c), 0: none */
     int self_at;                /* frames of ours atop the last native
                                    stack (stack.c), 0: not known yet */
+    struct gmt_ucache *uc;      /* stacks unwound before (stack.c) */
     /* stack capture scratch: native frames, then Python (code, offset) */
     void *frames[GMT_MAX_STACK_DEPTH + 32 + 2 * GMT_MAX_PY_DEPTH];
 };
@@ -227,6 +228,11 @@ void gmt_stack_init(void);
 /* Write a SYMBOL record for every distinct address of every stack. */
 void gmt_stack_embed_symbols(struct gmt_thread *t);
 void gmt_stack_reset_after_fork(void);
+/* At thread exit: the thread's unwind cache goes. */
+void gmt_stack_thread_free(struct gmt_thread *t);
+/* Stacks served by the unwind cache and unwound, by the threads that
+ * ended and t. */
+void gmt_stack_counts(struct gmt_thread *t, uint64_t *cached, uint64_t *unwound);
 
 /* ---- pystack.c: Python frames of the calling thread, without the GIL - */
 

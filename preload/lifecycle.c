@@ -234,6 +234,13 @@ __attribute__((destructor)) static void gmt_fini(void)
                          "reusable when recorded", (unsigned long long)issued);
             gmt_mem_verbose_summary();
         }
+        if (gmt_opt.verbose && gmt_opt.stack_depth > 0) {
+            uint64_t cached, unwound;
+            gmt_stack_counts(gmt_thread_peek(), &cached, &unwound);
+            gmt_info("stacks: %llu native stacks unwound, %llu from the "
+                     "unwind cache (GPUMEMTRACE_UNWIND_CACHE)",
+                     (unsigned long long)unwound, (unsigned long long)cached);
+        }
         if (gmt_opt.verbose) {
             unsigned mapped, all;
             gmt_trace_windows(&mapped, &all);

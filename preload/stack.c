@@ -233,6 +233,264 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash, uint64_t hash2,
     }
 }
 
+/* ---- the unwind cache ---------------------------------------------------
+ *
+ * A training step allocates from the same few hundred call chains every
+ * step, and off the interpreter (PyTorch's autograd thread) each chain is
+ * 30-60 frames that libunwind walks at about 15 ns a frame. Each thread
+ * keeps the chains it unwound, with where each return address lies on its
+ * stack; a capture whose innermost frame of the program's (return address
+ * and stack pointer, found by following our own frame pointers) matches a
+ * kept chain, and whose stack still holds every return address of that
+ * chain at its place, is that chain: only the loads are paid.
+ *
+ * Why the check is enough: frame i's return address lies at its stack
+ * pointer - 8, written by the call that made frame i - 1. If a caller
+ * changed since, the call that re-entered wrote its own return address
+ * there. Only a frame of changing size (alloca) could move the chain above
+ * it while keeping the innermost frames' places; then the old return
+ * addresses would have to sit, left over, exactly where the new frames'
+ * are - and at each of the chain's frames. Chains with signal frames fail
+ * the check and are unwound in full each time.
+ *
+ * Safety: every address read lies between the hook's frame and the top of
+ * this thread's stack (checked when kept, and the hook's frame when
+ * looked up), which is mapped while the thread runs. A thread on another
+ * stack (coroutines) keeps nothing. A miss unwinds with libunwind's cursor
+ * (for the stack pointers), and the chain is kept only if that unwind and
+ * the frame-pointer walk agree on where the program's frames begin. */
+#define UC_BUCKETS 256
+#define UC_MAX 1024 /* chains kept per thread */
+
+struct uent {
+    struct uent *next;
+    uintptr_t sp0;
+    uint16_t n;   /* frames of the program's recorded */
+    uint16_t m;   /* frames checked: n, or n + 1 with the interpreter's */
+    bool cut;
+    uintptr_t f[]; /* m return addresses, then their m stack pointers */
+};
+
+struct gmt_ucache {
+    uintptr_t lo, hi; /* this thread's stack */
+    uint32_t kept;
+    uint64_t hits, misses, full; /* full: unwound the usual way */
+    bool off;
+    struct uent *b[UC_BUCKETS];
+};
+
+/* Counts of the threads that ended (GPUMEMTRACE_VERBOSE's summary). */
+static uint64_t g_uc_hits, g_uc_unwound;
+
+static inline unsigned uc_slot(uintptr_t ip, uintptr_t sp)
+{
+    return (unsigned)(((ip ^ (sp << 7)) * 0x9e3779b97f4a7c15ull) >> 56);
+}
+
+static struct gmt_ucache *uc_get(struct gmt_thread *t)
+{
+    if (GMT_LIKELY(t->uc != NULL))
+        return t->uc->off ? NULL : t->uc;
+    struct gmt_ucache *uc = calloc(1, sizeof *uc);
+    if (uc == NULL)
+        return NULL;
+    pthread_attr_t attr;
+    void *addr;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+            uc->lo = (uintptr_t)addr;
+            uc->hi = (uintptr_t)addr + size;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    uc->off = uc->hi == 0;
+    t->uc = uc;
+    return uc->off ? NULL : uc;
+}
+
+void gmt_stack_thread_free(struct gmt_thread *t)
+{
+    struct gmt_ucache *uc = t->uc;
+    if (uc == NULL)
+        return;
+    __atomic_fetch_add(&g_uc_hits, uc->hits, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_uc_unwound, uc->misses + uc->full, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < UC_BUCKETS; i++)
+        for (struct uent *e = uc->b[i], *next; e; e = next) {
+            next = e->next;
+            free(e);
+        }
+    free(uc);
+    t->uc = NULL;
+}
+
+void gmt_stack_counts(struct gmt_thread *t, uint64_t *cached, uint64_t *unwound)
+{
+    *cached = __atomic_load_n(&g_uc_hits, __ATOMIC_RELAXED);
+    *unwound = __atomic_load_n(&g_uc_unwound, __ATOMIC_RELAXED);
+    if (t != NULL && t->uc != NULL) {
+        *cached += t->uc->hits;
+        *unwound += t->uc->misses + t->uc->full;
+    }
+}
+
+/* Where the program's frames begin: follow the frame pointers of our own
+ * frames (the library is built with them) up to the first return address
+ * outside it. *sp: the stack pointer of that frame (the hook's frame's
+ * end). False if the chain leaves the thread's stack or runs long. */
+static bool uc_boundary(const struct gmt_ucache *uc,
+                                     uintptr_t *ip, uintptr_t *sp)
+{
+    const uintptr_t *fp = __builtin_frame_address(0);
+    for (int i = 0; i < SELF_SEARCH; i++) {
+        uintptr_t at = (uintptr_t)fp;
+        if (at < uc->lo || at + 16 > uc->hi || (at & 7))
+            return false;
+        if (!gmt_modules_self(fp[1])) {
+            *ip = fp[1];
+            *sp = at + 16;
+            return true;
+        }
+        const uintptr_t *up = (const uintptr_t *)fp[0];
+        if ((uintptr_t)up <= at)
+            return false; /* frames go up the stack */
+        fp = up;
+    }
+    return false;
+}
+
+/* A kept chain that starts at (ip, sp) and that the stack still holds. */
+static const struct uent *uc_find(const struct gmt_ucache *uc, uintptr_t ip,
+                                  uintptr_t sp, bool cut)
+{
+    for (const struct uent *e = uc->b[uc_slot(ip, sp)]; e; e = e->next) {
+        if (e->sp0 != sp || e->f[0] != ip || e->cut != cut)
+            continue;
+        const uintptr_t *ips = e->f, *sps = e->f + e->m;
+        uint16_t i = 1;
+        while (i < e->m && *(const uintptr_t *)(sps[i] - 8) == ips[i])
+            i++;
+        if (i == e->m)
+            return e;
+    }
+    return NULL;
+}
+
+/* Unwind with libunwind's cursor from here, find the frame (ip, sp) among
+ * the innermost SELF_SEARCH, and keep the chain from there: `depth` frames,
+ * ending where the interpreter's begin under Python (cut). Writes the
+ * recorded frames to t->frames; returns their number, or -1 when the two
+ * walks disagree (the caller unwinds the usual way). */
+static int uc_fill(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
+                   uintptr_t sp0, int depth, bool cut)
+{
+    uintptr_t *ips = (uintptr_t *)t->frames;
+    uintptr_t sps[GMT_MAX_STACK_DEPTH + 1];
+    unw_context_t ctx;
+    unw_cursor_t cur;
+    if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
+        return -1;
+    int k = 0; /* frames before (ip0, sp0), ours */
+    for (;; k++) {
+        unw_word_t ip, sp;
+        if (k >= SELF_SEARCH || unw_step(&cur) <= 0 ||
+            unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 ||
+            unw_get_reg(&cur, UNW_REG_SP, &sp) != 0)
+            return -1;
+        if (ip == ip0 && sp == sp0)
+            break;
+        if (!gmt_modules_self(ip))
+            return -1; /* a frame not ours before the boundary */
+    }
+    uintptr_t lo = gmt_py_interp_lo, hi = gmt_py_interp_hi;
+    int n = 0, m = 0, r;
+    uintptr_t last = sp0;
+    bool keep = true;
+    ips[0] = ip0;
+    sps[0] = sp0;
+    for (;;) {
+        uintptr_t ip = ips[m];
+        if (cut && ip >= lo && ip < hi) {
+            m++; /* the interpreter's frame: checked, not recorded */
+            break;
+        }
+        if (k + 1 + n < SELF_SEARCH && gmt_modules_self(ip))
+            return -1; /* ours past the boundary: not what unwind() cuts */
+        n = ++m;
+        if (n >= depth)
+            break;
+        unw_word_t nip, nsp;
+        if ((r = unw_step(&cur)) <= 0)
+            break; /* the stack's end */
+        if (unw_get_reg(&cur, UNW_REG_IP, &nip) != 0 ||
+            unw_get_reg(&cur, UNW_REG_SP, &nsp) != 0) {
+            keep = false;
+            break;
+        }
+        if (nsp <= last || nsp > uc->hi)
+            keep = false; /* not a plain chain on this stack */
+        last = nsp;
+        ips[m] = nip;
+        sps[m] = nsp;
+    }
+    if (!keep || sp0 < uc->lo || sp0 > uc->hi)
+        return n;
+    struct uent *e = malloc(sizeof *e + 2 * (size_t)m * sizeof(uintptr_t));
+    if (e == NULL)
+        return n;
+    e->sp0 = sp0;
+    e->n = (uint16_t)n;
+    e->m = (uint16_t)m;
+    e->cut = cut;
+    memcpy(e->f, ips, (size_t)m * sizeof(uintptr_t));
+    memcpy(e->f + m, sps, (size_t)m * sizeof(uintptr_t));
+    unsigned b = uc_slot(ip0, sp0);
+    e->next = uc->b[b];
+    uc->b[b] = e;
+    uc->kept++;
+    return n;
+}
+
+/* The program's frames from the cache: their number in t->frames, or -1
+ * (unwind the usual way). */
+static int uc_capture(struct gmt_thread *t, int depth, bool cut)
+{
+    struct gmt_ucache *uc = uc_get(t);
+    uintptr_t ip0, sp0;
+    if (uc == NULL)
+        return -1;
+    uc->full++; /* until served below */
+    if (!uc_boundary(uc, &ip0, &sp0))
+        return -1;
+    const struct uent *e = uc_find(uc, ip0, sp0, cut);
+    uc->full--;
+    if (e != NULL) {
+        uc->hits++;
+        memcpy(t->frames, e->f, e->n * sizeof(uintptr_t));
+        return e->n;
+    }
+    /* A program that keeps making new chains pays the cursor's slower
+     * unwind for nothing: past a while, and more misses than hits, the
+     * thread stops trying. */
+    if (uc->misses > 2048 && uc->misses > uc->hits) {
+        uc->off = true;
+        uc->full++;
+        return -1;
+    }
+    if (uc->kept >= UC_MAX) {
+        uc->full++;
+        return -1; /* full: the usual, faster unwind */
+    }
+    uc->misses++;
+    int n = uc_fill(t, uc, ip0, sp0, depth, cut);
+    if (n < 0) {
+        uc->misses--;
+        uc->full++;
+    }
+    return n;
+}
+
 /* Unwind up to `want` frames into t->frames and find the user's part:
  * after our own frames (*first), at most depth frames, and under Python
  * (cut) ending where the interpreter's code begins. Returns the number of
@@ -290,6 +548,9 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
          * program's - again in full. */
         int full = depth + SELF_SEARCH, want = full, at;
         bool cut = npy > 0;
+        if (gmt_opt.unwind_cache && (n = uc_capture(t, depth, cut)) >= 0)
+            goto have;
+        n = 0;
         if (cut && t->interp_at > 0 && t->interp_at + 8 < full)
             want = t->interp_at + 8;
         else if (!cut && t->self_at > 0 && t->self_at + SELF_SLACK + depth < full)
@@ -301,6 +562,7 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
             t->interp_at = at;
         t->self_at = first;
     }
+have:
     /* The Python frames go right after the native ones: one key. */
     if (npy > 0)
         memmove(t->frames + first + n, py, (size_t)npy * 2 * sizeof(int64_t));

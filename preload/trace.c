@@ -451,6 +451,7 @@ static void thread_free(void *p)
 {
     if (tls_thread == p)
         tls_thread = NULL;
+    gmt_stack_thread_free(p);
     free(p);
 }
 

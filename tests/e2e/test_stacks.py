@@ -152,6 +152,37 @@ def test_deep_stacks_keep_depth_frames():
     expect(all(len(ids) == 1 for ids in sites.values()), f"{sites}")
 
 
+def test_unwind_cache_tells_chains_apart():
+    """Two chains reach one allocation at the same stack pointer (samesp.c):
+    the unwind cache must give each allocation its own chain, checked
+    return address by return address, and serve the repeats itself; the
+    stacks are those of a full unwind."""
+    p = run([prog("samesp")], GPUMEMTRACE_VERBOSE="1")
+    expect("same frame: yes" in p.stdout, f"the chains must meet: {p.stdout}")
+    m = re.search(r"stacks: (\d+) native stacks unwound, (\d+) from the unwind cache",
+                  p.stderr)
+    expect(m and int(m.group(2)) >= 190, f"cache not used: {p.stderr}")
+    events, stacks = parse_dump(dump(one_trace()))
+    syms = symbols(prog("samesp"))
+
+    def frames_of(size):
+        ids = {int(f["stack"]) for k, f in events if k == "alloc" and f["size"] == size}
+        expect(len(ids) == 1, f"size {size}: stacks {ids}")
+        return stacks[ids.pop()]
+
+    for size, via in (("1000", "via_a"), ("2000", "via_b")):
+        frames = frames_of(size)
+        lo, hi = syms[via]
+        expect(frames[2][0] == "samesp" and lo < frames[2][1] <= hi,
+               f"allocation of {size} bytes: frame 2 {frames[2]} not in {via}")
+    cached = sorted(map(tuple, stacks.values()))
+    os.unlink(one_trace())
+    run([prog("samesp")], GPUMEMTRACE_UNWIND_CACHE="0")
+    _, full = parse_dump(dump(one_trace()))
+    expect(sorted(map(tuple, full.values())) == cached,
+           "stacks differ from a full unwind's")
+
+
 def test_stack_table_is_capped():
     # issue 17, fault 5 (its stack part): distinct stacks had no bound (a
     # million cost 236 MB). 300 allocations from 300 distinct generated
