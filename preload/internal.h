@@ -233,6 +233,10 @@ void gmt_stack_thread_free(struct gmt_thread *t);
 /* Stacks served by the unwind cache and unwound, by the threads that
  * ended and t. */
 void gmt_stack_counts(struct gmt_thread *t, uint64_t *cached, uint64_t *unwound);
+/* With GPUMEMTRACE_VERBOSE: stacks captured, the time it took in all, the
+ * part reading Python frames, and the native and Python frames recorded. */
+void gmt_stack_costs(uint64_t *n, uint64_t *ns, uint64_t *py_ns,
+                     uint64_t *frames, uint64_t *py_frames);
 
 /* ---- pystack.c: Python frames of the calling thread, without the GIL - */
 

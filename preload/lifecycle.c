@@ -235,11 +235,20 @@ __attribute__((destructor)) static void gmt_fini(void)
             gmt_mem_verbose_summary();
         }
         if (gmt_opt.verbose && gmt_opt.stack_depth > 0) {
-            uint64_t cached, unwound;
+            uint64_t cached, unwound, n, ns, py_ns, frames, py_frames;
             gmt_stack_counts(gmt_thread_peek(), &cached, &unwound);
-            gmt_info("stacks: %llu native stacks unwound, %llu from the "
-                     "unwind cache (GPUMEMTRACE_UNWIND_CACHE)",
-                     (unsigned long long)unwound, (unsigned long long)cached);
+            gmt_stack_costs(&n, &ns, &py_ns, &frames, &py_frames);
+            char how[120] = "unwind cache off";
+            if (gmt_opt.unwind_cache)
+                snprintf(how, sizeof how, "%llu from the unwind cache, %llu "
+                         "unwound", (unsigned long long)cached,
+                         (unsigned long long)unwound);
+            if (n)
+                gmt_info("stacks: %llu captured, %.0f ns each (%.0f ns of it "
+                         "reading Python frames), %.1f native and %.1f Python "
+                         "frames each; native: %s", (unsigned long long)n,
+                         (double)ns / n, (double)py_ns / n, (double)frames / n,
+                         (double)py_frames / n, how);
         }
         if (gmt_opt.verbose) {
             unsigned mapped, all;

@@ -525,7 +525,40 @@ static int unwind(struct gmt_thread *t, int want, int depth, bool cut,
     return n < 0 ? 0 : n;
 }
 
+/* GPUMEMTRACE_VERBOSE: what capturing stacks cost, for the summary at
+ * exit (two clock reads a capture, and shared counters: only then). */
+static uint64_t g_cap_n, g_cap_ns, g_cap_py_ns, g_cap_frames, g_cap_py_frames;
+
+static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
+                        int *py_frames);
+
 uint32_t gmt_stack_capture(struct gmt_thread *t)
+{
+    if (GMT_LIKELY(!gmt_opt.verbose))
+        return capture(t, NULL, NULL, NULL);
+    uint64_t t0 = gmt_now_ns(), py_ns = 0;
+    int n = 0, npy = 0;
+    uint32_t id = capture(t, &py_ns, &n, &npy);
+    __atomic_fetch_add(&g_cap_ns, gmt_now_ns() - t0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_cap_py_ns, py_ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_cap_frames, (uint64_t)n, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_cap_py_frames, (uint64_t)npy, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_cap_n, 1, __ATOMIC_RELAXED);
+    return id;
+}
+
+void gmt_stack_costs(uint64_t *n, uint64_t *ns, uint64_t *py_ns,
+                     uint64_t *frames, uint64_t *py_frames)
+{
+    *n = __atomic_load_n(&g_cap_n, __ATOMIC_RELAXED);
+    *ns = __atomic_load_n(&g_cap_ns, __ATOMIC_RELAXED);
+    *py_ns = __atomic_load_n(&g_cap_py_ns, __ATOMIC_RELAXED);
+    *frames = __atomic_load_n(&g_cap_frames, __ATOMIC_RELAXED);
+    *py_frames = __atomic_load_n(&g_cap_py_frames, __ATOMIC_RELAXED);
+}
+
+static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
+                        int *py_frames)
 {
     int depth = (int)gmt_opt.stack_depth;
     if (g_buckets == NULL)
@@ -534,7 +567,12 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
     /* Python frames first, into the end of the scratch buffer: whether
      * the thread runs Python decides where the native stack ends. */
     int64_t *py = (int64_t *)(t->frames + GMT_MAX_STACK_DEPTH + 32);
+    uint64_t p0 = py_ns ? gmt_now_ns() : 0;
     int npy = gmt_py_capture(t, py, (int)gmt_opt.python);
+    if (py_ns) {
+        *py_ns = gmt_now_ns() - p0;
+        *py_frames = npy;
+    }
     if (depth > 0) {
         /* Under Python the native stack ends where the interpreter's own
          * frames begin (the Python frames say more, and one native key
@@ -563,6 +601,8 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
         t->self_at = first;
     }
 have:
+    if (frames)
+        *frames = n;
     /* The Python frames go right after the native ones: one key. */
     if (npy > 0)
         memmove(t->frames + first + n, py, (size_t)npy * 2 * sizeof(int64_t));
