@@ -235,9 +235,9 @@ __attribute__((destructor)) static void gmt_fini(void)
             gmt_mem_verbose_summary();
         }
         if (gmt_opt.verbose && gmt_opt.stack_depth > 0) {
-            uint64_t cached, unwound, n, ns, py_ns, frames, py_frames;
+            uint64_t cached, unwound, n, ns, py_ns, frames, py_frames, kn, kns;
             gmt_stack_counts(gmt_thread_peek(), &cached, &unwound);
-            gmt_stack_costs(&n, &ns, &py_ns, &frames, &py_frames);
+            gmt_stack_costs(&n, &ns, &py_ns, &frames, &py_frames, &kn, &kns);
             char how[120] = "unwind cache off";
             if (gmt_opt.unwind_cache)
                 snprintf(how, sizeof how, "%llu from the unwind cache, %llu "
@@ -245,10 +245,12 @@ __attribute__((destructor)) static void gmt_fini(void)
                          (unsigned long long)unwound);
             if (n)
                 gmt_info("stacks: %llu captured, %.0f ns each (%.0f ns of it "
-                         "reading Python frames), %.1f native and %.1f Python "
+                         "reading Python frames; %.0f ns for the %llu of a "
+                         "stack seen before), %.1f native and %.1f Python "
                          "frames each; native: %s", (unsigned long long)n,
-                         (double)ns / n, (double)py_ns / n, (double)frames / n,
-                         (double)py_frames / n, how);
+                         (double)ns / n, (double)py_ns / n,
+                         kn ? (double)kns / kn : 0.0, (unsigned long long)kn,
+                         (double)frames / n, (double)py_frames / n, how);
         }
         if (gmt_opt.verbose) {
             unsigned mapped, all;

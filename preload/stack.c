@@ -528,6 +528,8 @@ static int unwind(struct gmt_thread *t, int want, int depth, bool cut,
 /* GPUMEMTRACE_VERBOSE: what capturing stacks cost, for the summary at
  * exit (two clock reads a capture, and shared counters: only then). */
 static uint64_t g_cap_n, g_cap_ns, g_cap_py_ns, g_cap_frames, g_cap_py_frames;
+static uint64_t g_cap_known_n, g_cap_known_ns; /* of stacks seen before */
+static _Thread_local bool tls_new; /* the last capture made a new stack */
 
 static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
                         int *py_frames);
@@ -538,8 +540,14 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
         return capture(t, NULL, NULL, NULL);
     uint64_t t0 = gmt_now_ns(), py_ns = 0;
     int n = 0, npy = 0;
+    tls_new = false;
     uint32_t id = capture(t, &py_ns, &n, &npy);
-    __atomic_fetch_add(&g_cap_ns, gmt_now_ns() - t0, __ATOMIC_RELAXED);
+    uint64_t ns = gmt_now_ns() - t0;
+    __atomic_fetch_add(&g_cap_ns, ns, __ATOMIC_RELAXED);
+    if (!tls_new) {
+        __atomic_fetch_add(&g_cap_known_ns, ns, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&g_cap_known_n, 1, __ATOMIC_RELAXED);
+    }
     __atomic_fetch_add(&g_cap_py_ns, py_ns, __ATOMIC_RELAXED);
     __atomic_fetch_add(&g_cap_frames, (uint64_t)n, __ATOMIC_RELAXED);
     __atomic_fetch_add(&g_cap_py_frames, (uint64_t)npy, __ATOMIC_RELAXED);
@@ -548,8 +556,11 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
 }
 
 void gmt_stack_costs(uint64_t *n, uint64_t *ns, uint64_t *py_ns,
-                     uint64_t *frames, uint64_t *py_frames)
+                     uint64_t *frames, uint64_t *py_frames, uint64_t *known_n,
+                     uint64_t *known_ns)
 {
+    *known_n = __atomic_load_n(&g_cap_known_n, __ATOMIC_RELAXED);
+    *known_ns = __atomic_load_n(&g_cap_known_ns, __ATOMIC_RELAXED);
     *n = __atomic_load_n(&g_cap_n, __ATOMIC_RELAXED);
     *ns = __atomic_load_n(&g_cap_ns, __ATOMIC_RELAXED);
     *py_ns = __atomic_load_n(&g_cap_py_ns, __ATOMIC_RELAXED);
@@ -616,6 +627,8 @@ have:
     struct stack_entry *e = find(head, NULL, hash, hash2, (uint32_t)n, (uint32_t)npy);
     if (GMT_LIKELY(e != NULL))
         return e->id;
+    if (py_ns)
+        tls_new = true;
     return insert(t, hash, hash2, ip, (uint32_t)n, (uint32_t)npy, head);
 }
 
