@@ -160,7 +160,7 @@ def test_unwind_cache_tells_chains_apart():
     p = run([prog("samesp")], GPUMEMTRACE_VERBOSE="1")
     expect("same frame: yes" in p.stdout, f"the chains must meet: {p.stdout}")
     m = re.search(r"native: (\d+) from the unwind cache, (\d+) unwound", p.stderr)
-    expect(m and int(m.group(1)) >= 190, f"cache not used: {p.stderr}")
+    expect(m and int(m.group(1)) >= 120, f"cache not used: {p.stderr}")
     events, stacks = parse_dump(dump(one_trace()))
     syms = symbols(prog("samesp"))
 
