@@ -235,13 +235,16 @@ __attribute__((destructor)) static void gmt_fini(void)
             gmt_mem_verbose_summary();
         }
         if (gmt_opt.verbose && gmt_opt.stack_depth > 0) {
-            uint64_t cached, unwound, n, ns, py_ns, frames, py_frames, kn, kns;
+            uint64_t cached, unwound, n, ns, py_ns, frames, py_frames, kn, kns,
+                hn, hns;
             gmt_stack_counts(gmt_thread_peek(), &cached, &unwound);
-            gmt_stack_costs(&n, &ns, &py_ns, &frames, &py_frames, &kn, &kns);
-            char how[120] = "unwind cache off";
+            gmt_stack_costs(&n, &ns, &py_ns, &frames, &py_frames, &kn, &kns,
+                            &hn, &hns);
+            char how[160] = "unwind cache off";
             if (gmt_opt.unwind_cache)
-                snprintf(how, sizeof how, "%llu from the unwind cache, %llu "
-                         "unwound", (unsigned long long)cached,
+                snprintf(how, sizeof how, "%llu from the unwind cache (%.0f ns "
+                         "each), %llu unwound", (unsigned long long)cached,
+                         hn ? (double)hns / hn : 0.0,
                          (unsigned long long)unwound);
             if (n)
                 gmt_info("stacks: %llu captured, %.0f ns each (%.0f ns of it "

@@ -282,6 +282,7 @@ struct gmt_ucache {
 
 /* Counts of the threads that ended (GPUMEMTRACE_VERBOSE's summary). */
 static uint64_t g_uc_hits, g_uc_unwound;
+static _Thread_local bool tls_hit; /* the cache served the last capture */
 
 static inline unsigned uc_slot(uintptr_t ip, uintptr_t sp)
 {
@@ -467,6 +468,7 @@ static int uc_capture(struct gmt_thread *t, int depth, bool cut)
     const struct uent *e = uc_find(uc, ip0, sp0, cut);
     uc->full--;
     if (e != NULL) {
+        tls_hit = true;
         uc->hits++;
         memcpy(t->frames, e->f, e->n * sizeof(uintptr_t));
         return e->n;
@@ -538,6 +540,7 @@ static int unwind(struct gmt_thread *t, int want, int depth, bool cut,
  * exit (two clock reads a capture, and shared counters: only then). */
 static uint64_t g_cap_n, g_cap_ns, g_cap_py_ns, g_cap_frames, g_cap_py_frames;
 static uint64_t g_cap_known_n, g_cap_known_ns; /* of stacks seen before */
+static uint64_t g_cap_hit_n, g_cap_hit_ns;     /* served by the cache */
 static _Thread_local bool tls_new; /* the last capture made a new stack */
 
 static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
@@ -549,10 +552,14 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
         return capture(t, NULL, NULL, NULL);
     uint64_t t0 = gmt_now_ns(), py_ns = 0;
     int n = 0, npy = 0;
-    tls_new = false;
+    tls_new = tls_hit = false;
     uint32_t id = capture(t, &py_ns, &n, &npy);
     uint64_t ns = gmt_now_ns() - t0;
     __atomic_fetch_add(&g_cap_ns, ns, __ATOMIC_RELAXED);
+    if (tls_hit && !tls_new) {
+        __atomic_fetch_add(&g_cap_hit_ns, ns, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&g_cap_hit_n, 1, __ATOMIC_RELAXED);
+    }
     if (!tls_new) {
         __atomic_fetch_add(&g_cap_known_ns, ns, __ATOMIC_RELAXED);
         __atomic_fetch_add(&g_cap_known_n, 1, __ATOMIC_RELAXED);
@@ -566,8 +573,10 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
 
 void gmt_stack_costs(uint64_t *n, uint64_t *ns, uint64_t *py_ns,
                      uint64_t *frames, uint64_t *py_frames, uint64_t *known_n,
-                     uint64_t *known_ns)
+                     uint64_t *known_ns, uint64_t *hit_n, uint64_t *hit_ns)
 {
+    *hit_n = __atomic_load_n(&g_cap_hit_n, __ATOMIC_RELAXED);
+    *hit_ns = __atomic_load_n(&g_cap_hit_ns, __ATOMIC_RELAXED);
     *known_n = __atomic_load_n(&g_cap_known_n, __ATOMIC_RELAXED);
     *known_ns = __atomic_load_n(&g_cap_known_ns, __ATOMIC_RELAXED);
     *n = __atomic_load_n(&g_cap_n, __ATOMIC_RELAXED);

@@ -159,7 +159,8 @@ def test_unwind_cache_tells_chains_apart():
     stacks are those of a full unwind."""
     p = run([prog("samesp")], GPUMEMTRACE_VERBOSE="1")
     expect("same frame: yes" in p.stdout, f"the chains must meet: {p.stdout}")
-    m = re.search(r"native: (\d+) from the unwind cache, (\d+) unwound", p.stderr)
+    m = re.search(r"native: (\d+) from the unwind cache \(\d+ ns each\), (\d+) unwound",
+                  p.stderr)
     expect(m and int(m.group(1)) >= 120, f"cache not used: {p.stderr}")
     events, stacks = parse_dump(dump(one_trace()))
     syms = symbols(prog("samesp"))
