@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <libunwind.h>
+#include <unwind.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,13 @@ struct stack_entry {
 static struct stack_entry **g_buckets;
 static uint32_t g_next_id;
 static bool g_capped; /* GPUMEMTRACE_MAX_STACKS reached, said */
+
+/* The unwind cache's second walk, from libgcc_s itself (libunwind exports
+ * the same names, built on its slow cursor, and would otherwise be the one
+ * bound). NULL: no cache. */
+static _Unwind_Reason_Code (*g_gcc_backtrace)(_Unwind_Trace_Fn, void *);
+static _Unwind_Ptr (*g_gcc_ip)(struct _Unwind_Context *);
+static _Unwind_Word (*g_gcc_cfa)(struct _Unwind_Context *);
 
 /* With GPUMEMTRACE_EMBED_SYMBOLS: the distinct native return addresses of
  * the recorded stacks (the entries keep none), named at exit. An
@@ -87,6 +95,8 @@ static void remember_ips(const uintptr_t *ip, uint32_t n)
     pthread_mutex_unlock(&g_ips_lock);
 }
 
+static void uc_init(void);
+
 void gmt_stack_init(void)
 {
     if (g_buckets == NULL)
@@ -97,6 +107,8 @@ void gmt_stack_init(void)
     /* libunwind's default global cache takes a lock on every step; each
      * thread keeping its own keeps capture lock-free. */
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    if (gmt_opt.unwind_cache && gmt_opt.stack_depth > 0 && g_gcc_backtrace == NULL)
+        uc_init();
 }
 
 void gmt_stack_reset_after_fork(void)
@@ -256,9 +268,10 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash, uint64_t hash2,
  * Safety: every address read lies between the hook's frame and the top of
  * this thread's stack (checked when kept, and the hook's frame when
  * looked up), which is mapped while the thread runs. A thread on another
- * stack (coroutines) keeps nothing. A miss unwinds with libunwind's cursor
- * (for the stack pointers), and the chain is kept only if that unwind and
- * the frame-pointer walk agree on where the program's frames begin. */
+ * stack (coroutines) keeps nothing. A miss unwinds as without the cache,
+ * and walks the stack again with libgcc's unwinder for the stack
+ * pointers; the chain is kept only if the two walks and the frame-pointer
+ * walk agree on every frame and where the program's frames begin. */
 #define UC_BUCKETS 256
 #define UC_MAX 1024 /* chains kept per thread */
 #define UC_WARM 64  /* captures of a thread before it keeps any */
@@ -276,6 +289,7 @@ struct gmt_ucache {
     uintptr_t lo, hi; /* this thread's stack */
     uint32_t kept, seen;
     uint64_t hits, misses, full; /* full: unwound the usual way */
+    struct uc_walk *walk; /* scratch of uc_fill */
     bool off;
     struct uent *b[UC_BUCKETS];
 };
@@ -306,7 +320,7 @@ static struct gmt_ucache *uc_get(struct gmt_thread *t)
         }
         pthread_attr_destroy(&attr);
     }
-    uc->off = uc->hi == 0;
+    uc->off = uc->hi == 0 || g_gcc_backtrace == NULL;
     t->uc = uc;
     return uc->off ? NULL : uc;
 }
@@ -323,6 +337,7 @@ void gmt_stack_thread_free(struct gmt_thread *t)
             next = e->next;
             free(e);
         }
+    free(uc->walk);
     free(uc);
     t->uc = NULL;
 }
@@ -379,65 +394,79 @@ static const struct uent *uc_find(const struct gmt_ucache *uc, uintptr_t ip,
     return NULL;
 }
 
-/* Unwind with libunwind's cursor from here, find the frame (ip, sp) among
- * the innermost SELF_SEARCH, and keep the chain from there: `depth` frames,
- * ending where the interpreter's begin under Python (cut). Writes the
- * recorded frames to t->frames; returns their number, or -1 when the two
- * walks disagree (the caller unwinds the usual way). */
+/* libgcc's unwinder, for the stack pointers: a frame's _Unwind_GetCFA is
+ * its stack pointer (the address just above the return address its callee
+ * returns with). */
+#define UC_WALK (GMT_MAX_STACK_DEPTH + SELF_SEARCH + 2)
+
+struct uc_walk {
+    int n, max;
+    uintptr_t ip[UC_WALK], sp[UC_WALK];
+};
+
+
+static void uc_init(void)
+{
+    void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return;
+    g_gcc_ip = (_Unwind_Ptr (*)(struct _Unwind_Context *))dlsym(h, "_Unwind_GetIP");
+    g_gcc_cfa = (_Unwind_Word (*)(struct _Unwind_Context *))dlsym(h, "_Unwind_GetCFA");
+    if (g_gcc_ip && g_gcc_cfa)
+        g_gcc_backtrace = (_Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *))dlsym(
+            h, "_Unwind_Backtrace");
+}
+
+static _Unwind_Reason_Code uc_walk_frame(struct _Unwind_Context *ctx, void *arg)
+{
+    struct uc_walk *w = arg;
+    if (w->n >= w->max)
+        return _URC_END_OF_STACK;
+    w->ip[w->n] = (uintptr_t)g_gcc_ip(ctx);
+    w->sp[w->n] = (uintptr_t)g_gcc_cfa(ctx);
+    w->n++;
+    return _URC_NO_REASON;
+}
+
+static int unwind(struct gmt_thread *t, int want, int depth, bool cut,
+                  int *first, int *at);
+
+/* A miss: unwind the usual way (the frames recorded are that unwind's,
+ * exactly), then walk again with libgcc's unwinder for where each return
+ * address lies, and keep the chain if the two walks agree frame for frame
+ * from (ip0, sp0) on. libgcc's walk, not libunwind's cursor: the cursor
+ * takes two signal-mask system calls a frame (libunwind 1.6), 43-118 us
+ * for 65 frames against about 20 us (measured on this machine). The
+ * recorded frames go to t->frames[0..n); returns n, or -1 when the
+ * usual unwind found nothing (the caller unwinds again). */
 static int uc_fill(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
                    uintptr_t sp0, int depth, bool cut)
 {
-    uintptr_t *ips = (uintptr_t *)t->frames;
-    uintptr_t sps[GMT_MAX_STACK_DEPTH + 1];
-    unw_context_t ctx;
-    unw_cursor_t cur;
-    if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
+    int first, at;
+    int n = unwind(t, depth + SELF_SEARCH, depth, cut, &first, &at);
+    if (n <= 0 || (uintptr_t)t->frames[first] != ip0)
         return -1;
-    int k = 0; /* frames before (ip0, sp0), ours */
-    for (;; k++) {
-        unw_word_t ip, sp;
-        if (k >= SELF_SEARCH || unw_step(&cur) <= 0 ||
-            unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 ||
-            unw_get_reg(&cur, UNW_REG_SP, &sp) != 0)
-            return -1;
-        if (ip == ip0 && sp == sp0)
-            break;
-        if (!gmt_modules_self(ip))
-            return -1; /* a frame not ours before the boundary */
-    }
-    uintptr_t lo = gmt_py_interp_lo, hi = gmt_py_interp_hi;
-    int n = 0, m = 0, r;
-    uintptr_t last = sp0;
-    bool keep = true;
-    ips[0] = ip0;
-    sps[0] = sp0;
-    for (;;) {
-        uintptr_t ip = ips[m];
-        if (cut && ip >= lo && ip < hi) {
-            m++; /* the interpreter's frame: checked, not recorded */
-            break;
-        }
-        if (k + 1 + n < SELF_SEARCH && gmt_modules_self(ip))
-            return -1; /* ours past the boundary: not what unwind() cuts */
-        n = ++m;
-        if (n >= depth)
-            break;
-        unw_word_t nip, nsp;
-        if ((r = unw_step(&cur)) <= 0)
-            break; /* the stack's end */
-        if (unw_get_reg(&cur, UNW_REG_IP, &nip) != 0 ||
-            unw_get_reg(&cur, UNW_REG_SP, &nsp) != 0) {
-            keep = false;
-            break;
-        }
-        if (nsp <= last || nsp > uc->hi)
-            keep = false; /* not a plain chain on this stack */
-        last = nsp;
-        ips[m] = nip;
-        sps[m] = nsp;
-    }
-    if (!keep || sp0 < uc->lo || sp0 > uc->hi)
+    /* the frames checked: the recorded ones, and the interpreter's frame
+     * that ended them when it did */
+    int m = n + (at > 0 && at == first + n);
+    uintptr_t *ips = (uintptr_t *)t->frames;
+    memmove(ips, ips + first, (size_t)m * sizeof *ips);
+    if (uc->walk == NULL && (uc->walk = malloc(sizeof *uc->walk)) == NULL)
         return n;
+    struct uc_walk *w = uc->walk;
+    w->n = 0;
+    w->max = UC_WALK;
+    g_gcc_backtrace(uc_walk_frame, w);
+    int j = 0;
+    while (j < w->n && j < SELF_SEARCH && !(w->ip[j] == ip0 && w->sp[j] == sp0))
+        j++;
+    if (j + m > w->n || j >= SELF_SEARCH || sp0 < uc->lo || sp0 > uc->hi)
+        return n;
+    for (int i = 0; i < m; i++) {
+        if (w->ip[j + i] != ips[i] || w->sp[j + i] > uc->hi ||
+            (i > 0 && w->sp[j + i] <= w->sp[j + i - 1]))
+            return n; /* the walks disagree, or not a plain chain */
+    }
     struct uent *e = malloc(sizeof *e + 2 * (size_t)m * sizeof(uintptr_t));
     if (e == NULL)
         return n;
@@ -446,7 +475,7 @@ static int uc_fill(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
     e->m = (uint16_t)m;
     e->cut = cut;
     memcpy(e->f, ips, (size_t)m * sizeof(uintptr_t));
-    memcpy(e->f + m, sps, (size_t)m * sizeof(uintptr_t));
+    memcpy(e->f + m, w->sp + j, (size_t)m * sizeof(uintptr_t));
     unsigned b = uc_slot(ip0, sp0);
     e->next = uc->b[b];
     uc->b[b] = e;
@@ -473,12 +502,11 @@ static int uc_capture(struct gmt_thread *t, int depth, bool cut)
         memcpy(t->frames, e->f, e->n * sizeof(uintptr_t));
         return e->n;
     }
-    /* Keeping a chain costs an unwind by libunwind's cursor, which gives
-     * the stack pointers: about 1 us a frame (a 65-frame chain 43-118 us,
-     * against 1.4-6 us by unw_backtrace, measured here). So a thread keeps
-     * chains only once it has made UC_WARM captures (threads that
-     * allocate a few times never pay), and a thread that keeps making new
-     * chains - more misses than hits past 256 - stops trying. */
+    /* Keeping a chain costs a second walk of the stack (uc_fill), about
+     * 300 ns a frame. So a thread keeps chains only once it has made
+     * UC_WARM captures (threads that allocate a few times never pay), and
+     * a thread that keeps making new chains - more misses than hits past
+     * 256 - stops trying. */
     if (uc->seen < UC_WARM) {
         uc->seen++;
         uc->full++;
