@@ -399,12 +399,6 @@ static const struct uent *uc_find(const struct gmt_ucache *uc, uintptr_t ip,
  * returns with). */
 #define UC_WALK (GMT_MAX_STACK_DEPTH + SELF_SEARCH + 2)
 
-struct uc_walk {
-    int n, max;
-    uintptr_t ip[UC_WALK], sp[UC_WALK];
-};
-
-
 static void uc_init(void)
 {
     void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -417,59 +411,64 @@ static void uc_init(void)
             h, "_Unwind_Backtrace");
 }
 
+/* libgcc's walk, stopped as soon as it has the frames wanted: from
+ * (ip0, sp0), among the innermost SELF_SEARCH, m frames. */
+struct uc_walk {
+    uintptr_t ip0, sp0;
+    int n, j, m; /* j: index of (ip0, sp0), -1 until met */
+    uintptr_t ip[UC_WALK], sp[UC_WALK];
+};
+
 static _Unwind_Reason_Code uc_walk_frame(struct _Unwind_Context *ctx, void *arg)
 {
     struct uc_walk *w = arg;
-    if (w->n >= w->max)
-        return _URC_END_OF_STACK;
-    w->ip[w->n] = (uintptr_t)g_gcc_ip(ctx);
-    w->sp[w->n] = (uintptr_t)g_gcc_cfa(ctx);
+    uintptr_t ip = (uintptr_t)g_gcc_ip(ctx), sp = (uintptr_t)g_gcc_cfa(ctx);
+    if (w->j < 0 && ip == w->ip0 && sp == w->sp0)
+        w->j = w->n;
+    w->ip[w->n] = ip;
+    w->sp[w->n] = sp;
     w->n++;
+    if ((w->j >= 0 && w->n >= w->j + w->m) || (w->j < 0 && w->n >= SELF_SEARCH) ||
+        w->n >= (int)UC_WALK)
+        return _URC_END_OF_STACK; /* enough, or the boundary was not met */
     return _URC_NO_REASON;
 }
 
-static int unwind(struct gmt_thread *t, int want, int depth, bool cut,
-                  int *first, int *at);
-
-/* A miss: unwind the usual way (the frames recorded are that unwind's,
- * exactly), then walk again with libgcc's unwinder for where each return
- * address lies, and keep the chain if the two walks agree frame for frame
- * from (ip0, sp0) on. libgcc's walk, not libunwind's cursor: the cursor
- * takes two signal-mask system calls a frame (libunwind 1.6), 43-118 us
- * for 65 frames against about 20 us (measured on this machine). The
- * recorded frames go to t->frames[0..n); returns n, or -1 when the
- * usual unwind found nothing (the caller unwinds again). */
-static int uc_fill(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
-                   uintptr_t sp0, int depth, bool cut)
+/* A miss, unwound the usual way into t->frames (the program's n frames at
+ * `first`, the interpreter's at `at` when it ended them): walk the stack
+ * again with libgcc's unwinder for where each return address lies, and
+ * keep the chain if the two walks agree frame for frame from (ip0, sp0)
+ * on. libgcc's walk, not libunwind's cursor: the cursor makes two
+ * signal-mask system calls a frame (libunwind 1.6; 43-118 us for 65
+ * frames, libgcc about 20 us, on this machine). */
+static void uc_keep(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
+                    uintptr_t sp0, int first, int n, int at, bool cut)
 {
-    int first, at;
-    int n = unwind(t, depth + SELF_SEARCH, depth, cut, &first, &at);
-    if (n <= 0 || (uintptr_t)t->frames[first] != ip0)
-        return -1;
+    const uintptr_t *ips = (const uintptr_t *)t->frames + first;
     /* the frames checked: the recorded ones, and the interpreter's frame
      * that ended them when it did */
     int m = n + (at > 0 && at == first + n);
-    uintptr_t *ips = (uintptr_t *)t->frames;
-    memmove(ips, ips + first, (size_t)m * sizeof *ips);
+    if (m == 0 || ips[0] != ip0 || sp0 < uc->lo || sp0 > uc->hi)
+        return;
     if (uc->walk == NULL && (uc->walk = malloc(sizeof *uc->walk)) == NULL)
-        return n;
+        return;
     struct uc_walk *w = uc->walk;
+    w->ip0 = ip0;
+    w->sp0 = sp0;
     w->n = 0;
-    w->max = UC_WALK;
+    w->j = -1;
+    w->m = m;
     g_gcc_backtrace(uc_walk_frame, w);
-    int j = 0;
-    while (j < w->n && j < SELF_SEARCH && !(w->ip[j] == ip0 && w->sp[j] == sp0))
-        j++;
-    if (j + m > w->n || j >= SELF_SEARCH || sp0 < uc->lo || sp0 > uc->hi)
-        return n;
-    for (int i = 0; i < m; i++) {
+    int j = w->j;
+    if (j < 0 || j + m > w->n)
+        return;
+    for (int i = 0; i < m; i++)
         if (w->ip[j + i] != ips[i] || w->sp[j + i] > uc->hi ||
             (i > 0 && w->sp[j + i] <= w->sp[j + i - 1]))
-            return n; /* the walks disagree, or not a plain chain */
-    }
+            return; /* the walks disagree, or not a plain chain */
     struct uent *e = malloc(sizeof *e + 2 * (size_t)m * sizeof(uintptr_t));
     if (e == NULL)
-        return n;
+        return;
     e->sp0 = sp0;
     e->n = (uint16_t)n;
     e->m = (uint16_t)m;
@@ -480,54 +479,48 @@ static int uc_fill(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
     e->next = uc->b[b];
     uc->b[b] = e;
     uc->kept++;
-    return n;
 }
 
 /* The program's frames from the cache: their number in t->frames, or -1
- * (unwind the usual way). */
-static int uc_capture(struct gmt_thread *t, int depth, bool cut)
+ * (unwind the usual way; then *keep says whether to keep the chain that
+ * starts at (*ip0, *sp0), with uc_keep). */
+static int uc_capture(struct gmt_thread *t, bool cut, bool *keep,
+                      uintptr_t *ip0, uintptr_t *sp0)
 {
     struct gmt_ucache *uc = uc_get(t);
-    uintptr_t ip0, sp0;
+    *keep = false;
     if (uc == NULL)
         return -1;
     uc->full++; /* until served below */
-    if (!uc_boundary(uc, &ip0, &sp0))
+    if (!uc_boundary(uc, ip0, sp0))
         return -1;
-    const struct uent *e = uc_find(uc, ip0, sp0, cut);
-    uc->full--;
+    const struct uent *e = uc_find(uc, *ip0, *sp0, cut);
     if (e != NULL) {
         tls_hit = true;
+        uc->full--;
         uc->hits++;
         memcpy(t->frames, e->f, e->n * sizeof(uintptr_t));
         return e->n;
     }
-    /* Keeping a chain costs a second walk of the stack (uc_fill), about
-     * 300 ns a frame. So a thread keeps chains only once it has made
+    /* Keeping a chain costs a second walk of the stack (uc_keep), a few
+     * hundred ns a frame. So a thread keeps chains only once it has made
      * UC_WARM captures (threads that allocate a few times never pay), and
      * a thread that keeps making new chains - more misses than hits past
      * 256 - stops trying. */
     if (uc->seen < UC_WARM) {
         uc->seen++;
-        uc->full++;
         return -1;
     }
     if (uc->misses > 256 && uc->misses > uc->hits) {
         uc->off = true;
-        uc->full++;
         return -1;
     }
-    if (uc->kept >= UC_MAX) {
-        uc->full++;
-        return -1; /* full: the usual, faster unwind */
-    }
+    if (uc->kept >= UC_MAX)
+        return -1;
+    uc->full--;
     uc->misses++;
-    int n = uc_fill(t, uc, ip0, sp0, depth, cut);
-    if (n < 0) {
-        uc->misses--;
-        uc->full++;
-    }
-    return n;
+    *keep = true;
+    return -1;
 }
 
 /* Unwind up to `want` frames into t->frames and find the user's part:
@@ -643,7 +636,9 @@ static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
          * program's - again in full. */
         int full = depth + SELF_SEARCH, want = full, at;
         bool cut = npy > 0;
-        if (gmt_opt.unwind_cache && (n = uc_capture(t, depth, cut)) >= 0)
+        bool keep = false;
+        uintptr_t ip0 = 0, sp0 = 0;
+        if (gmt_opt.unwind_cache && (n = uc_capture(t, cut, &keep, &ip0, &sp0)) >= 0)
             goto have;
         n = 0;
         if (cut && t->interp_at > 0 && t->interp_at + 8 < full)
@@ -656,6 +651,8 @@ static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
         if (cut)
             t->interp_at = at;
         t->self_at = first;
+        if (keep)
+            uc_keep(t, t->uc, ip0, sp0, first, n, at, cut);
     }
 have:
     if (frames)
