@@ -236,10 +236,12 @@ void gmt_stack_counts(struct gmt_thread *t, uint64_t *cached, uint64_t *unwound)
 /* With GPUMEMTRACE_VERBOSE: stacks captured, the time it took in all, the
  * part reading Python frames, the native and Python frames recorded, and
  * the captures (and their time) that found a stack seen before, and
- * those of them the unwind cache served. */
+ * those of them the unwind cache served; the chains the cache tried to
+ * keep, and the time that took. */
 void gmt_stack_costs(uint64_t *n, uint64_t *ns, uint64_t *py_ns,
                      uint64_t *frames, uint64_t *py_frames, uint64_t *known_n,
-                     uint64_t *known_ns, uint64_t *hit_n, uint64_t *hit_ns);
+                     uint64_t *known_ns, uint64_t *hit_n, uint64_t *hit_ns,
+                     uint64_t *keep_n, uint64_t *keep_ns);
 
 /* ---- pystack.c: Python frames of the calling thread, without the GIL - */
 

@@ -236,16 +236,17 @@ __attribute__((destructor)) static void gmt_fini(void)
         }
         if (gmt_opt.verbose && gmt_opt.stack_depth > 0) {
             uint64_t cached, unwound, n, ns, py_ns, frames, py_frames, kn, kns,
-                hn, hns;
+                hn, hns, keepn, keepns;
             gmt_stack_counts(gmt_thread_peek(), &cached, &unwound);
             gmt_stack_costs(&n, &ns, &py_ns, &frames, &py_frames, &kn, &kns,
-                            &hn, &hns);
-            char how[160] = "unwind cache off";
+                            &hn, &hns, &keepn, &keepns);
+            char how[200] = "unwind cache off";
             if (gmt_opt.unwind_cache)
                 snprintf(how, sizeof how, "%llu from the unwind cache (%.0f ns "
-                         "each), %llu unwound", (unsigned long long)cached,
-                         hn ? (double)hns / hn : 0.0,
-                         (unsigned long long)unwound);
+                         "each), %llu unwound, %llu chains kept in %.1f ms",
+                         (unsigned long long)cached, hn ? (double)hns / hn : 0.0,
+                         (unsigned long long)unwound, (unsigned long long)keepn,
+                         keepns / 1e6);
             if (n)
                 gmt_info("stacks: %llu captured, %.0f ns each (%.0f ns of it "
                          "reading Python frames; %.0f ns for the %llu of a "

@@ -297,6 +297,7 @@ struct gmt_ucache {
 /* Counts of the threads that ended (GPUMEMTRACE_VERBOSE's summary). */
 static uint64_t g_uc_hits, g_uc_unwound;
 static _Thread_local bool tls_hit; /* the cache served the last capture */
+static uint64_t g_keep_n, g_keep_ns; /* GPUMEMTRACE_VERBOSE: uc_keep's cost */
 
 static inline unsigned uc_slot(uintptr_t ip, uintptr_t sp)
 {
@@ -594,8 +595,11 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
 
 void gmt_stack_costs(uint64_t *n, uint64_t *ns, uint64_t *py_ns,
                      uint64_t *frames, uint64_t *py_frames, uint64_t *known_n,
-                     uint64_t *known_ns, uint64_t *hit_n, uint64_t *hit_ns)
+                     uint64_t *known_ns, uint64_t *hit_n, uint64_t *hit_ns,
+                     uint64_t *keep_n, uint64_t *keep_ns)
 {
+    *keep_n = __atomic_load_n(&g_keep_n, __ATOMIC_RELAXED);
+    *keep_ns = __atomic_load_n(&g_keep_ns, __ATOMIC_RELAXED);
     *hit_n = __atomic_load_n(&g_cap_hit_n, __ATOMIC_RELAXED);
     *hit_ns = __atomic_load_n(&g_cap_hit_ns, __ATOMIC_RELAXED);
     *known_n = __atomic_load_n(&g_cap_known_n, __ATOMIC_RELAXED);
@@ -651,8 +655,14 @@ static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
         if (cut)
             t->interp_at = at;
         t->self_at = first;
-        if (keep)
+        if (keep) {
+            uint64_t k0 = py_ns ? gmt_now_ns() : 0;
             uc_keep(t, t->uc, ip0, sp0, first, n, at, cut);
+            if (py_ns) {
+                __atomic_fetch_add(&g_keep_ns, gmt_now_ns() - k0, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&g_keep_n, 1, __ATOMIC_RELAXED);
+            }
+        }
     }
 have:
     if (frames)
