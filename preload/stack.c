@@ -291,7 +291,7 @@ struct gmt_ucache {
     uintptr_t lo, hi; /* this thread's stack */
     uint32_t kept, seen;
     uint64_t hits, misses, full; /* full: unwound the usual way */
-    struct uc_walk *walk; /* scratch of uc_fill */
+    struct uc_walk *walk; /* scratch of uc_keep */
     bool off;
     struct uent *b[UC_BUCKETS];
 };
@@ -368,8 +368,8 @@ void gmt_stack_counts(struct gmt_thread *t, uint64_t *cached, uint64_t *unwound)
  * frames (the library is built with them) up to the first return address
  * outside it. *sp: the stack pointer of that frame (the hook's frame's
  * end). False if the chain leaves the thread's stack or runs long. */
-static bool uc_boundary(const struct gmt_ucache *uc,
-                                     uintptr_t *ip, uintptr_t *sp)
+static bool uc_boundary(const struct gmt_ucache *uc, uintptr_t *ip,
+                        uintptr_t *sp)
 {
     const uintptr_t *fp = __builtin_frame_address(0);
     for (int i = 0; i < SELF_SEARCH; i++) {
