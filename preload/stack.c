@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -318,12 +319,18 @@ static struct gmt_ucache *uc_get(struct gmt_thread *t)
     size_t size;
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     uintptr_t end = (uintptr_t)__libc_stack_end;
-    if (t->tid == getpid() && here < end && end - here < ((uintptr_t)1 << 30)) {
+    struct rlimit rl;
+    uintptr_t span = (uintptr_t)1 << 30; /* the most a stack is taken to be */
+    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < span)
+        span = rl.rlim_cur;
+    if (t->tid == getpid() && here < end && end - here < span) {
         /* The process's first thread: its stack ends where the loader
-         * found it. (pthread_getattr_np would read /proc/self/maps for
-         * it: 40 ms with PyTorch's libraries loaded, measured.) Every
-         * address read lies between our own frame and that end. */
-        uc->lo = 0;
+         * found it, and reaches at most the stack limit below. (Not
+         * pthread_getattr_np: it reads /proc/self/maps for this thread,
+         * which cost the first capture tens of ms with PyTorch's
+         * libraries loaded.) */
+        uc->lo = end - span;
         uc->hi = end;
     } else if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
@@ -474,10 +481,13 @@ static void uc_keep(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
     int j = w->j;
     if (j < 0 || j + m > w->n)
         return;
-    for (int i = 0; i < m; i++)
-        if (w->ip[j + i] != ips[i] || w->sp[j + i] > uc->hi ||
-            (i > 0 && w->sp[j + i] <= w->sp[j + i - 1]))
-            return; /* the walks disagree, or not a plain chain */
+    for (int i = 0; i < m; i++) {
+        uintptr_t sp = w->sp[j + i];
+        if (w->ip[j + i] != ips[i] || sp > uc->hi || (i > 0 && sp <= w->sp[j + i - 1]) ||
+            *(const uintptr_t *)(sp - 8) != ips[i])
+            return; /* the walks disagree, or not a plain chain (a
+                     * signal frame's address is not where a call put it) */
+    }
     struct uent *e = malloc(sizeof *e + 2 * (size_t)m * sizeof(uintptr_t));
     if (e == NULL)
         return;
