@@ -243,7 +243,7 @@ __attribute__((destructor)) static void gmt_fini(void)
             char how[200] = "unwind cache off";
             if (gmt_opt.unwind_cache)
                 snprintf(how, sizeof how, "%llu from the unwind cache (%.0f ns "
-                         "each), %llu unwound, %llu chains kept in %.1f ms",
+                         "each), %llu unwound, %llu chains kept (%.1f ms trying)",
                          (unsigned long long)cached, hn ? (double)hns / hn : 0.0,
                          (unsigned long long)unwound, (unsigned long long)keepn,
                          keepns / 1e6);

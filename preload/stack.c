@@ -52,8 +52,9 @@ static bool g_capped; /* GPUMEMTRACE_MAX_STACKS reached, said */
  * the same names, built on its slow cursor, and would otherwise be the one
  * bound). NULL: no cache. */
 static _Unwind_Reason_Code (*g_gcc_backtrace)(_Unwind_Trace_Fn, void *);
-static _Unwind_Ptr (*g_gcc_ip)(struct _Unwind_Context *);
+static _Unwind_Ptr (*g_gcc_ip)(struct _Unwind_Context *, int *);
 static _Unwind_Word (*g_gcc_cfa)(struct _Unwind_Context *);
+static _Unwind_Word (*g_gcc_gr)(struct _Unwind_Context *, int);
 
 /* With GPUMEMTRACE_EMBED_SYMBOLS: the distinct native return addresses of
  * the recorded stacks (the entries keep none), named at exit. An
@@ -262,11 +263,15 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash, uint64_t hash2,
  * Why the check is enough: frame i's return address lies at its stack
  * pointer - 8, written by the call that made frame i - 1. If a caller
  * changed since, the call that re-entered wrote its own return address
- * there. Only a frame of changing size (alloca) could move the chain above
- * it while keeping the innermost frames' places; then the old return
- * addresses would have to sit, left over, exactly where the new frames'
- * are - and at each of the chain's frames. Chains with signal frames fail
- * the check and are unwound in full each time.
+ * there - provided every frame of the chain has a fixed size. A frame
+ * that realigns its stack or allocas can keep the frames inside it in
+ * place while its own return address moves, and the old one stays where
+ * nothing writes (one such slot is enough: a review reproduced it,
+ * tests/progs/realign.c). Such frames keep a frame pointer into
+ * themselves, so a chain with any frame whose rbp points into its own
+ * frame is never kept (plain frame-pointer code is not cached either),
+ * nor one with a frame interrupted by a signal. Opt-in
+ * (GPUMEMTRACE_UNWIND_CACHE=1) until that rule has run on a GPU.
  *
  * Safety: every address read lies between the hook's frame and the top of
  * this thread's stack (checked when kept, and the hook's frame when
@@ -423,9 +428,11 @@ static void uc_init(void)
     void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
     if (h == NULL)
         return;
-    g_gcc_ip = (_Unwind_Ptr (*)(struct _Unwind_Context *))dlsym(h, "_Unwind_GetIP");
+    g_gcc_ip = (_Unwind_Ptr (*)(struct _Unwind_Context *, int *))dlsym(
+        h, "_Unwind_GetIPInfo");
     g_gcc_cfa = (_Unwind_Word (*)(struct _Unwind_Context *))dlsym(h, "_Unwind_GetCFA");
-    if (g_gcc_ip && g_gcc_cfa)
+    g_gcc_gr = (_Unwind_Word (*)(struct _Unwind_Context *, int))dlsym(h, "_Unwind_GetGR");
+    if (g_gcc_ip && g_gcc_cfa && g_gcc_gr)
         g_gcc_backtrace = (_Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *))dlsym(
             h, "_Unwind_Backtrace");
 }
@@ -435,17 +442,22 @@ static void uc_init(void)
 struct uc_walk {
     uintptr_t ip0, sp0;
     int n, j, m; /* j: index of (ip0, sp0), -1 until met */
-    uintptr_t ip[UC_WALK], sp[UC_WALK];
+    bool odd;    /* a frame interrupted by a signal */
+    uintptr_t ip[UC_WALK], sp[UC_WALK], bp[UC_WALK]; /* bp: rbp there */
 };
 
 static _Unwind_Reason_Code uc_walk_frame(struct _Unwind_Context *ctx, void *arg)
 {
     struct uc_walk *w = arg;
-    uintptr_t ip = (uintptr_t)g_gcc_ip(ctx), sp = (uintptr_t)g_gcc_cfa(ctx);
+    int before = 0;
+    uintptr_t ip = (uintptr_t)g_gcc_ip(ctx, &before), sp = (uintptr_t)g_gcc_cfa(ctx);
     if (w->j < 0 && ip == w->ip0 && sp == w->sp0)
         w->j = w->n;
+    if (before && w->j >= 0)
+        w->odd = true;
     w->ip[w->n] = ip;
     w->sp[w->n] = sp;
+    w->bp[w->n] = (uintptr_t)g_gcc_gr(ctx, 6); /* DWARF register 6: rbp */
     w->n++;
     if ((w->j >= 0 && w->n >= w->j + w->m) || (w->j < 0 && w->n >= SELF_SEARCH) ||
         w->n >= (int)UC_WALK)
@@ -460,7 +472,7 @@ static _Unwind_Reason_Code uc_walk_frame(struct _Unwind_Context *ctx, void *arg)
  * on. libgcc's walk, not libunwind's cursor: the cursor makes two
  * signal-mask system calls a frame (libunwind 1.6; 43-118 us for 65
  * frames, libgcc about 20 us, on this machine). */
-static void uc_keep(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
+static bool uc_keep(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
                     uintptr_t sp0, int first, int n, int at, bool cut)
 {
     const uintptr_t *ips = (const uintptr_t *)t->frames + first;
@@ -468,29 +480,41 @@ static void uc_keep(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
      * that ended them when it did */
     int m = n + (at > 0 && at == first + n);
     if (m == 0 || ips[0] != ip0 || sp0 < uc->lo || sp0 > uc->hi)
-        return;
+        return false;
     if (uc->walk == NULL && (uc->walk = malloc(sizeof *uc->walk)) == NULL)
-        return;
+        return false;
     struct uc_walk *w = uc->walk;
     w->ip0 = ip0;
     w->sp0 = sp0;
     w->n = 0;
     w->j = -1;
     w->m = m;
+    w->odd = false;
     g_gcc_backtrace(uc_walk_frame, w);
     int j = w->j;
-    if (j < 0 || j + m > w->n)
-        return;
+    if (j < 0 || j + m > w->n || w->odd)
+        return false;
+    /* Only frames of a fixed size: one that keeps a frame pointer - whose
+     * rbp points into its own frame - may realign its stack or alloca,
+     * and then the frames inside it can sit where they sat on another
+     * chain while its own return address moved (a function with a
+     * 32-byte-aligned local, called from two callers whose frames differ
+     * by 16 bytes: the old return address stayed in the alignment gap,
+     * and the check passed on the old chain). Such chains are unwound in
+     * full every time. Frame i spans [sp[i], sp[i + 1]). */
+    for (int i = 0; i + 1 < m; i++)
+        if (w->bp[j + i] >= w->sp[j + i] && w->bp[j + i] < w->sp[j + i + 1])
+            return false;
     for (int i = 0; i < m; i++) {
         uintptr_t sp = w->sp[j + i];
         if (w->ip[j + i] != ips[i] || sp > uc->hi || (i > 0 && sp <= w->sp[j + i - 1]) ||
             *(const uintptr_t *)(sp - 8) != ips[i])
-            return; /* the walks disagree, or not a plain chain (a
+            return false; /* the walks disagree, or not a plain chain (a
                      * signal frame's address is not where a call put it) */
     }
     struct uent *e = malloc(sizeof *e + 2 * (size_t)m * sizeof(uintptr_t));
     if (e == NULL)
-        return;
+        return false;
     e->sp0 = sp0;
     e->n = (uint16_t)n;
     e->m = (uint16_t)m;
@@ -501,6 +525,7 @@ static void uc_keep(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
     e->next = uc->b[b];
     uc->b[b] = e;
     uc->kept++;
+    return true;
 }
 
 /* The program's frames from the cache: their number in t->frames, or -1
@@ -678,10 +703,10 @@ static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
         t->self_at = first;
         if (keep) {
             uint64_t k0 = py_ns ? gmt_now_ns() : 0;
-            uc_keep(t, t->uc, ip0, sp0, first, n, at, cut);
+            bool kept = uc_keep(t, t->uc, ip0, sp0, first, n, at, cut);
             if (py_ns) {
                 __atomic_fetch_add(&g_keep_ns, gmt_now_ns() - k0, __ATOMIC_RELAXED);
-                __atomic_fetch_add(&g_keep_n, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&g_keep_n, kept, __ATOMIC_RELAXED);
             }
         }
     }

@@ -157,7 +157,7 @@ def test_unwind_cache_tells_chains_apart():
     the unwind cache must give each allocation its own chain, checked
     return address by return address, and serve the repeats itself; the
     stacks are those of a full unwind."""
-    p = run([prog("samesp")], GPUMEMTRACE_VERBOSE="1")
+    p = run([prog("samesp")], GPUMEMTRACE_VERBOSE="1", GPUMEMTRACE_UNWIND_CACHE="1")
     expect("same frame: yes" in p.stdout, f"the chains must meet: {p.stdout}")
     m = re.search(r"native: (\d+) from the unwind cache \(\d+ ns each\), (\d+) unwound",
                   p.stderr)
@@ -181,6 +181,28 @@ def test_unwind_cache_tells_chains_apart():
     _, full = parse_dump(dump(one_trace()))
     expect(sorted(map(tuple, full.values())) == cached,
            "stacks differ from a full unwind's")
+
+
+def test_unwind_cache_refuses_frames_that_move():
+    """A frame that realigns its stack (realign.c): G's and H's chains meet
+    below it at the same stack pointer while its return address moves, and
+    the old one stays in the alignment gap. With the cache on, every
+    allocation keeps its own caller, at each stack shift (address
+    randomization off: one of them lines the frames up)."""
+    syms = symbols(prog("realign"))
+    for shift in ("0", "16", "32", "48"):
+        run(["setarch", "x86_64", "-R", prog("realign"), shift],
+            GPUMEMTRACE_UNWIND_CACHE="1")
+        events, stacks = parse_dump(dump(one_trace()))
+        for size, caller in (("1000", "G"), ("2000", "H")):
+            lo, hi = syms[caller]
+            for k, f in events:
+                if k == "alloc" and f["size"] == size:
+                    frames = stacks[int(f["stack"])]
+                    expect(frames[2][0] == "realign" and lo < frames[2][1] <= hi,
+                           f"shift {shift}: a {size}-byte allocation with frame 2 "
+                           f"{frames[2]}, not in {caller}")
+        os.unlink(one_trace())
 
 
 def test_stack_table_is_capped():

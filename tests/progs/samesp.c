@@ -21,7 +21,11 @@ static volatile int g_tag;
 __attribute__((noinline)) static void *leaf(size_t n, int which)
 {
     void *p;
-    g_frame[which] = (uintptr_t)__builtin_frame_address(0);
+    /* where leaf's frame is: a local's address (not the frame address,
+     * which would give leaf a frame pointer, and the cache keeps no chain
+     * through one) */
+    volatile char here;
+    g_frame[which] = (uintptr_t)&here;
     if (cudaMalloc(&p, n) != cudaSuccess)
         abort();
     __asm__ volatile("" ::: "memory"); /* no tail call */
