@@ -230,18 +230,10 @@ void gmt_stack_embed_symbols(struct gmt_thread *t);
 void gmt_stack_reset_after_fork(void);
 /* At thread exit: the thread's unwind cache goes. */
 void gmt_stack_thread_free(struct gmt_thread *t);
-/* Stacks served by the unwind cache and unwound, by the threads that
- * ended and t. */
-void gmt_stack_counts(struct gmt_thread *t, uint64_t *cached, uint64_t *unwound);
-/* With GPUMEMTRACE_VERBOSE: stacks captured, the time it took in all, the
- * part reading Python frames, the native and Python frames recorded, and
- * the captures (and their time) that found a stack seen before, and
- * those of them the unwind cache served; the chains the cache tried to
- * keep, and the time that took. */
-void gmt_stack_costs(uint64_t *n, uint64_t *ns, uint64_t *py_ns,
-                     uint64_t *frames, uint64_t *py_frames, uint64_t *known_n,
-                     uint64_t *known_ns, uint64_t *hit_n, uint64_t *hit_ns,
-                     uint64_t *keep_n, uint64_t *keep_ns);
+/* With GPUMEMTRACE_VERBOSE: the line saying what capturing stacks cost
+ * (time per capture, the Python part, frames, the unwind cache's work, t
+ * the exiting thread); false if nothing was captured. */
+bool gmt_stack_summary(struct gmt_thread *t, char *buf, size_t size);
 
 /* ---- pystack.c: Python frames of the calling thread, without the GIL - */
 

@@ -234,28 +234,10 @@ __attribute__((destructor)) static void gmt_fini(void)
                          "reusable when recorded", (unsigned long long)issued);
             gmt_mem_verbose_summary();
         }
-        if (gmt_opt.verbose && gmt_opt.stack_depth > 0) {
-            uint64_t cached, unwound, n, ns, py_ns, frames, py_frames, kn, kns,
-                hn, hns, keepn, keepns;
-            gmt_stack_counts(gmt_thread_peek(), &cached, &unwound);
-            gmt_stack_costs(&n, &ns, &py_ns, &frames, &py_frames, &kn, &kns,
-                            &hn, &hns, &keepn, &keepns);
-            char how[200] = "unwind cache off";
-            if (gmt_opt.unwind_cache)
-                snprintf(how, sizeof how, "%llu from the unwind cache (%.0f ns "
-                         "each), %llu unwound, %llu chains kept (%.1f ms trying)",
-                         (unsigned long long)cached, hn ? (double)hns / hn : 0.0,
-                         (unsigned long long)unwound, (unsigned long long)keepn,
-                         keepns / 1e6);
-            if (n)
-                gmt_info("stacks: %llu captured, %.0f ns each (%.0f ns of it "
-                         "reading Python frames; %.0f ns for the %llu of a "
-                         "stack seen before), %.1f native and %.1f Python "
-                         "frames each; native: %s", (unsigned long long)n,
-                         (double)ns / n, (double)py_ns / n,
-                         kn ? (double)kns / kn : 0.0, (unsigned long long)kn,
-                         (double)frames / n, (double)py_frames / n, how);
-        }
+        char line[512];
+        if (gmt_opt.verbose && gmt_opt.stack_depth > 0 &&
+            gmt_stack_summary(gmt_thread_peek(), line, sizeof line))
+            gmt_info("%s", line);
         if (gmt_opt.verbose) {
             unsigned mapped, all;
             gmt_trace_windows(&mapped, &all);

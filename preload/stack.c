@@ -302,10 +302,9 @@ struct gmt_ucache {
     struct uent *b[UC_BUCKETS];
 };
 
-/* Counts of the threads that ended (GPUMEMTRACE_VERBOSE's summary). */
+/* Cache counts of the threads that ended (GPUMEMTRACE_VERBOSE). */
 static uint64_t g_uc_hits, g_uc_unwound;
 static _Thread_local bool tls_hit; /* the cache served the last capture */
-static uint64_t g_keep_n, g_keep_ns; /* GPUMEMTRACE_VERBOSE: uc_keep's cost */
 
 static inline unsigned uc_slot(uintptr_t ip, uintptr_t sp)
 {
@@ -364,16 +363,6 @@ void gmt_stack_thread_free(struct gmt_thread *t)
     free(uc->walk);
     free(uc);
     t->uc = NULL;
-}
-
-void gmt_stack_counts(struct gmt_thread *t, uint64_t *cached, uint64_t *unwound)
-{
-    *cached = __atomic_load_n(&g_uc_hits, __ATOMIC_RELAXED);
-    *unwound = __atomic_load_n(&g_uc_unwound, __ATOMIC_RELAXED);
-    if (t != NULL && t->uc != NULL) {
-        *cached += t->uc->hits;
-        *unwound += t->uc->misses + t->uc->full;
-    }
 }
 
 /* Where the program's frames begin: follow the frame pointers of our own
@@ -605,11 +594,16 @@ static int unwind(struct gmt_thread *t, int want, int depth, bool cut,
 }
 
 /* GPUMEMTRACE_VERBOSE: what capturing stacks cost, for the summary at
- * exit (two clock reads a capture, and shared counters: only then). */
-static uint64_t g_cap_n, g_cap_ns, g_cap_py_ns, g_cap_frames, g_cap_py_frames;
-static uint64_t g_cap_known_n, g_cap_known_ns; /* of stacks seen before */
-static uint64_t g_cap_hit_n, g_cap_hit_ns;     /* served by the cache */
+ * exit (two clock reads a capture, and shared counters: only then). Pairs
+ * of count and ns: all captures, those of a stack seen before, those the
+ * cache served; chains kept and the time spent trying. */
+static struct {
+    uint64_t n, ns, known_n, known_ns, hit_n, hit_ns, keep_n, keep_ns;
+    uint64_t py_ns, frames, py_frames;
+} g_cost;
 static _Thread_local bool tls_new; /* the last capture made a new stack */
+
+#define COST_ADD(field, v) __atomic_fetch_add(&g_cost.field, (uint64_t)(v), __ATOMIC_RELAXED)
 
 static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
                         int *py_frames);
@@ -623,38 +617,51 @@ uint32_t gmt_stack_capture(struct gmt_thread *t)
     tls_new = tls_hit = false;
     uint32_t id = capture(t, &py_ns, &n, &npy);
     uint64_t ns = gmt_now_ns() - t0;
-    __atomic_fetch_add(&g_cap_ns, ns, __ATOMIC_RELAXED);
-    if (tls_hit && !tls_new) {
-        __atomic_fetch_add(&g_cap_hit_ns, ns, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&g_cap_hit_n, 1, __ATOMIC_RELAXED);
-    }
+    COST_ADD(n, 1);
+    COST_ADD(ns, ns);
     if (!tls_new) {
-        __atomic_fetch_add(&g_cap_known_ns, ns, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&g_cap_known_n, 1, __ATOMIC_RELAXED);
+        COST_ADD(known_n, 1);
+        COST_ADD(known_ns, ns);
+        if (tls_hit) {
+            COST_ADD(hit_n, 1);
+            COST_ADD(hit_ns, ns);
+        }
     }
-    __atomic_fetch_add(&g_cap_py_ns, py_ns, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&g_cap_frames, (uint64_t)n, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&g_cap_py_frames, (uint64_t)npy, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&g_cap_n, 1, __ATOMIC_RELAXED);
+    COST_ADD(py_ns, py_ns);
+    COST_ADD(frames, n);
+    COST_ADD(py_frames, npy);
     return id;
 }
 
-void gmt_stack_costs(uint64_t *n, uint64_t *ns, uint64_t *py_ns,
-                     uint64_t *frames, uint64_t *py_frames, uint64_t *known_n,
-                     uint64_t *known_ns, uint64_t *hit_n, uint64_t *hit_ns,
-                     uint64_t *keep_n, uint64_t *keep_ns)
+bool gmt_stack_summary(struct gmt_thread *t, char *buf, size_t size)
 {
-    *keep_n = __atomic_load_n(&g_keep_n, __ATOMIC_RELAXED);
-    *keep_ns = __atomic_load_n(&g_keep_ns, __ATOMIC_RELAXED);
-    *hit_n = __atomic_load_n(&g_cap_hit_n, __ATOMIC_RELAXED);
-    *hit_ns = __atomic_load_n(&g_cap_hit_ns, __ATOMIC_RELAXED);
-    *known_n = __atomic_load_n(&g_cap_known_n, __ATOMIC_RELAXED);
-    *known_ns = __atomic_load_n(&g_cap_known_ns, __ATOMIC_RELAXED);
-    *n = __atomic_load_n(&g_cap_n, __ATOMIC_RELAXED);
-    *ns = __atomic_load_n(&g_cap_ns, __ATOMIC_RELAXED);
-    *py_ns = __atomic_load_n(&g_cap_py_ns, __ATOMIC_RELAXED);
-    *frames = __atomic_load_n(&g_cap_frames, __ATOMIC_RELAXED);
-    *py_frames = __atomic_load_n(&g_cap_py_frames, __ATOMIC_RELAXED);
+    uint64_t n = __atomic_load_n(&g_cost.n, __ATOMIC_RELAXED);
+    if (n == 0)
+        return false;
+#define AVG(num, den) ((den) ? (double)(num) / (double)(den) : 0.0)
+    char how[200] = "unwind cache off";
+    if (gmt_opt.unwind_cache) {
+        uint64_t cached = __atomic_load_n(&g_uc_hits, __ATOMIC_RELAXED);
+        uint64_t unwound = __atomic_load_n(&g_uc_unwound, __ATOMIC_RELAXED);
+        if (t != NULL && t->uc != NULL) { /* the exiting thread's own */
+            cached += t->uc->hits;
+            unwound += t->uc->misses + t->uc->full;
+        }
+        snprintf(how, sizeof how, "%llu from the unwind cache (%.0f ns each), "
+                 "%llu unwound, %llu chains kept (%.1f ms trying)",
+                 (unsigned long long)cached, AVG(g_cost.hit_ns, g_cost.hit_n),
+                 (unsigned long long)unwound, (unsigned long long)g_cost.keep_n,
+                 g_cost.keep_ns / 1e6);
+    }
+    snprintf(buf, size, "stacks: %llu captured, %.0f ns each (%.0f ns of it "
+             "reading Python frames; %.0f ns for the %llu of a stack seen "
+             "before), %.1f native and %.1f Python frames each; native: %s",
+             (unsigned long long)n, AVG(g_cost.ns, n), AVG(g_cost.py_ns, n),
+             AVG(g_cost.known_ns, g_cost.known_n),
+             (unsigned long long)g_cost.known_n, AVG(g_cost.frames, n),
+             AVG(g_cost.py_frames, n), how);
+#undef AVG
+    return true;
 }
 
 static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
@@ -705,8 +712,8 @@ static uint32_t capture(struct gmt_thread *t, uint64_t *py_ns, int *frames,
             uint64_t k0 = py_ns ? gmt_now_ns() : 0;
             bool kept = uc_keep(t, t->uc, ip0, sp0, first, n, at, cut);
             if (py_ns) {
-                __atomic_fetch_add(&g_keep_ns, gmt_now_ns() - k0, __ATOMIC_RELAXED);
-                __atomic_fetch_add(&g_keep_n, kept, __ATOMIC_RELAXED);
+                COST_ADD(keep_ns, gmt_now_ns() - k0);
+                COST_ADD(keep_n, kept);
             }
         }
     }
