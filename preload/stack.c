@@ -267,11 +267,18 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash, uint64_t hash2,
  * that realigns its stack or allocas can keep the frames inside it in
  * place while its own return address moves, and the old one stays where
  * nothing writes (one such slot is enough: a review reproduced it,
- * tests/progs/realign.c). Such frames keep a frame pointer into
- * themselves, so a chain with any frame whose rbp points into its own
- * frame is never kept (plain frame-pointer code is not cached either),
- * nor one with a frame interrupted by a signal. Opt-in
- * (GPUMEMTRACE_UNWIND_CACHE=1) until that rule has run on a GPU.
+ * tests/progs/realign.c). Such frames keep a frame pointer: rbp is their
+ * stack pointer at entry - 16, and the frame's end is rbp + 16. So for
+ * every frame of a chain that keeps one, the chain also keeps the slots
+ * below it that hold that rbp (where a frame inside it, or the hook's own
+ * prologue, saved it: the frames inside are where they were, so that
+ * place is among them), and a capture checks they still hold it: a frame
+ * that moved saved another rbp there. (Frame-pointer code, as distributions
+ * build Python now, is cached this way.) A frame whose rbp points into
+ * itself otherwise, with a copy of its return address above it (gcc's
+ * realignment through another register), is never kept; one that uses
+ * rbp as a plain register has a fixed size. Nor is a chain kept with a
+ * frame interrupted by a signal.
  *
  * Safety: every address read lies between the hook's frame and the top of
  * this thread's stack (checked when kept, and the hook's frame when
@@ -289,8 +296,11 @@ struct uent {
     uintptr_t sp0;
     uint16_t n;   /* frames of the program's recorded */
     uint16_t m;   /* frames checked: n, or n + 1 with the interpreter's */
+    uint16_t nb;  /* saved frame pointers checked */
     bool cut;
-    uintptr_t f[]; /* m return addresses, then their m stack pointers */
+    /* m return addresses, their m stack pointers, then nb slots and the
+     * frame pointers they hold */
+    uintptr_t f[];
 };
 
 struct gmt_ucache {
@@ -401,7 +411,13 @@ static const struct uent *uc_find(const struct gmt_ucache *uc, uintptr_t ip,
         uint16_t i = 1;
         while (i < e->m && *(const uintptr_t *)(sps[i] - 8) == ips[i])
             i++;
-        if (i == e->m)
+        if (i < e->m)
+            continue;
+        const uintptr_t *at = e->f + 2 * e->m, *bp = at + e->nb;
+        i = 0;
+        while (i < e->nb && *(const uintptr_t *)at[i] == bp[i])
+            i++;
+        if (i == e->nb)
             return e;
     }
     return NULL;
@@ -411,6 +427,8 @@ static const struct uent *uc_find(const struct gmt_ucache *uc, uintptr_t ip,
  * its stack pointer (the address just above the return address its callee
  * returns with). */
 #define UC_WALK (GMT_MAX_STACK_DEPTH + SELF_SEARCH + 2)
+#define UC_SAVED 64               /* saved frame pointers checked, a chain */
+#define UC_SCAN ((uintptr_t)1 << 18) /* bytes searched for them */
 
 static void uc_init(void)
 {
@@ -433,6 +451,7 @@ struct uc_walk {
     int n, j, m; /* j: index of (ip0, sp0), -1 until met */
     bool odd;    /* a frame interrupted by a signal */
     uintptr_t ip[UC_WALK], sp[UC_WALK], bp[UC_WALK]; /* bp: rbp there */
+    uintptr_t at[UC_SAVED], bpv[UC_SAVED]; /* slots holding a frame pointer */
 };
 
 static _Unwind_Reason_Code uc_walk_frame(struct _Unwind_Context *ctx, void *arg)
@@ -483,17 +502,6 @@ static bool uc_keep(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
     int j = w->j;
     if (j < 0 || j + m > w->n || w->odd)
         return false;
-    /* Only frames of a fixed size: one that keeps a frame pointer - whose
-     * rbp points into its own frame - may realign its stack or alloca,
-     * and then the frames inside it can sit where they sat on another
-     * chain while its own return address moved (a function with a
-     * 32-byte-aligned local, called from two callers whose frames differ
-     * by 16 bytes: the old return address stayed in the alignment gap,
-     * and the check passed on the old chain). Such chains are unwound in
-     * full every time. Frame i spans [sp[i], sp[i + 1]). */
-    for (int i = 0; i + 1 < m; i++)
-        if (w->bp[j + i] >= w->sp[j + i] && w->bp[j + i] < w->sp[j + i + 1])
-            return false;
     for (int i = 0; i < m; i++) {
         uintptr_t sp = w->sp[j + i];
         if (w->ip[j + i] != ips[i] || sp > uc->hi || (i > 0 && sp <= w->sp[j + i - 1]) ||
@@ -501,12 +509,43 @@ static bool uc_keep(struct gmt_thread *t, struct gmt_ucache *uc, uintptr_t ip0,
             return false; /* the walks disagree, or not a plain chain (a
                      * signal frame's address is not where a call put it) */
     }
-    struct uent *e = malloc(sizeof *e + 2 * (size_t)m * sizeof(uintptr_t));
+    /* Frames that keep a frame pointer (rbp = their end - 16): the slots
+     * below them that hold it, from the hook's saved rbp (sp0 - 16) up,
+     * all checked when looked up (see the comment above). Frame i spans
+     * [sp[i], sp[i + 1]). */
+    int nb = 0;
+    uintptr_t *slot = w->at, *bp = w->bpv;
+    for (int i = 0; i + 1 < m; i++) {
+        uintptr_t v = w->bp[j + i], lo = w->sp[j + i], end = w->sp[j + i + 1];
+        if (v < lo || v >= end)
+            continue; /* rbp elsewhere: a frame of a fixed size */
+        if (v + 16 != end) {
+            if (v + 16 > end || *(const uintptr_t *)(v + 8) == ips[i + 1])
+                return false; /* realigned through another register */
+            continue;         /* rbp a plain register pointing at a local */
+        }
+        if (lo - (sp0 - 16) > UC_SCAN)
+            return false;
+        int found = 0;
+        for (uintptr_t a = sp0 - 16; a < lo; a += 8)
+            if (*(const uintptr_t *)a == v) {
+                if (nb == UC_SAVED || ++found > 4)
+                    return false;
+                slot[nb] = a;
+                bp[nb++] = v;
+            }
+        if (found == 0)
+            return false; /* saved nowhere we look: not kept */
+    }
+    struct uent *e = malloc(sizeof *e + 2 * (size_t)(m + nb) * sizeof(uintptr_t));
     if (e == NULL)
         return false;
     e->sp0 = sp0;
     e->n = (uint16_t)n;
     e->m = (uint16_t)m;
+    e->nb = (uint16_t)nb;
+    memcpy(e->f + 2 * m, slot, (size_t)nb * sizeof(uintptr_t));
+    memcpy(e->f + 2 * m + nb, bp, (size_t)nb * sizeof(uintptr_t));
     e->cut = cut;
     memcpy(e->f, ips, (size_t)m * sizeof(uintptr_t));
     memcpy(e->f + m, w->sp + j, (size_t)m * sizeof(uintptr_t));

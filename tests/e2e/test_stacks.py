@@ -188,11 +188,15 @@ def test_unwind_cache_refuses_frames_that_move():
     below it at the same stack pointer while its return address moves, and
     the old one stays in the alignment gap. With the cache on, every
     allocation keeps its own caller, at each stack shift (address
-    randomization off: one of them lines the frames up)."""
+    randomization off: one of them lines the frames up). The realigning
+    frame keeps a frame pointer, so the cache checks where it was saved,
+    and serves the repeats (frame-pointer code is cached)."""
     syms = symbols(prog("realign"))
     for shift in ("0", "16", "32", "48"):
-        run(["setarch", "x86_64", "-R", prog("realign"), shift],
-            GPUMEMTRACE_UNWIND_CACHE="1")
+        p = run(["setarch", "x86_64", "-R", prog("realign"), shift],
+                GPUMEMTRACE_UNWIND_CACHE="1", GPUMEMTRACE_VERBOSE="1")
+        m = re.search(r"native: (\d+) from the unwind cache", p.stderr)
+        expect(m and int(m.group(1)) >= 300, f"shift {shift}: cache not used: {p.stderr}")
         events, stacks = parse_dump(dump(one_trace()))
         for size, caller in (("1000", "G"), ("2000", "H")):
             lo, hi = syms[caller]
