@@ -29,11 +29,10 @@
       "%% a percent sign")                                                    \
     X(STACK_DEPTH, stack_depth, int, 64, 0, GMT_MAX_STACK_DEPTH,              \
       "native frames recorded per call stack; 0 turns stacks off")            \
-    X(UNWIND_CACHE, unwind_cache, bool, 0, 0, 1,                            \
+    X(UNWIND_CACHE, unwind_cache, bool, 1, 0, 1,                            \
       "1: reuse a native stack unwound before when the thread's stack still " \
-      "holds each of its return addresses in place (checked at every call; "  \
-      "chains through frames that keep a frame pointer are unwound in full); "\
-      "0: unwind every stack in full")                                        \
+      "holds each of its return addresses, and each saved frame pointer, in " \
+      "place (checked at every call); 0: unwind every stack in full")         \
     X(MAX_STACKS, max_stacks, int, 1000000, 1, 100000000,                     \
       "distinct call stacks recorded at most; later new ones are recorded "    \
       "as none (said once)")                                                  \
