@@ -60,6 +60,12 @@
     X(POOL_VMM_DEFER, pool_vmm_defer, bool, 1, 0, 1,                         \
       "with GPUMEMTRACE_POOL_VMM=1: unmap memory moved out of a free block "  \
       "just before the next wait for the GPU rather than at once; 0: at once")\
+    X(POOL_VMM_WHOLE, pool_vmm_whole, bool, 0, 0, 1,                          \
+      "1 (without GPUMEMTRACE_POOL_VMM): each segment of the pool for "       \
+      "blocks over 1 MiB is one mapping of the driver's virtual memory, "     \
+      "given back without synchronizing the device, and a free one of 256 "  \
+      "MiB or more is given back rather than cut for a request of half its " \
+      "size or less (cudaIpcGetMemHandle is refused on those blocks)")       \
     X(POOL_ORDERED, pool_ordered, bool, 0, 0, 1,                              \
       "1: hand freed blocks out again as soon as a fence is recorded after "  \
       "the free, before the GPU reaches it (safe while fences are on; see "   \

@@ -343,8 +343,15 @@ void gmt_mem_init(void)
     g_upstream_vmm.page = gmt_vmm_page();
     g_upstream_vmm.chunk = (size_t)gmt_opt.pool_vmm_chunk_mb << 20;
     g_upstream_vmm.alias = gmt_opt.pool_vmm_defer;
-    struct pool *p = pool_create(gmt_opt.pool_vmm ? &g_upstream_vmm
-                                                  : &g_upstream,
+    if (!gmt_opt.pool_vmm && gmt_opt.pool_vmm_whole) {
+        /* whole segments: the same functions, no pages */
+        g_upstream_vmm.page = g_upstream_vmm.chunk = 0;
+        g_upstream_vmm.alias = false;
+        g_upstream_vmm.whole = true;
+    }
+    struct pool *p = pool_create(gmt_opt.pool_vmm || gmt_opt.pool_vmm_whole
+                                     ? &g_upstream_vmm
+                                     : &g_upstream,
                                  &g_observer);
     if (p == NULL) {
         gmt_error_once(GMT_ERR_RECORD, "no memory for the caching pool; "
@@ -376,9 +383,14 @@ void gmt_mem_verbose_summary(void)
                      "arena (threads contended for it), %llu free segments moved between "
                      "arenas, %llu blocks lent", dev, (unsigned long long)st.spread,
                      (unsigned long long)st.adopted, (unsigned long long)st.lent);
-        if (!gmt_opt.pool_vmm)
+        if (!gmt_opt.pool_vmm && !gmt_opt.pool_vmm_whole)
             continue;
-        if (st.page_maps || st.page_unmaps)
+        if (!gmt_opt.pool_vmm && (st.map_calls || st.unmap_calls))
+            gmt_info("pool, device %d: %llu segments mapped whole, %llu "
+                     "unmapped and given back",
+                     dev, (unsigned long long)st.map_calls,
+                     (unsigned long long)st.unmap_calls);
+        else if (st.page_maps || st.page_unmaps)
             gmt_info("pool, device %d: %llu MiB created, %llu MiB mapped in "
                      "%llu mappings, %llu MiB unmapped in %llu, %.1f ms in "
                      "the driver for them",
@@ -748,9 +760,10 @@ cudaError_t gmt_mem_ipc_get_handle(cudaIpcMemHandle_t *handle, void *ptr)
         /* Pages of the driver's virtual memory: no legacy IPC handle can
          * name them (the runtime would refuse too, less clearly). */
         gmt_error_once(GMT_ERR_IPC, "cudaIpcGetMemHandle on %p, a pool block "
-                       "in pages of virtual memory (GPUMEMTRACE_POOL_VMM=1): "
-                       "refused with cudaErrorInvalidValue; run without "
-                       "GPUMEMTRACE_POOL_VMM to share it", ptr);
+                       "in the driver's virtual memory (GPUMEMTRACE_POOL_VMM=1 "
+                       "or GPUMEMTRACE_POOL_VMM_WHOLE=1): refused with "
+                       "cudaErrorInvalidValue; run without them to share it",
+                       ptr);
         return cudaErrorInvalidValue;
     }
     if (!(bi.addr == (uintptr_t)ptr && bi.addr == bi.seg_base)) {

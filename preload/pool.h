@@ -54,6 +54,7 @@
 #define POOL_MEDIUM_MIN (12u << 20)           /* plain: a multiple of the */
 #define POOL_MEDIUM_TOP (24u << 20)           /* request within these */
 #define POOL_LARGE_ROUND (2u << 20)           /* larger: own segment */
+#define POOL_WHOLE_KEEP ((size_t)256 << 20)   /* pool_upstream.whole */
 
 /* Where memory comes from. Functions return 0 or a CUDA error code. */
 #define POOL_NO_VMM 801 /* cudaErrorNotSupported */
@@ -114,6 +115,14 @@ struct pool_upstream {
     /* Synchronizations cost nothing (a model: whatif): the pool does not
      * time them, so that its decisions do not depend on the host's clock. */
     bool sync_free;
+    /* With page 0 and the virtual memory functions above: each large
+     * segment is one mapping of one handle (reserve, create, map) instead
+     * of an alloc, and goes back (unmap, destroy, unreserve) once no GPU
+     * work can touch it - without the device-wide synchronization a
+     * release makes. Then a whole free segment of POOL_WHOLE_KEEP or more
+     * is not cut for a request of half its size or less: given back, a
+     * segment of the request's size takes its place. */
+    bool whole;
 };
 
 /* What the pool did, for the trace. May be NULL. Called with an arena

@@ -66,6 +66,7 @@ struct seg {
     uint64_t *pages;
     size_t nmapped;
     uint64_t ftag; /* the tag of its latest free (ordered reuse) */
+    uint64_t handle; /* pool_upstream.whole: the one handle mapped over it */
     int dev;
     uint8_t large, arena;
 };
@@ -422,11 +423,17 @@ POOL_HIDDEN struct blk *pool_alloc_mapped(struct pool *p, struct pdev *d,
 /* The thread is about to wait for the GPU: make the queued unmaps. */
 POOL_HIDDEN void pool_before_wait(struct pool *p, struct pdev *d);
 /* Give a segment out of its arena and the index back to upstream (a
- * mapped one's handles parked with `park`). */
+ * mapped one's handles parked with `park`; a whole-mapped one's handle). */
 POOL_HIDDEN void pool_release_segment(struct pool *p, struct pdev *d, int dev,
                                       uintptr_t base, size_t size,
-                                      uint64_t *pages, uint64_t ftag,
-                                      bool park);
+                                      uint64_t *pages, uint64_t handle,
+                                      uint64_t ftag, bool park);
+/* pool_upstream.whole: a segment of `size` bytes as one mapping of one
+ * handle at *base. 0, POOL_NO_VMM (not on this device: take a plain one)
+ * or the CUDA error. */
+POOL_HIDDEN int pool_whole_create(struct pool *p, struct pdev *d, int dev,
+                                  size_t size, uintptr_t *base,
+                                  uint64_t *handle);
 /* Give every parked handle of d back to the driver. */
 POOL_HIDDEN void pool_spare_drain(struct pool *p, struct pdev *d, int dev);
 

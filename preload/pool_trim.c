@@ -54,10 +54,12 @@ int pool_trim_class(struct pool *p, struct pdev *d, int dev, bool only,
             gone = s->snext;
             uintptr_t base = s->base;
             size_t size = s->size;
-            uint64_t *pages = s->pages, ftag = s->ftag;
-            released += pages == NULL; /* what synchronized the device */
+            uint64_t *pages = s->pages, ftag = s->ftag, handle = s->handle;
+            /* what synchronized the device */
+            released += pages == NULL && handle == 0;
             segidx_remove(p, s); /* recycles s */
-            pool_release_segment(p, d, dev, base, size, pages, ftag, only);
+            pool_release_segment(p, d, dev, base, size, pages, handle, ftag,
+                                 only);
         }
     }
     return released;

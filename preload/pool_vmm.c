@@ -668,6 +668,32 @@ uint64_t pool_backed(const struct pool *p, const struct blk *b)
     return n;
 }
 
+/* ---- whole-mapped segments (pool_upstream.whole) ------------------------- */
+
+int pool_whole_create(struct pool *p, struct pdev *d, int dev, size_t size,
+                      uintptr_t *base, uint64_t *handle)
+{
+    uint64_t t0 = now_ns();
+    int r = p->up.reserve(p->up.ctx, dev, size, base);
+    if (r != 0)
+        return r;
+    if ((r = p->up.create(p->up.ctx, dev, size, handle)) != 0) {
+        p->up.unreserve(p->up.ctx, dev, *base, size);
+        return r;
+    }
+    driver_time(d, &d->create_ns, t0);
+    t0 = now_ns();
+    r = p->up.map(p->up.ctx, dev, *base, size, *handle);
+    driver_time(d, &d->map_ns, t0);
+    BUMP(d->map_calls, 1);
+    if (r != 0) {
+        p->up.destroy(p->up.ctx, dev, *handle);
+        p->up.unreserve(p->up.ctx, dev, *base, size);
+        return r;
+    }
+    return 0;
+}
+
 /* ---- giving a segment back ---------------------------------------------- */
 
 /* Give a segment that is out of its arena and the index back: a plain
@@ -677,8 +703,27 @@ uint64_t pool_backed(const struct pool *p, const struct blk *b)
  * already be gone, and the trace must not say otherwise. */
 void pool_release_segment(struct pool *p, struct pdev *d, int dev,
                           uintptr_t base, size_t size, uint64_t *pages,
-                          uint64_t ftag, bool park)
+                          uint64_t handle, uint64_t ftag, bool park)
 {
+    if (handle != 0) {
+        /* One mapping: once the GPU is past its latest free (with ordered
+         * reuse; else its free blocks are idle), unmap it and give its
+         * handle and range back - no synchronization. A refused unmap
+         * leaves it all there (said once, vmm.c). */
+        if (__atomic_load_n(&d->issued, __ATOMIC_RELAXED))
+            wait_idle(p, d, ftag);
+        uint64_t t0 = now_ns();
+        int r = p->up.unmap(p->up.ctx, dev, base, size);
+        driver_time(d, &d->unmap_ns, t0);
+        BUMP(d->unmap_calls, 1);
+        if (r != 0)
+            return;
+        if (p->obs.segment_free)
+            p->obs.segment_free(p->obs.ctx, dev, base, size);
+        give_back(p, d, dev, handle);
+        p->up.unreserve(p->up.ctx, dev, base, size);
+        return;
+    }
     if (pages == NULL) {
         if (p->up.release(p->up.ctx, dev, base, size) == 0 &&
             p->obs.segment_free)

@@ -305,7 +305,7 @@ struct live {
 
 int main(int argc, char **argv)
 {
-    bool eager = false, vmm = false;
+    bool eager = false, vmm = false, whole = false;
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argv++, argc--) {
         if (strcmp(argv[1], "--eager") == 0)
             eager = true;
@@ -316,6 +316,8 @@ int main(int argc, char **argv)
             ordered = true;
         else if (strcmp(argv[1], "--vmm") == 0)
             vmm = true;
+        else if (strcmp(argv[1], "--whole") == 0)
+            whole = true;
         else if (strcmp(argv[1], "--page") == 0 && argc > 2) {
             PAGE = (size_t)atoi(argv[2]) << 20;
             argv++;
@@ -332,9 +334,9 @@ int main(int argc, char **argv)
         else
             break;
     }
-    if (argc < 2 || argv[1][0] == '-' || (eager && ordered)) {
+    if (argc < 2 || argv[1][0] == '-' || (eager && ordered) || (vmm && whole)) {
         fprintf(stderr, "usage: replay_pool [--eager | --ordered] [--async] [--vmm [--page MB] "
-                        "[--chunk MB]] [--lag MS] TRACE [SYNC_US]\n");
+                        "[--chunk MB] | --whole] [--lag MS] TRACE [SYNC_US]\n");
         return 2;
     }
     if (argc > 2)
@@ -348,9 +350,10 @@ int main(int argc, char **argv)
     struct pool_upstream up = {.alloc = up_alloc, .release = up_release, .sync = up_sync};
     if (lag_ns || ordered)
         up.reclaim = up_reclaim;
-    if (vmm) {
-        up.page = PAGE;
-        up.chunk = CHUNK;
+    if (vmm || whole) {
+        up.page = whole ? 0 : PAGE;
+        up.chunk = whole ? 0 : CHUNK;
+        up.whole = whole;
         up.reserve = up_reserve;
         up.unreserve = up_unreserve;
         up.create = up_create;
@@ -450,6 +453,9 @@ int main(int argc, char **argv)
                (unsigned long long)st.page_maps,
                (unsigned long long)st.page_unmaps,
                (unsigned long long)st.pages_created,
+               (unsigned long long)map_calls, (unsigned long long)unmap_calls);
+    if (whole) /* whole segments: one map and one unmap each */
+        printf(" whole_made %llu whole_given_back %llu",
                (unsigned long long)map_calls, (unsigned long long)unmap_calls);
     printf("\n");
     gmt_reader_close(r);

@@ -448,6 +448,79 @@ static void vmm_sixteen_threads(void)
     pool_release_all(g_pool);
 }
 
+/* ---- whole-mapped segments (pool_upstream.whole) ------------------------ */
+
+static struct pool_upstream whole_upstream(void)
+{
+    struct pool_upstream u = vm_upstream;
+    u.page = u.chunk = 0;
+    u.alias = vm.alias = false;
+    u.whole = true;
+    return u;
+}
+
+/* Each large segment is one mapping. A free one of 256 MiB or more is cut
+ * for a request over half its size, and not for one of half or less: it
+ * goes back - unmapped, its handle and range given back, with no
+ * synchronization - and one of the request's size is made. */
+static void whole_segments_go_back_unsynced(void)
+{
+    vm_reset(1u << 30);
+    struct pool_upstream u = whole_upstream();
+    struct pool *p = pool_create(&u, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 300u << 20);
+    struct pool_block_info bi;
+    CHECK(a != 0 && vm.creates == 150 && up.allocs == 0);
+    CHECK(pool_lookup(p, a, &bi) && bi.mapped && bi.seg_size == 300u << 20);
+    fill(a, 300u << 20, 7);
+    gpu_free(p, a, 300u << 20);
+    vm_sync(p);
+    uintptr_t b = gpu_alloc(p, 0, 200u << 20); /* over half: cut */
+    CHECK(b == a && vm.unmaps == 0 && vm.creates == 150);
+    gpu_free(p, b, 200u << 20);
+    vm_sync(p);
+    unsigned long syncs = up.syncs;
+    uintptr_t c = gpu_alloc(p, 0, 100u << 20); /* half or less: not cut */
+    CHECK(c != 0 && vm.unmaps == 150 && vm.creates == 200);
+    CHECK(up.used == 100u << 20 && up.syncs == syncs && up.allocs == 0);
+    fill(c, 100u << 20, 3);
+    CHECK(filled(c, 100u << 20, 3));
+    /* small requests keep plain segments */
+    uintptr_t d = gpu_alloc(p, 0, 4096);
+    CHECK(d != 0 && up.allocs == 1);
+    CHECK(up.violations == 0 && pool_check(p) == NULL);
+    gpu_free(p, c, 100u << 20);
+    gpu_free(p, d, 4096);
+    pool_trim(p, 0);
+    CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
+    pool_release_all(p);
+}
+
+/* With ordered reuse a free segment may still be in use by GPU work
+ * queued before its free: it is unmapped only once a fence shows the GPU
+ * past it (the upstream counts an unmap of memory still in use). */
+static void whole_ordered_waits_for_the_gpu(void)
+{
+    vm_reset(1u << 30);
+    struct pool_upstream u = whole_upstream();
+    u.reclaim = ordered_reclaim;
+    memset(&fq, 0, sizeof fq);
+    struct pool *p = fq.p = pool_create(&u, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 300u << 20);
+    CHECK(a != 0);
+    gpu_free(p, a, 300u << 20); /* the GPU is still at it */
+    uintptr_t c = gpu_alloc(p, 0, 100u << 20);
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    CHECK(c != 0 && fq.issued >= 1 && st.idle_waits == 1 && fq.waits >= 1);
+    CHECK(vm.unmaps == 150 && up.used == 100u << 20 && up.syncs == 0);
+    CHECK(up.violations == 0 && pool_check(p) == NULL);
+    gpu_free(p, c, 100u << 20);
+    pool_trim(p, 0);
+    CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
+    pool_release_all(p);
+}
+
 int main(void)
 {
     for (int alias = 0; alias < 2; alias++) {
@@ -459,5 +532,7 @@ int main(void)
     }
     vmm_deferred_unmaps(); /* alias still set */
     vmm_ordered_reuse();
+    whole_segments_go_back_unsynced();
+    whole_ordered_waits_for_the_gpu();
     return CHECK_DONE();
 }
