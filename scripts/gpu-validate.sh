@@ -22,6 +22,9 @@
 #             (blocks reused once a fence is recorded): zero corruptions on
 #             blocking streams, the mode ended by non-blocking ones,
 #             bit-identical losses.
+#  6b. stress_whole, torch_whole: the same with GPUMEMTRACE_POOL_VMM_WHOLE=1
+#             (each large segment one mapping, given back unsynchronized),
+#             ordered and not: zero corruptions, bit-identical losses.
 #  7. stress_joined, torch_cudnn: a library's own non-blocking streams,
 #             forked from and joined to the caller's (libgmtjoin.so, and
 #             cuDNN's under resnet50): left out of fences, which stay on,
@@ -249,6 +252,41 @@ torch_ordered() {
     same_losses ordered.json uncached+pool+vmm+ordered
 }
 check torch_ordered torch_ordered
+# ---- 6b. whole-mapped segments (GPUMEMTRACE_POOL_VMM_WHOLE=1): each large
+# segment one mapping, given back (OOM trims here) without a device
+# synchronization - with ordered reuse only once a fence shows the GPU past
+# its last free. A segment unmapped under a running kernel would fault or
+# corrupt; the losses must stay bit-identical.
+stress_whole() {
+    cd "$W" || return 1
+    GPUMEMTRACE_POOL_VMM_WHOLE=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressw.gmt \
+        GPUMEMTRACE_VERBOSE=1 ./stress 300 >stressw.out 2>stressw.err ||
+        { cat stressw.out stressw.err; return 1; }
+    cat stressw.out stressw.err
+    grep -q "segments mapped whole" stressw.err || return 1
+    STRESS_STREAMS=blocking GPUMEMTRACE_POOL_ORDERED=1 GPUMEMTRACE_POOL_VMM_WHOLE=1 LD_PRELOAD=$LIB \
+        GPUMEMTRACE_OUTPUT=stresswo.gmt GPUMEMTRACE_VERBOSE=1 ./stress 300 >stresswo.out 2>stresswo.err ||
+        { cat stresswo.out stresswo.err; return 1; }
+    cat stresswo.out stresswo.err
+    grep -q "ordered reuse: [1-9][0-9]* fences made" stresswo.err || return 1
+    pool_has stresswo.gmt segments_freed || return 1
+    grep -q "corrupted_words 0 " stressw.out && ! grep -q "reused_addresses 0$" stressw.out &&
+        grep -q "corrupted_words 0 " stresswo.out && ! grep -q "reused_addresses 0$" stresswo.out &&
+        echo "zero corruptions, with reuse, on whole-mapped segments given back unsynchronized (ordered and not)"
+}
+check stress_whole stress_whole
+torch_whole() {
+    cd "$W" || return 1
+    [ -s plain.json ] || return 1
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 GPUMEMTRACE_POOL_ORDERED=1 GPUMEMTRACE_POOL_VMM_WHOLE=1 \
+        GPUMEMTRACE_VERBOSE=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=torchw.gmt \
+        python3 "$ROOT/tests/gpu/torch_train.py" transformer 8 >whole.json 2>whole.err ||
+        { cat whole.err; return 1; }
+    cat whole.err
+    grep -q "segments mapped whole" whole.err || return 1
+    same_losses whole.json uncached+pool+whole+ordered
+}
+check torch_whole torch_whole
 # ---- 7. a library's own streams (GPUMEMTRACE_POOL_JOINED_STREAMS) ---------------
 # libgmtjoin.so runs the old kernels on 16 non-blocking streams of its own,
 # forked from the caller's (blocking) stream and joined back, as cuDNN does.
