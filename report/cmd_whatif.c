@@ -124,6 +124,13 @@ static void usage(FILE *f)
             "                          reusable at once, an estimate of that mode (it\n"
             "                          reuses a block once a barrier is recorded after\n"
             "                          its free).\n"
+            "        gmt-pool:whole, gmt-pool:ordered,whole\n"
+            "                          the same with GPUMEMTRACE_POOL_VMM_WHOLE=1:\n"
+            "                          segments over 1 MiB are given back without a\n"
+            "                          synchronization, and a free one of 256 MiB or\n"
+            "                          more is given back rather than cut for a\n"
+            "                          request of half its size or less; device calls\n"
+            "                          count its creates and releases.\n"
             "        cuda-async        the CUDA driver's stream-ordered pool\n"
             "                          (cudaMallocAsync; PyTorch's\n"
             "                          backend:cudaMallocAsync), never shrinking, by\n"
@@ -174,11 +181,16 @@ static int add_policy(struct wi *w, const char *arg)
         p->ops = &wi_gmtpool;
     } else if (!strcmp(arg, "gmt-pool:ordered")) {
         p->ops = &wi_gmtpool_ordered;
+    } else if (!strcmp(arg, "gmt-pool:whole")) {
+        p->ops = &wi_gmtpool_whole;
+    } else if (!strcmp(arg, "gmt-pool:ordered,whole")) {
+        p->ops = &wi_gmtpool_ordered_whole;
     } else if (!strcmp(arg, "cuda-async")) {
         p->ops = &wi_async;
     } else {
         gmt_value_error("--policy '%s': the policies are ideal, pytorch[:CONF], "
-                        "cuda-async and gmt-pool[:ordered]", arg);
+                        "cuda-async and gmt-pool[:ordered|:whole|:ordered,whole]",
+                        arg);
         return -1;
     }
     snprintf(p->label, sizeof p->label, "%s", arg);

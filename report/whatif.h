@@ -81,6 +81,8 @@ extern const struct wi_model_ops wi_gmtpool;
 /* the same with every free reusable at once (an estimate of
  * GPUMEMTRACE_POOL_ORDERED) */
 extern const struct wi_model_ops wi_gmtpool_ordered;
+/* the same with GPUMEMTRACE_POOL_VMM_WHOLE=1 (whatif_gmtpool.c) */
+extern const struct wi_model_ops wi_gmtpool_whole, wi_gmtpool_ordered_whole;
 /* whatif_async.c: the driver's stream-ordered pool (cudaMallocAsync), by
  * rules measured on an H200. */
 extern const struct wi_model_ops wi_async;

@@ -52,10 +52,12 @@ struct gp {
     uint64_t syncs0; /* the pool's syncs before this instance */
     bool new_peak;   /* a segment took reserved past its peak */
     bool ordered;    /* gmt-pool:ordered: a free is reusable at once */
+    bool whole;      /* gmt-pool:...whole: GPUMEMTRACE_POOL_VMM_WHOLE=1 */
     struct gp *spare;
 };
 
-static struct gp *gp_spares; /* emptied pools; whatif runs on one thread */
+/* emptied pools, plain and whole; whatif runs on one thread */
+static struct gp *gp_spares[2];
 
 static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
 {
@@ -90,6 +92,58 @@ static int up_release(void *ctx, int dev, uintptr_t ptr, size_t size)
     return 0;
 }
 
+/* Whole segments (pool_upstream.whole): an address range, one handle of
+ * memory mapped over it; the handle is what is reserved. */
+static int up_reserve(void *ctx, int dev, size_t size, uintptr_t *out)
+{
+    (void)dev;
+    struct gp *m = ctx;
+    *out = (uintptr_t)m->next_va;
+    m->next_va += (size + GP_ALIGN - 1) & ~(GP_ALIGN - 1);
+    return 0;
+}
+
+static int up_unreserve(void *ctx, int dev, uintptr_t va, size_t size)
+{
+    (void)ctx;
+    (void)dev;
+    (void)va;
+    (void)size;
+    return 0;
+}
+
+static int up_create(void *ctx, int dev, size_t size, uint64_t *h)
+{
+    uintptr_t unused;
+    int r = up_alloc(ctx, dev, size, &unused); /* the limit and the counts */
+    *h = size;
+    return r;
+}
+
+static int up_destroy(void *ctx, int dev, uint64_t h)
+{
+    return up_release(ctx, dev, 0, (size_t)h);
+}
+
+static int up_map(void *ctx, int dev, uintptr_t va, size_t size, uint64_t h)
+{
+    (void)ctx;
+    (void)dev;
+    (void)va;
+    (void)size;
+    (void)h;
+    return 0;
+}
+
+static int up_unmap(void *ctx, int dev, uintptr_t va, size_t size)
+{
+    (void)ctx;
+    (void)dev;
+    (void)va;
+    (void)size;
+    return 0;
+}
+
 static int up_sync(void *ctx, int dev)
 {
     (void)ctx;
@@ -97,16 +151,26 @@ static int up_sync(void *ctx, int dev)
     return 0; /* an idle GPU: done at once */
 }
 
-static void *gp_init(const struct wi_opts *o)
+static void *gp_init_kind(const struct wi_opts *o, bool whole)
 {
-    struct gp *m = gp_spares;
+    struct gp *m = gp_spares[whole];
     if (m) {
-        gp_spares = m->spare;
+        gp_spares[whole] = m->spare;
     } else {
         if ((m = calloc(1, sizeof *m)) == NULL)
             return NULL;
         struct pool_upstream up = {.alloc = up_alloc, .release = up_release,
                                    .sync = up_sync, .ctx = m, .sync_free = true};
+        if (whole) {
+            up.whole = true;
+            up.reserve = up_reserve;
+            up.unreserve = up_unreserve;
+            up.create = up_create;
+            up.destroy = up_destroy;
+            up.map = up_map;
+            up.unmap = up_unmap;
+        }
+        m->whole = whole;
         if ((m->pool = pool_create(&up, NULL)) == NULL) {
             free(m);
             return NULL;
@@ -126,9 +190,27 @@ static void *gp_init(const struct wi_opts *o)
     return m;
 }
 
+static void *gp_init(const struct wi_opts *o)
+{
+    return gp_init_kind(o, false);
+}
+
 static void *gp_init_ordered(const struct wi_opts *o)
 {
-    struct gp *m = gp_init(o);
+    struct gp *m = gp_init_kind(o, false);
+    if (m)
+        m->ordered = true;
+    return m;
+}
+
+static void *gp_init_whole(const struct wi_opts *o)
+{
+    return gp_init_kind(o, true);
+}
+
+static void *gp_init_ordered_whole(const struct wi_opts *o)
+{
+    struct gp *m = gp_init_kind(o, true);
     if (m)
         m->ordered = true;
     return m;
@@ -191,8 +273,8 @@ static void gp_fini(void *p)
     struct pool_stats ps;
     pool_stats(m->pool, 0, &ps);
     if (ps.reserved == 0 && ps.allocated == 0 && ps.pending == 0) {
-        m->spare = gp_spares;
-        gp_spares = m;
+        m->spare = gp_spares[m->whole];
+        gp_spares[m->whole] = m;
         return;
     }
     /* not empty (a request never freed): kept reachable, never reused */
@@ -213,6 +295,24 @@ const struct wi_model_ops wi_gmtpool = {
 const struct wi_model_ops wi_gmtpool_ordered = {
     .name = "gmt-pool:ordered",
     .init = gp_init_ordered,
+    .alloc = gp_alloc,
+    .free = gp_free,
+    .stats = gp_stats,
+    .fini = gp_fini,
+};
+
+const struct wi_model_ops wi_gmtpool_whole = {
+    .name = "gmt-pool:whole",
+    .init = gp_init_whole,
+    .alloc = gp_alloc,
+    .free = gp_free,
+    .stats = gp_stats,
+    .fini = gp_fini,
+};
+
+const struct wi_model_ops wi_gmtpool_ordered_whole = {
+    .name = "gmt-pool:ordered,whole",
+    .init = gp_init_ordered_whole,
     .alloc = gp_alloc,
     .free = gp_free,
     .stats = gp_stats,
