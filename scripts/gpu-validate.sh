@@ -24,7 +24,9 @@
 #             bit-identical losses.
 #  6b. stress_whole, torch_whole: the same with GPUMEMTRACE_POOL_VMM_WHOLE=1
 #             (each large segment one mapping, given back unsynchronized),
-#             ordered and not: zero corruptions, bit-identical losses.
+#             ordered and not: zero corruptions, bit-identical losses;
+#             oom_whole: the card filled to out-of-memory and freed, the
+#             same errors and checksums as without the library.
 #  7. stress_joined, torch_cudnn: a library's own non-blocking streams,
 #             forked from and joined to the caller's (libgmtjoin.so, and
 #             cuDNN's under resnet50): left out of fences, which stay on,
@@ -287,6 +289,22 @@ torch_whole() {
     same_losses whole.json uncached+pool+whole+ordered
 }
 check torch_whole torch_whole
+# Out of memory with whole segments: the card filled with 8 GiB tensors,
+# errors caught, then freed and smaller ones allocated (the free 8 GiB
+# segments are given back rather than cut): the same as without the library.
+oom_whole() {
+    cd "$W" || return 1
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 "$ROOT/tests/gpu/oom_fill.py" >oomn.json 2>oomn.err ||
+        { cat oomn.err; return 1; }
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 GPUMEMTRACE_POOL_ORDERED=1 GPUMEMTRACE_POOL_VMM_WHOLE=1 \
+        GPUMEMTRACE_VERBOSE=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=oomw.gmt \
+        python3 "$ROOT/tests/gpu/oom_fill.py" >oomw.json 2>oomw.err || { cat oomw.err; return 1; }
+    cat oomw.err
+    grep -q "segments mapped whole" oomw.err || return 1
+    echo "untraced: $(tail -n 1 oomn.json); whole: $(tail -n 1 oomw.json)"
+    [ "$(tail -n 1 oomn.json)" = "$(tail -n 1 oomw.json)" ]
+}
+check oom_whole oom_whole
 # ---- 7. a library's own streams (GPUMEMTRACE_POOL_JOINED_STREAMS) ---------------
 # libgmtjoin.so runs the old kernels on 16 non-blocking streams of its own,
 # forked from the caller's (blocking) stream and joined back, as cuDNN does.
