@@ -99,7 +99,7 @@ def test_bad_values_are_one_line():
             (["timeline", "--width", "3"], "gpumemreport timeline: --width needs a number from "
                                            "16 to 400, not '3'" + try_("timeline")),
             (["whatif", "--policy", "x"], "gpumemreport whatif: --policy 'x': the policies are "
-                                          "ideal, pytorch[:CONF], cuda-async and gmt-pool[:ordered]" +
+                                          "ideal, pytorch[:CONF], cuda-async and gmt-pool[:ordered|:whole|:ordered,whole]" +
              try_("whatif")),
             (["check", "--tolerance", "x"], "gpumemreport check: --tolerance needs a percentage "
                                             "from 0 to 10000 (e.g. 5 or 2.5), not 'x'" +
