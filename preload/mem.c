@@ -343,6 +343,9 @@ void gmt_mem_init(void)
     g_upstream_vmm.page = gmt_vmm_page();
     g_upstream_vmm.chunk = (size_t)gmt_opt.pool_vmm_chunk_mb << 20;
     g_upstream_vmm.alias = gmt_opt.pool_vmm_defer;
+    if (gmt_opt.pool_vmm && gmt_opt.pool_vmm_whole)
+        gmt_warn("GPUMEMTRACE_POOL_VMM_WHOLE=1 is ignored with "
+                 "GPUMEMTRACE_POOL_VMM=1 (its pages move between blocks)");
     if (!gmt_opt.pool_vmm && gmt_opt.pool_vmm_whole) {
         /* whole segments: the same functions, no pages */
         g_upstream_vmm.page = g_upstream_vmm.chunk = 0;
@@ -783,10 +786,18 @@ cudaError_t gmt_mem_device_reset(void)
 {
     struct pool *p = g_pool;
     int dev = -1;
+    struct pool_whole *whole = NULL;
+    size_t nwhole = 0;
     if (p && GMT_REAL(cudaGetDevice)(&dev) == cudaSuccess)
-        pool_forget_device(p, dev); /* the reset frees it all */
+        pool_forget_device(p, dev, &whole, &nwhole); /* the reset frees it */
     cudaError_t r = GMT_REAL(cudaDeviceReset)();
     if (p && dev >= 0)
         gmt_fence_forget_device(dev); /* their events died with it */
+    /* but not virtual memory: whole-mapped segments go back by hand */
+    for (size_t i = 0; i < nwhole; i++)
+        if (gmt_vmm_unmap(dev, whole[i].va, whole[i].size) == 0 &&
+            gmt_vmm_destroy(dev, whole[i].handle) == 0)
+            gmt_vmm_unreserve(dev, whole[i].va, whole[i].size);
+    free(whole);
     return r;
 }

@@ -89,6 +89,9 @@ struct pool *pool_create(const struct pool_upstream *up,
         !up->map || !up->unmap || (up->page & (up->page - 1)) ||
         up->page < POOL_ROUND)
         p->up.page = 0; /* no virtual memory: plain segments */
+    if (p->up.page || !up->reserve || !up->unreserve || !up->create ||
+        !up->destroy || !up->map || !up->unmap)
+        p->up.whole = false; /* pages that move, or no virtual memory */
     if (p->up.page && p->up.chunk < p->up.page)
         p->up.chunk = p->up.page;
     p->up.chunk -= p->up.page ? p->up.chunk % p->up.page : 0;
@@ -226,7 +229,9 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
             b = try_all(p, d, dev, ai, size, req);
         if (b == NULL) {
             pool_trim_device(p, d, dev);
-            r = grow(p, d, dev, ai, size, req, &b);
+            /* a block passed over for a refused segment, now gone */
+            if ((b = try_all(p, d, dev, ai, size, req)) == NULL)
+                r = grow(p, d, dev, ai, size, req, &b);
         }
     }
     if (b == NULL)
@@ -285,12 +290,38 @@ static struct blk *reclaim_retry(struct pool *p, struct pdev *d, int dev,
  * the pool grows, as empty large segments do) and one of the request's
  * size takes its place. Cut, it held the rest of its size for blocks of
  * other sizes (replayed: Llama and BERT training held 1.13-1.15x the peak
- * requested, 1.06-1.07x so); given back, it costs no synchronization. */
+ * requested, 1.06-1.07x so). Giving it back synchronizes nothing, but the
+ * request now finds no free block: it may first wait for pending memory
+ * (the default rule), and with ordered reuse the segment goes back only
+ * once a fence shows the GPU past its last free (replayed, Llama: 72
+ * such waits against 13 without the rule). */
 static inline bool refused(const struct pool *p, const struct seg *s,
                            size_t size)
 {
     return p->up.whole && s->handle && s->busy == 0 &&
            s->size >= POOL_WHOLE_KEEP && size <= s->size / 2;
+}
+
+/* bin_find, passing over free segments refused (above): the smallest
+ * block that fits and may be cut, among the first 32 that fit. */
+static struct blk *fit_unrefused(const struct pool *p, struct bins *bs,
+                                 size_t size)
+{
+    struct blk *b = bin_find(bs, size);
+    if (b == NULL || !refused(p, b->seg, size))
+        return b;
+    unsigned bin = b->bin, seen = 1;
+    for (struct blk *x = b->lnext; seen < 32; x = x->lnext) {
+        while (x == NULL && ++bin < NBINS)
+            if ((bs->map[bin / 64] >> (bin % 64)) & 1)
+                x = bs->head[bin];
+        if (x == NULL)
+            return NULL;
+        if (x->size >= size && !refused(p, x->seg, size))
+            return x;
+        seen += x->size >= size;
+    }
+    return NULL;
 }
 
 /* Try one arena: promote, best fit, take. */
@@ -307,11 +338,8 @@ static struct blk *try_arena_lock(struct pool *p, struct arena *a, int dev,
         b = pool_fit(p, &a->large, size, &missing);
         if (b)
             b = pool_take_backed(p, a, b, size, req, NULL);
-    } else if ((b = bin_find(pool_bins_for(a, pool_is_large(size)), size)) !=
-                   NULL &&
-               refused(p, b->seg, size)) {
-        b = NULL;
-    } else if (b != NULL) {
+    } else if ((b = fit_unrefused(p, pool_bins_for(a, pool_is_large(size)),
+                                  size)) != NULL) {
         if (loose && *loose && b->size - size >= *loose) {
             *loose = b->size; /* pending memory may fit better */
             pthread_mutex_unlock(&a->lock);

@@ -218,9 +218,18 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out);
 uint64_t pool_idle(struct pool *p, int dev);
 /* Describe the live block or segment containing ptr; false if none. */
 bool pool_lookup(struct pool *p, uintptr_t ptr, struct pool_block_info *out);
-/* Drop everything on dev without giving it back (the device was reset:
- * the driver freed it all). */
-void pool_forget_device(struct pool *p, int dev);
+/* Drop everything on dev without giving it back: the device is being
+ * reset, and the driver frees its allocations - but not virtual memory.
+ * *whole gets the device's whole-mapped segments (pool_upstream.whole; a
+ * malloc'ed array of *n, NULL if none), for the caller to unmap, destroy
+ * and unreserve after the reset. */
+struct pool_whole {
+    uintptr_t va;
+    size_t size;
+    uint64_t handle;
+};
+void pool_forget_device(struct pool *p, int dev, struct pool_whole **whole,
+                        size_t *n);
 /* At exit: synchronize once and give back every segment nothing lives in.
  * Segments holding blocks the program never freed stay (the driver frees
  * them with the process); the pool keeps working for late callers. */

@@ -89,10 +89,23 @@ void pool_release_all(struct pool *p)
             pool_trim(p, dev);
 }
 
-static void drop_arena(struct pool *p, struct arena *a)
+static void drop_arena(struct pool *p, struct arena *a,
+                       struct pool_whole **whole, size_t *n, size_t *cap)
 {
     for (struct seg *s = a->segs, *next; s; s = next) {
         next = s->snext;
+        if (s->handle) { /* the reset leaves virtual memory */
+            if (*n == *cap) {
+                size_t c = *cap ? 2 * *cap : 64;
+                struct pool_whole *w = realloc(*whole, c * sizeof *w);
+                if (w) {
+                    *whole = w;
+                    *cap = c;
+                }
+            }
+            if (*n < *cap) /* else lost: no host memory to list it */
+                (*whole)[(*n)++] = (struct pool_whole){s->base, s->size, s->handle};
+        }
         for (struct blk *b = s->first, *bn; b; b = bn) {
             bn = b->next;
             free(b);
@@ -120,14 +133,18 @@ static void drop_arena(struct pool *p, struct arena *a)
     STORE(a->nsegs, 0);
 }
 
-void pool_forget_device(struct pool *p, int dev)
+void pool_forget_device(struct pool *p, int dev, struct pool_whole **whole,
+                        size_t *n)
 {
+    size_t cap = 0;
+    *whole = NULL;
+    *n = 0;
     struct pdev *d = pool_dev_of(p, dev);
     if (d == NULL)
         return;
     for (int i = 0; i < POOL_ARENAS; i++) {
         pthread_mutex_lock(&d->arenas[i].lock);
-        drop_arena(p, &d->arenas[i]);
+        drop_arena(p, &d->arenas[i], whole, n, &cap);
         pthread_mutex_unlock(&d->arenas[i].lock);
     }
     pthread_mutex_lock(&d->page_lock);

@@ -496,6 +496,39 @@ static void whole_segments_go_back_unsynced(void)
     pool_release_all(p);
 }
 
+/* A refused segment is passed over, not the request: a larger free block
+ * in a segment in use serves it (found in review: the pool gave the
+ * refused one back and grew). And after a device reset the driver keeps
+ * virtual memory: the pool hands its whole segments to the caller. */
+static void whole_refusal_passes_over(void)
+{
+    vm_reset(1u << 30);
+    struct pool_upstream u = whole_upstream();
+    struct pool *p = pool_create(&u, &observer);
+    uintptr_t s = gpu_alloc(p, 0, 256u << 20), big = gpu_alloc(p, 0, 600u << 20);
+    CHECK(s != 0 && big != 0 && vm.creates == 428);
+    gpu_free(p, s, 256u << 20);
+    gpu_free(p, big, 600u << 20);
+    vm_sync(p);
+    uintptr_t cut = gpu_alloc(p, 0, 310u << 20); /* over half of 600: cut */
+    CHECK(cut == big);
+    uintptr_t r = gpu_alloc(p, 0, 100u << 20); /* 256 refused; 290 fits */
+    CHECK(r == big + (310u << 20) && vm.creates == 428 && vm.unmaps == 0);
+    CHECK(up.violations == 0 && pool_check(p) == NULL);
+    struct pool_whole *w;
+    size_t n;
+    pool_forget_device(p, 0, &w, &n);
+    CHECK(n == 2 && w != NULL);
+    for (size_t i = 0; i < n; i++) {
+        vm_unmap(NULL, 0, w[i].va, w[i].size);
+        vm_destroy(NULL, 0, w[i].handle);
+        vm_unreserve(NULL, 0, w[i].va, w[i].size);
+    }
+    free(w);
+    CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
+    pool_release_all(p);
+}
+
 /* With ordered reuse a free segment may still be in use by GPU work
  * queued before its free: it is unmapped only once a fence shows the GPU
  * past it (the upstream counts an unmap of memory still in use). */
@@ -533,6 +566,7 @@ int main(void)
     vmm_deferred_unmaps(); /* alias still set */
     vmm_ordered_reuse();
     whole_segments_go_back_unsynced();
+    whole_refusal_passes_over();
     whole_ordered_waits_for_the_gpu();
     return CHECK_DONE();
 }
