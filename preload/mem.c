@@ -786,18 +786,14 @@ cudaError_t gmt_mem_device_reset(void)
 {
     struct pool *p = g_pool;
     int dev = -1;
-    struct pool_whole *whole = NULL;
-    size_t nwhole = 0;
+    struct pool_leftover left = {0};
     if (p && GMT_REAL(cudaGetDevice)(&dev) == cudaSuccess)
-        pool_forget_device(p, dev, &whole, &nwhole); /* the reset frees it */
+        pool_forget_device(p, dev, &left); /* the reset frees it */
     cudaError_t r = GMT_REAL(cudaDeviceReset)();
-    if (p && dev >= 0)
+    if (p && dev >= 0) {
         gmt_fence_forget_device(dev); /* their events died with it */
-    /* but not virtual memory: whole-mapped segments go back by hand */
-    for (size_t i = 0; i < nwhole; i++)
-        if (gmt_vmm_unmap(dev, whole[i].va, whole[i].size) == 0 &&
-            gmt_vmm_destroy(dev, whole[i].handle) == 0)
-            gmt_vmm_unreserve(dev, whole[i].va, whole[i].size);
-    free(whole);
+        /* but not virtual memory: that goes back by hand */
+        pool_leftover_release(p, dev, &left);
+    }
     return r;
 }

@@ -219,17 +219,24 @@ uint64_t pool_idle(struct pool *p, int dev);
 /* Describe the live block or segment containing ptr; false if none. */
 bool pool_lookup(struct pool *p, uintptr_t ptr, struct pool_block_info *out);
 /* Drop everything on dev without giving it back: the device is being
- * reset, and the driver frees its allocations - but not virtual memory.
- * *whole gets the device's whole-mapped segments (pool_upstream.whole; a
- * malloc'ed array of *n, NULL if none), for the caller to unmap, destroy
- * and unreserve after the reset. */
-struct pool_whole {
+ * reset, and the driver frees its allocations - but not virtual memory
+ * (measured on an H100). *left gets the device's mappings, handles and
+ * address ranges (virtual memory: whole-mapped segments, mapped pages,
+ * parked handles, queued unmaps), for pool_leftover_release after the
+ * reset. */
+struct pool_range {
     uintptr_t va;
     size_t size;
-    uint64_t handle;
 };
-void pool_forget_device(struct pool *p, int dev, struct pool_whole **whole,
-                        size_t *n);
+struct pool_leftover {
+    struct pool_range *unmap, *unreserve;
+    uint64_t *destroy;
+    size_t nunmap, nunreserve, ndestroy, cap[3];
+};
+void pool_forget_device(struct pool *p, int dev, struct pool_leftover *left);
+/* Give `left` back through the pool's upstream: every unmap, then every
+ * handle, then every address range; then free its lists. */
+void pool_leftover_release(struct pool *p, int dev, struct pool_leftover *left);
 /* At exit: synchronize once and give back every segment nothing lives in.
  * Segments holding blocks the program never freed stay (the driver frees
  * them with the process); the pool keeps working for late callers. */

@@ -5,9 +5,10 @@
  * exit, after one synchronization), before it grows a large segment
  * (large ones left empty did not fit: pool_trim_class), and when out of
  * memory (pool_trim_device). What goes back, and which segment events
- * the trace gets for it, is pool_release_segment's (pool_vmm.c). After a
- * device reset nothing is given back: the driver freed it all, and
- * pool_forget_device only drops the books.
+ * the trace gets for it, is pool_release_segment's (pool_vmm.c). At a
+ * device reset the driver frees the cudaMalloc segments but not virtual
+ * memory: pool_forget_device drops the books and lists that, and
+ * pool_leftover_release gives it back after the reset.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -89,23 +90,74 @@ void pool_release_all(struct pool *p)
             pool_trim(p, dev);
 }
 
+/* Add one item to a list of `left`; lost if no host memory is left. */
+static void *push(void *list, size_t *n, size_t *cap, size_t each)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        void *l = realloc(list, c * each);
+        if (l == NULL)
+            return list;
+        list = l;
+        *cap = c;
+    }
+    (*n)++;
+    return list;
+}
+
+static void leave_range(struct pool_range **list, size_t *n, size_t *cap,
+                        uintptr_t va, size_t size)
+{
+    size_t before = *n;
+    *list = push(*list, n, cap, sizeof **list);
+    if (*n > before)
+        (*list)[before] = (struct pool_range){va, size};
+}
+
+static void leave_handle(struct pool_leftover *left, uint64_t h)
+{
+    size_t before = left->ndestroy;
+    left->destroy = push(left->destroy, &left->ndestroy, &left->cap[2],
+                         sizeof *left->destroy);
+    if (left->ndestroy > before)
+        left->destroy[before] = h;
+}
+
+/* A segment's virtual memory, for after the reset: its mappings (one per
+ * run of pages of one handle, or the whole one), their handles, its
+ * address range. */
+static void leave_segment(struct pool *p, struct seg *s,
+                          struct pool_leftover *left)
+{
+    if (s->handle) {
+        leave_range(&left->unmap, &left->nunmap, &left->cap[0], s->base, s->size);
+        leave_handle(left, s->handle);
+    } else if (s->pages) {
+        size_t pg = p->up.page, n = s->size / pg;
+        for (size_t i = 0; i < n;) {
+            uint64_t h = s->pages[i];
+            size_t j = i + 1;
+            while (j < n && s->pages[j] == h)
+                j++;
+            if (h) {
+                leave_range(&left->unmap, &left->nunmap, &left->cap[0],
+                            s->base + i * pg, (j - i) * pg);
+                leave_handle(left, h);
+            }
+            i = j;
+        }
+    } else {
+        return; /* cudaMalloc memory: the reset frees it */
+    }
+    leave_range(&left->unreserve, &left->nunreserve, &left->cap[1], s->base, s->size);
+}
+
 static void drop_arena(struct pool *p, struct arena *a,
-                       struct pool_whole **whole, size_t *n, size_t *cap)
+                       struct pool_leftover *left)
 {
     for (struct seg *s = a->segs, *next; s; s = next) {
         next = s->snext;
-        if (s->handle) { /* the reset leaves virtual memory */
-            if (*n == *cap) {
-                size_t c = *cap ? 2 * *cap : 64;
-                struct pool_whole *w = realloc(*whole, c * sizeof *w);
-                if (w) {
-                    *whole = w;
-                    *cap = c;
-                }
-            }
-            if (*n < *cap) /* else lost: no host memory to list it */
-                (*whole)[(*n)++] = (struct pool_whole){s->base, s->size, s->handle};
-        }
+        leave_segment(p, s, left);
         for (struct blk *b = s->first, *bn; b; b = bn) {
             bn = b->next;
             free(b);
@@ -133,22 +185,42 @@ static void drop_arena(struct pool *p, struct arena *a,
     STORE(a->nsegs, 0);
 }
 
-void pool_forget_device(struct pool *p, int dev, struct pool_whole **whole,
-                        size_t *n)
+void pool_forget_device(struct pool *p, int dev, struct pool_leftover *left)
 {
-    size_t cap = 0;
-    *whole = NULL;
-    *n = 0;
+    memset(left, 0, sizeof *left);
     struct pdev *d = pool_dev_of(p, dev);
     if (d == NULL)
         return;
     for (int i = 0; i < POOL_ARENAS; i++) {
         pthread_mutex_lock(&d->arenas[i].lock);
-        drop_arena(p, &d->arenas[i], whole, n, &cap);
+        drop_arena(p, &d->arenas[i], left);
         pthread_mutex_unlock(&d->arenas[i].lock);
     }
+    /* mappings of handles moved elsewhere, not unmapped yet; handles parked */
+    pthread_mutex_lock(&d->defer_lock);
+    for (unsigned i = 0; i < d->ndefer; i++)
+        leave_range(&left->unmap, &left->nunmap, &left->cap[0], d->defer[i].va,
+                    d->defer[i].size);
+    d->ndefer = 0;
+    pthread_mutex_unlock(&d->defer_lock);
     pthread_mutex_lock(&d->page_lock);
-    d->nspare = 0; /* the reset freed them */
+    for (size_t i = 0; i < d->nspare; i++)
+        leave_handle(left, d->spare[i].h);
+    d->nspare = 0;
     d->spare_pages = 0;
     pthread_mutex_unlock(&d->page_lock);
+}
+
+void pool_leftover_release(struct pool *p, int dev, struct pool_leftover *left)
+{
+    for (size_t i = 0; i < left->nunmap; i++)
+        p->up.unmap(p->up.ctx, dev, left->unmap[i].va, left->unmap[i].size);
+    for (size_t i = 0; i < left->ndestroy; i++)
+        p->up.destroy(p->up.ctx, dev, left->destroy[i]);
+    for (size_t i = 0; i < left->nunreserve; i++)
+        p->up.unreserve(p->up.ctx, dev, left->unreserve[i].va, left->unreserve[i].size);
+    free(left->unmap);
+    free(left->unreserve);
+    free(left->destroy);
+    memset(left, 0, sizeof *left);
 }

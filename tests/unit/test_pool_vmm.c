@@ -401,6 +401,29 @@ static void vmm_deferred_unmaps(void)
  * address at once, but its old mapping is unmapped only when the GPU is
  * done with it: here when a block lands on the old address (vm_unmap
  * counts an unmap under GPU work as a violation). */
+/* A device reset frees cudaMalloc memory, not virtual memory: the pool
+ * lists its mappings - current ones, moved ones whose unmap is queued -
+ * its handles, parked ones too, and its address ranges, and gives them
+ * back after the reset: nothing stays mapped, every page goes back, and
+ * no handle is given back while mapped (the upstream counts it). */
+static void vmm_reset_gives_back(void)
+{
+    uintptr_t x[4], big;
+    struct pool *p = holes_moved(x, &big); /* alias: 2 unmaps queued */
+    gpu_free(p, x[1], 8u << 20);
+    vm_sync(p);
+    struct pool_stats st;
+    pool_stats(p, 0, &st);
+    CHECK(up.used == 32u << 20 && pages_mapped_now() > 0);
+    struct pool_leftover left;
+    pool_forget_device(p, 0, &left);
+    /* x[3] and big's two runs and x[0] and x[2]'s old places; 3 ranges */
+    CHECK(left.nunmap == 5 + 1 && left.ndestroy == 4 && left.nunreserve == 3);
+    pool_leftover_release(p, 0, &left);
+    CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
+    pool_release_all(p);
+}
+
 static void vmm_ordered_reuse(void)
 {
     vm_reset(64u << 20);
@@ -515,16 +538,10 @@ static void whole_refusal_passes_over(void)
     uintptr_t r = gpu_alloc(p, 0, 100u << 20); /* 256 refused; 290 fits */
     CHECK(r == big + (310u << 20) && vm.creates == 428 && vm.unmaps == 0);
     CHECK(up.violations == 0 && pool_check(p) == NULL);
-    struct pool_whole *w;
-    size_t n;
-    pool_forget_device(p, 0, &w, &n);
-    CHECK(n == 2 && w != NULL);
-    for (size_t i = 0; i < n; i++) {
-        vm_unmap(NULL, 0, w[i].va, w[i].size);
-        vm_destroy(NULL, 0, w[i].handle);
-        vm_unreserve(NULL, 0, w[i].va, w[i].size);
-    }
-    free(w);
+    struct pool_leftover left;
+    pool_forget_device(p, 0, &left);
+    CHECK(left.nunmap == 2 && left.ndestroy == 2 && left.nunreserve == 2);
+    pool_leftover_release(p, 0, &left);
     CHECK(up.used == 0 && pages_mapped_now() == 0 && up.violations == 0);
     pool_release_all(p);
 }
@@ -564,6 +581,7 @@ int main(void)
         vmm_sixteen_threads();
     }
     vmm_deferred_unmaps(); /* alias still set */
+    vmm_reset_gives_back();
     vmm_ordered_reuse();
     whole_segments_go_back_unsynced();
     whole_refusal_passes_over();
