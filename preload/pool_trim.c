@@ -90,37 +90,32 @@ void pool_release_all(struct pool *p)
             pool_trim(p, dev);
 }
 
-/* Add one item to a list of `left`; lost if no host memory is left. */
-static void *push(void *list, size_t *n, size_t *cap, size_t each)
+/* Room for one more of `each` bytes in *list (n used, *cap allocated);
+ * false if no host memory is left (the item is lost). */
+static bool room(void *list, size_t n, size_t *cap, size_t each)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 64;
-        void *l = realloc(list, c * each);
-        if (l == NULL)
-            return list;
-        list = l;
-        *cap = c;
-    }
-    (*n)++;
-    return list;
+    if (n < *cap)
+        return true;
+    size_t c = *cap ? 2 * *cap : 64;
+    void *l = realloc(*(void **)list, c * each);
+    if (l == NULL)
+        return false;
+    *(void **)list = l;
+    *cap = c;
+    return true;
 }
 
 static void leave_range(struct pool_range **list, size_t *n, size_t *cap,
                         uintptr_t va, size_t size)
 {
-    size_t before = *n;
-    *list = push(*list, n, cap, sizeof **list);
-    if (*n > before)
-        (*list)[before] = (struct pool_range){va, size};
+    if (room(list, *n, cap, sizeof **list))
+        (*list)[(*n)++] = (struct pool_range){va, size};
 }
 
 static void leave_handle(struct pool_leftover *left, uint64_t h)
 {
-    size_t before = left->ndestroy;
-    left->destroy = push(left->destroy, &left->ndestroy, &left->cap[2],
-                         sizeof *left->destroy);
-    if (left->ndestroy > before)
-        left->destroy[before] = h;
+    if (room(&left->destroy, left->ndestroy, &left->cap[2], sizeof h))
+        left->destroy[left->ndestroy++] = h;
 }
 
 /* A segment's virtual memory, for after the reset: its mappings (one per
