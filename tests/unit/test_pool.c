@@ -448,6 +448,55 @@ static void growth_gives_back_empty_small_segments(void)
     pool_release_all(p);
 }
 
+/* A small request that would make a small segment grow takes the free end
+ * of a large segment in use instead, if it is shorter than 2 MiB (pool.c,
+ * try_tail): 24.5 MiB is rounded to a segment of 26 MiB, whose last 1.5
+ * MiB no large request fits. Only as a last resort: while a small segment
+ * has room, small blocks go there; an empty large segment is not cut. */
+static void small_requests_take_large_tails(void)
+{
+    const size_t big = (49u << 20) / 2, mib = 1u << 20;
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    uintptr_t s0 = gpu_alloc(p, 0, 4096); /* a small segment, with room */
+    uintptr_t x = gpu_alloc(p, 0, big);
+    CHECK(up.allocs == 2 && up.used == POOL_SMALL_SEGMENT + (26u << 20));
+    uintptr_t s1 = gpu_alloc(p, 0, 4096);
+    CHECK(s1 == s0 + 4096); /* the small segment first */
+    uintptr_t f0 = gpu_alloc(p, 0, mib), f1 = gpu_alloc(p, 0, mib - 8192);
+    CHECK(f0 == s1 + 4096 && f1 == f0 + mib && up.allocs == 2); /* full */
+    uintptr_t t0 = gpu_alloc(p, 0, mib);         /* the tail, not a grow */
+    uintptr_t t1 = gpu_alloc(p, 0, mib / 2);     /* what is left of it */
+    CHECK(t0 == x + big && t1 == x + big + mib);
+    CHECK(up.allocs == 2);
+    uintptr_t g = gpu_alloc(p, 0, mib);          /* no tail left: grows */
+    uintptr_t g2 = gpu_alloc(p, 0, mib);         /* fills g's segment */
+    CHECK(g != 0 && g2 == g + mib && up.allocs == 3);
+    CHECK(pool_check(p) == NULL);
+    gpu_free(p, t0, mib);
+    gpu_free(p, t1, mib / 2);
+    gpu_free(p, x, big);
+    CHECK(pool_settle(p));
+    uintptr_t again = gpu_alloc(p, 0, big); /* the segment whole again */
+    CHECK(again == x && up.allocs == 3);
+    gpu_free(p, again, big);
+    CHECK(pool_settle(p));
+    /* the large segment is empty now: a small request grows rather than
+     * cut it */
+    uintptr_t h = gpu_alloc(p, 0, mib);
+    CHECK(h != 0 && (h < x || h >= x + (26u << 20)) && up.allocs == 4);
+    CHECK(up.violations == 0 && pool_check(p) == NULL);
+    gpu_free(p, h, mib);
+    gpu_free(p, g, mib);
+    gpu_free(p, g2, mib);
+    gpu_free(p, f1, mib - 8192);
+    gpu_free(p, f0, mib);
+    gpu_free(p, s1, 4096);
+    gpu_free(p, s0, 4096);
+    pool_release_all(p);
+    CHECK(up.used == 0);
+}
+
 int main(void)
 {
     no_reuse_before_sync();
@@ -459,6 +508,7 @@ int main(void)
     large_blocks();
     medium_segments_hold_whole_blocks();
     growth_gives_back_empty_small_segments();
+    small_requests_take_large_tails();
     loose_fit_waits();
     turns_share_an_arena();
     contention_spreads();
