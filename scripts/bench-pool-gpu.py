@@ -3,7 +3,7 @@
 
 usage: scripts/bench-pool-gpu.py [--bundle DIR] [--repeats N] [--json FILE]
                                  [--workloads transformer,mlp] [--configs a,b,...]
-                                 [--keep DIR] [--pin CPUS]
+                                 [--keep DIR] [--pin CPUS] [--steps N]
 
 Workloads (--workloads, default transformer,mlp): from
 tests/gpu/torch_train.py the GPU-bound transformer (TransformerEncoder, 6
@@ -45,7 +45,11 @@ runs another build of the library: before and after a change, in one run.
 
 Runs alternate between configurations, REPEATS rounds; each figure is the
 median step time (warm-up steps dropped) divided by the baseline's, from
-the same invocation. Memory: peak reserved / peak requested bytes, from
+the same invocation; "paired" is the median over rounds of each round's
+ratio to the baseline run just before it, which cancels the host's drift
+between rounds (runs of one configuration moved 10-45% between rounds on
+the shared hosts). --steps N: steps per run of the real models (default
+15, the first 3 dropped). Memory: peak reserved / peak requested bytes, from
 PyTorch's statistics, or for the pool from its trace (live requested bytes
 and live segments replayed in order). Also: the pool's device
 synchronizations per step, the fences it waited for and recorded per
@@ -94,7 +98,7 @@ MODEL_ARGS = {"gpt2": ["gpt2", "--bf16"], "timm": ["timm"], "gpt2-infer": ["gpt2
               "bert": ["bert", "--bf16"], "llama": ["llama", "--bf16"],
               "effnet": ["effnet", "--bf16"]}
 for _w in MODEL_ARGS:
-    STEPS[_w], WARMUP[_w] = 15, 3
+    STEPS[_w], WARMUP[_w] = int(arg("--steps", "15")), 3
 
 CONFIGS = {
     "baseline": ({}, False),
@@ -240,6 +244,8 @@ def main():
             for c, rs in runs.items():
                 step = statistics.median(r["step"] for r in rs)
                 row = {"step_ms": step * 1e3, "ratio": step / base,
+                       "paired": statistics.median(r["step"] / b["step"]
+                                                   for r, b in zip(rs, runs["baseline"])),
                        "runs": [r["step"] * 1e3 for r in rs]}
                 last = rs[-1]
                 if last.get("peak_requested"):
@@ -266,9 +272,9 @@ def main():
             results[workload] = rows
             print(f"\n{workload}: baseline {base * 1e3:.2f} ms/step, "
                   f"medians of {REPEATS} alternating runs")
-            print("| configuration | step time / baseline | peak reserved / peak requested | "
+            print("| configuration | step time / baseline | paired | peak reserved / peak requested | "
                   "pool syncs per step | fences waited for / recorded per step |")
-            print("|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|")
             for c, row in rows.items():
                 mem = f"{row['mem_ratio']:.3f}" if "mem_ratio" in row else "n/a"
                 syncs = f"{row['pool_syncs_per_step']:.2f}" if "pool_syncs_per_step" in row else ""
@@ -289,7 +295,8 @@ def main():
                 if row.get("vmm_driver_split_per_step"):
                     extra += " (" + ", ".join(f"{k} {v:.2f}" for k, v in
                                               row["vmm_driver_split_per_step"].items()) + ")"
-                print(f"| {c} | {row['ratio']:.3f} | {mem} | {syncs} | {fences} |{extra}",
+                print(f"| {c} | {row['ratio']:.3f} | {row['paired']:.3f} | {mem} | {syncs} | "
+                      f"{fences} |{extra}",
                       flush=True)
     bench = os.path.join(BUNDLE, "bench_pool")
     if os.path.exists(bench):
