@@ -179,7 +179,7 @@ static struct fdev *g_fdev[POOL_MAX_DEVICES];
 static pthread_mutex_t g_fdev_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_off;                 /* set once, never cleared */
 static const char *g_off_why;
-static uint64_t g_waits, g_recorded, g_wait_ns, g_issued;
+static uint64_t g_waits, g_recorded, g_wait_ns, g_issued, g_record_ns;
 /* Ordered reuse: stopped (set once), and what it handed out made idle. */
 static bool g_ordered_off, g_ordered_done;
 static pthread_mutex_t g_ordered_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -289,8 +289,9 @@ const char *gmt_fence_off_reason(void)
 }
 
 void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
-                      uint64_t *issued)
+                      uint64_t *issued, uint64_t *record_ns)
 {
+    *record_ns = LOAD(g_record_ns);
     *issued = LOAD(g_issued);
     *recorded = LOAD(g_recorded);
     *waits = LOAD(g_waits);
@@ -436,12 +437,15 @@ static bool record_locked(struct pool *p, struct fdev *f, int dev)
     pool_sync_snapshot(p, dev, &fe->snap);
     /* after the snapshot: see the ordering note at the top */
     cudaError_t r = cudaErrorNotPermitted;
+    uint64_t t0 = gmt_opt.verbose ? gmt_now_ns() : 0;
     pthread_mutex_lock(&g_side_lock);
     if (!__atomic_load_n(&g_off, __ATOMIC_SEQ_CST)) {
         struct record_args a = {fe, dev};
         r = (cudaError_t)gmt_on_device(dev, do_record, &a);
     }
     pthread_mutex_unlock(&g_side_lock);
+    if (t0)
+        __atomic_add_fetch(&g_record_ns, gmt_now_ns() - t0, __ATOMIC_RELAXED);
     cuda_quiet_end(r == cudaErrorNotPermitted ? cudaSuccess : r);
     if (r == cudaSuccess) {
         __atomic_store_n(&f->tail, f->tail + 1, __ATOMIC_RELAXED);

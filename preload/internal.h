@@ -357,7 +357,9 @@ bool gmt_fence_usable(void);
 /* Why fences are not used (NULL: they are). */
 const char *gmt_fence_off_reason(void);
 void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
-                      uint64_t *issued);
+                      uint64_t *issued, uint64_t *record_ns);
+/* mem.c: time in cudaMalloc [0] and cudaFree [1], with verbose only */
+extern uint64_t gmt_hook_ns[2], gmt_hook_calls[2];
 void gmt_fence_forget_device(int dev); /* cudaDeviceReset destroyed them */
 void gmt_fence_reset_after_fork(void);
 

@@ -213,8 +213,8 @@ __attribute__((destructor)) static void gmt_fini(void)
             gmt_stack_embed_symbols(t);
         gmt_trace_close();
         if (gmt_opt.verbose && gmt_opt.pool) {
-            uint64_t rec, waits, wait_ns, issued;
-            gmt_fence_counts(&rec, &waits, &wait_ns, &issued);
+            uint64_t rec, waits, wait_ns, issued, record_ns;
+            gmt_fence_counts(&rec, &waits, &wait_ns, &issued, &record_ns);
             const char *why = gmt_fence_off_reason();
             gmt_info("pool: %llu fences recorded, %llu waited for in %.1f ms%s%s",
                      (unsigned long long)rec, (unsigned long long)waits,
@@ -232,6 +232,13 @@ __attribute__((destructor)) static void gmt_fini(void)
             if (gmt_opt.pool_ordered)
                 gmt_info("pool: ordered reuse: %llu fences made frees "
                          "reusable when recorded", (unsigned long long)issued);
+            if (rec)
+                gmt_info("pool: recording the fences took %.1f ms",
+                         record_ns / 1e6);
+            gmt_info("hooks: %llu cudaMalloc calls took %.1f ms, %llu "
+                     "cudaFree calls %.1f ms (pool and recording included)",
+                     (unsigned long long)gmt_hook_calls[0], gmt_hook_ns[0] / 1e6,
+                     (unsigned long long)gmt_hook_calls[1], gmt_hook_ns[1] / 1e6);
             gmt_mem_verbose_summary();
         }
         char line[512];

@@ -536,7 +536,7 @@ static cudaError_t fallback_malloc(struct gmt_call *c, void **devPtr,
  * a segment while its block events are recorded (fw.c) goes straight to
  * the runtime: a second cache under its own would keep memory it gave
  * back. */
-cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller)
+static cudaError_t mem_malloc(void **devPtr, size_t size, const void *caller)
 {
     struct gmt_call c;
     if (!gmt_call_begin(&c, false))
@@ -631,7 +631,7 @@ static void joined_free_sync(struct gmt_call *c, int dev, cudaError_t r,
     gmt_ev_pool_sync(c->t, dev, GMT_API_POOL_SYNCHRONIZE, s);
 }
 
-cudaError_t gmt_mem_free(void *ptr, const void *caller)
+static cudaError_t mem_free(void *ptr, const void *caller)
 {
     struct gmt_call c;
     if (!gmt_call_begin(&c, true)) /* stamped before the memory is reusable */
@@ -648,6 +648,37 @@ cudaError_t gmt_mem_free(void *ptr, const void *caller)
     if (dev >= 0 && dev == c.t->last_device)
         gmt_mem_maybe_sample(c.t, dev);
     gmt_call_finish(&c);
+    return r;
+}
+
+/* With GPUMEMTRACE_VERBOSE=1, the time spent in cudaMalloc and cudaFree,
+ * said at exit (lifecycle.c): what the library adds to each call, pool
+ * and recording included, against the step time it costs. */
+uint64_t gmt_hook_ns[2], gmt_hook_calls[2];
+
+static void hook_timed(int k, uint64_t t0)
+{
+    __atomic_add_fetch(&gmt_hook_ns[k], gmt_now_ns() - t0, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&gmt_hook_calls[k], 1, __ATOMIC_RELAXED);
+}
+
+cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller)
+{
+    if (GMT_LIKELY(!gmt_opt.verbose))
+        return mem_malloc(devPtr, size, caller);
+    uint64_t t0 = gmt_now_ns();
+    cudaError_t r = mem_malloc(devPtr, size, caller);
+    hook_timed(0, t0);
+    return r;
+}
+
+cudaError_t gmt_mem_free(void *ptr, const void *caller)
+{
+    if (GMT_LIKELY(!gmt_opt.verbose))
+        return mem_free(ptr, caller);
+    uint64_t t0 = gmt_now_ns();
+    cudaError_t r = mem_free(ptr, caller);
+    hook_timed(1, t0);
     return r;
 }
 

@@ -218,6 +218,11 @@ def run(workload, config, tmp):
         r["driver_split_ms"] = dict(zip(("create", "map", "unmap", "unmap_before_wait",
                                          "unmaps_before_wait", "destroy", "idle_waits"),
                                         map(float, m.groups()))) if m else None
+        m = re.search(r"pool: recording the fences took ([0-9.]+) ms", p.stderr)
+        r["fence_record_ms"] = float(m.group(1)) if m else None
+        m = re.search(r"hooks: \d+ cudaMalloc calls took ([0-9.]+) ms, \d+ cudaFree calls "
+                      r"([0-9.]+) ms", p.stderr)
+        r["hook_ms"] = (float(m.group(1)), float(m.group(2))) if m else None
         m = re.search(r"ordered reuse: (\d+) fences made", p.stderr)
         r["fences_issued"] = int(m.group(1)) if m else None
         r["peak_requested"], r["peak_reserved"] = replay(trace)
@@ -246,7 +251,8 @@ def main():
                 row = {"step_ms": step * 1e3, "ratio": step / base,
                        "paired": statistics.median(r["step"] / b["step"]
                                                    for r, b in zip(rs, runs["baseline"])),
-                       "runs": [r["step"] * 1e3 for r in rs]}
+                       "runs": [r["step"] * 1e3 for r in rs],
+                       "step_times_ms": [[round(t * 1e3, 3) for t in r["step_times"]] for r in rs]}
                 last = rs[-1]
                 if last.get("peak_requested"):
                     row["peak_requested"] = last["peak_requested"]
@@ -267,6 +273,11 @@ def main():
                     if last.get("fences_issued") is not None:
                         row["fences_issued_per_step"] = last["fences_issued"] / STEPS[workload]
                     row["segments_allocated_per_step"] = last["segments_allocated"] / STEPS[workload]
+                    if last.get("fence_record_ms") is not None:
+                        row["fence_record_ms_per_step"] = last["fence_record_ms"] / STEPS[workload]
+                    if last.get("hook_ms"):
+                        row["malloc_ms_per_step"] = last["hook_ms"][0] / STEPS[workload]
+                        row["free_ms_per_step"] = last["hook_ms"][1] / STEPS[workload]
                 row["losses_equal_baseline"] = last["losses"] == runs["baseline"][-1]["losses"]
                 rows[c] = row
             results[workload] = rows
@@ -290,6 +301,11 @@ def main():
                 if row.get("vmm_driver_ms_per_step") is not None:
                     extra += (f", {row['segments_allocated_per_step']:.1f} mappings and "
                               f"{row['vmm_driver_ms_per_step']:.2f} ms in the driver per step")
+                if row.get("malloc_ms_per_step") is not None:
+                    extra += (f", in cudaMalloc {row['malloc_ms_per_step']:.2f} and cudaFree "
+                              f"{row['free_ms_per_step']:.2f} ms/step")
+                if row.get("fence_record_ms_per_step") is not None:
+                    extra += f" (recording fences {row['fence_record_ms_per_step']:.2f})"
                 if row.get("fences_issued_per_step") is not None:
                     extra += f", {row['fences_issued_per_step']:.1f} fences issued (ordered)/step"
                 if row.get("vmm_driver_split_per_step"):
