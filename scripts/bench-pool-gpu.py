@@ -303,7 +303,8 @@ def main():
                               f"{row['vmm_driver_ms_per_step']:.2f} ms in the driver per step")
                 if row.get("malloc_ms_per_step") is not None:
                     extra += (f", in cudaMalloc {row['malloc_ms_per_step']:.2f} and cudaFree "
-                              f"{row['free_ms_per_step']:.2f} ms/step")
+                              f"{row['free_ms_per_step']:.2f} ms/step (whole run over steps: "
+                              f"the first steps' segment growth included)")
                 if row.get("fence_record_ms_per_step") is not None:
                     extra += f" (recording fences {row['fence_record_ms_per_step']:.2f})"
                 if row.get("fences_issued_per_step") is not None:
