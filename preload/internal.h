@@ -288,6 +288,8 @@ bool gmt_tracer_start(void);
 void gmt_mem_init(void);             /* at tracer start, if the pool is on */
 void gmt_mem_reset_after_fork(void);
 void gmt_mem_verbose_summary(void); /* GPUMEMTRACE_VERBOSE at exit */
+/* With GPUMEMTRACE_VERBOSE: time in cudaMalloc [0] and cudaFree [1] */
+extern uint64_t gmt_hook_ns[2], gmt_hook_calls[2];
 /* Emit a SAMPLE for dev if the sampling interval has passed. */
 void gmt_mem_maybe_sample(struct gmt_thread *t, int dev);
 bool gmt_capture_active(void);
@@ -358,8 +360,6 @@ bool gmt_fence_usable(void);
 const char *gmt_fence_off_reason(void);
 void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
                       uint64_t *issued, uint64_t *record_ns);
-/* mem.c: time in cudaMalloc [0] and cudaFree [1], with verbose only */
-extern uint64_t gmt_hook_ns[2], gmt_hook_calls[2];
 void gmt_fence_forget_device(int dev); /* cudaDeviceReset destroyed them */
 void gmt_fence_reset_after_fork(void);
 

@@ -210,6 +210,10 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
         b = reclaim_retry(p, d, dev, ai, size, req, true);
     if (b == NULL && pool_pending_could_fit(d, ai, size, SIZE_MAX))
         b = reclaim_retry(p, d, dev, ai, size, req, true);
+    /* About to grow a small segment: a large segment's rounding tail
+     * (below) serves it instead, if there is one. */
+    if (b == NULL && !pool_is_large(size))
+        b = try_tail(p, own, dev, size, req);
     /* About to grow a large segment: large segments with nothing in them
      * did not fit, and small ones never serve it; give them back first
      * rather than hold both. (The small ones too: resnet50 training held
@@ -217,10 +221,6 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
      * corpus, every trace the same or less, resnet50 1.056x -> 1.054x the
      * peak requested with ordered reuse, 1.130x -> 1.082x by the default
      * rule, for 2 more segments given back a step; docs/benchmarks.md.) */
-    /* About to grow a small segment: a large segment's rounding tail
-     * (below) serves it instead, if there is one. */
-    if (b == NULL && !pool_is_large(size))
-        b = try_tail(p, own, dev, size, req);
     if (b == NULL && pool_is_large(size)) {
         int released = pool_trim_class(p, d, dev, true, true);
         released += pool_trim_class(p, d, dev, true, false);
