@@ -196,6 +196,9 @@ static void marker(unsigned type, const char *s, size_t n)
     int saved = errno;
     struct gmt_thread *t = enter();
     if (t != NULL) {
+        if (GMT_UNLIKELY(gmt_opt.verbose) && type == GMT_MARK && n == 4 &&
+            memcmp(s, "step", 4) == 0)
+            gmt_mem_step_mark(); /* the hooks' steady cost, said at exit */
         uint32_t id = type == GMT_MARK_POP ? 0 : gmt_string_id(t, s, n);
         if (id != 0 || type == GMT_MARK_POP)
             emit_marker(t, type, id);

@@ -290,6 +290,10 @@ void gmt_mem_reset_after_fork(void);
 void gmt_mem_verbose_summary(void); /* GPUMEMTRACE_VERBOSE at exit */
 /* With GPUMEMTRACE_VERBOSE: time in cudaMalloc [0] and cudaFree [1] */
 extern uint64_t gmt_hook_ns[2], gmt_hook_calls[2];
+/* With GPUMEMTRACE_VERBOSE: a "step" mark; at exit, the hooks' time per
+ * step between marks, warm-up left out (said only with enough marks). */
+void gmt_mem_step_mark(void);
+void gmt_mem_steady_summary(void);
 /* Emit a SAMPLE for dev if the sampling interval has passed. */
 void gmt_mem_maybe_sample(struct gmt_thread *t, int dev);
 bool gmt_capture_active(void);

@@ -239,6 +239,7 @@ __attribute__((destructor)) static void gmt_fini(void)
                      "cudaFree calls %.1f ms (pool and recording included)",
                      (unsigned long long)gmt_hook_calls[0], gmt_hook_ns[0] / 1e6,
                      (unsigned long long)gmt_hook_calls[1], gmt_hook_ns[1] / 1e6);
+            gmt_mem_steady_summary();
             gmt_mem_verbose_summary();
         }
         char line[512];

@@ -195,6 +195,8 @@ def run(workload, config, tmp):
         raise RuntimeError(f"{workload}/{config} failed:\n{p.stderr[-3000:]}")
     r = json.loads(p.stdout.strip().splitlines()[-1])
     r["step"] = statistics.median(r["step_times"][WARMUP[workload]:])
+    if r.get("launch_times"):  # torch_models.py: until the step's work is queued
+        r["launch"] = statistics.median(r["launch_times"][WARMUP[workload]:])
     r.setdefault("losses", r.get("result"))  # torch_models.py: the last loss or a checksum
     if not traced and r.get("max_memory_reserved"):  # PyTorch's own figures
         r["peak_reserved"] = r["max_memory_reserved"]
@@ -223,6 +225,11 @@ def run(workload, config, tmp):
         m = re.search(r"hooks: \d+ cudaMalloc calls took ([0-9.]+) ms, \d+ cudaFree calls "
                       r"([0-9.]+) ms", p.stderr)
         r["hook_ms"] = (float(m.group(1)), float(m.group(2))) if m else None
+        m = re.search(r"per step after \d+ warm-up steps \(\d+ steps between \"step\" marks\): "
+                      r"(\d+) cudaMalloc calls took ([0-9.]+) ms, (\d+) cudaFree calls ([0-9.]+) ms; "
+                      r"(\d+) fences recorded in ([0-9.]+) ms", p.stderr)
+        r["steady"] = dict(zip(("mallocs", "malloc_ms", "frees", "free_ms", "fences",
+                                "fence_record_ms"), map(float, m.groups()))) if m else None
         m = re.search(r"ordered reuse: (\d+) fences made", p.stderr)
         r["fences_issued"] = int(m.group(1)) if m else None
         r["peak_requested"], r["peak_reserved"] = replay(trace)
@@ -253,6 +260,8 @@ def main():
                                                    for r, b in zip(rs, runs["baseline"])),
                        "runs": [r["step"] * 1e3 for r in rs],
                        "step_times_ms": [[round(t * 1e3, 3) for t in r["step_times"]] for r in rs]}
+                if all(r.get("launch") for r in rs):
+                    row["launch_ms"] = statistics.median(r["launch"] for r in rs) * 1e3
                 last = rs[-1]
                 if last.get("peak_requested"):
                     row["peak_requested"] = last["peak_requested"]
@@ -275,6 +284,8 @@ def main():
                     row["segments_allocated_per_step"] = last["segments_allocated"] / STEPS[workload]
                     if last.get("fence_record_ms") is not None:
                         row["fence_record_ms_per_step"] = last["fence_record_ms"] / STEPS[workload]
+                    if last.get("steady"):  # per step, warm-up left out
+                        row["steady_per_step"] = last["steady"]
                     if last.get("hook_ms"):
                         row["malloc_ms_per_step"] = last["hook_ms"][0] / STEPS[workload]
                         row["free_ms_per_step"] = last["hook_ms"][1] / STEPS[workload]
@@ -296,12 +307,20 @@ def main():
                     if row.get("fences_off"):
                         fences += f" (off: {row['fences_off']})"
                 extra = ""
+                if row.get("launch_ms") is not None:  # near the step time: bound by the CPU
+                    extra += f" launch {row['launch_ms']:.2f} of {row['step_ms']:.2f} ms,"
                 if row.get("fence_wait_ms_per_step") is not None:
                     extra += f" waits {row['fence_wait_ms_per_step']:.2f} ms/step"
                 if row.get("vmm_driver_ms_per_step") is not None:
                     extra += (f", {row['segments_allocated_per_step']:.1f} mappings and "
                               f"{row['vmm_driver_ms_per_step']:.2f} ms in the driver per step")
-                if row.get("malloc_ms_per_step") is not None:
+                if row.get("steady_per_step"):
+                    st = row["steady_per_step"]
+                    extra += (f", per step after warm-up: {st['mallocs']:.0f} cudaMalloc "
+                              f"{st['malloc_ms']:.3f} ms, {st['frees']:.0f} cudaFree "
+                              f"{st['free_ms']:.3f} ms, {st['fences']:.0f} fences recorded "
+                              f"{st['fence_record_ms']:.3f} ms")
+                elif row.get("malloc_ms_per_step") is not None:
                     extra += (f", in cudaMalloc {row['malloc_ms_per_step']:.2f} and cudaFree "
                               f"{row['free_ms_per_step']:.2f} ms/step (whole run over steps: "
                               f"the first steps' segment growth included)")

@@ -126,6 +126,18 @@ def test_growth_per_step():
            "+256.00 KiB" in text, text)
 
 
+def test_verbose_hook_cost_per_step():
+    # 20 "step" marks, each step 2 cudaMalloc and 1 cudaFree: the steady
+    # figures leave out the 3 warm-up steps and the time after the last mark
+    p = run([prog("phases"), "growth"], GPUMEMTRACE_VERBOSE="1")
+    line = [l for l in p.stderr.splitlines() if "per step after" in l]
+    expect(len(line) == 1 and 'after 3 warm-up steps (16 steps between "step" marks): '
+           '2 cudaMalloc calls took' in line[0] and ", 1 cudaFree calls" in line[0], p.stderr)
+    # without step marks there is no steady state to say
+    p = run([prog("phases"), "basic"], GPUMEMTRACE_VERBOSE="1")
+    expect("hooks: " in p.stderr and "per step after" not in p.stderr, p.stderr)
+
+
 def test_growth_without_marks():
     # no marks: no per-interval figures; the steps are found from the
     # allocations instead (report_known's 20 steps, 256 KiB kept in each)

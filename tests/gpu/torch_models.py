@@ -2,8 +2,10 @@
 (scripts/gpu-framework.sh, scripts/bench-framework-gpu.py): each runs
 with PyTorch's caching allocator as configured and prints one JSON line
 on stdout: its result (the last loss, or a checksum of outputs), the time
-of each step (synchronized), and PyTorch's own memory figures of the same
-run (torch.cuda.memory_stats), for comparison with the trace.
+of each step (synchronized) and of its launch (until the step's work is
+queued: near the step time, the step is bound by the CPU), and PyTorch's
+own memory figures of the same run (torch.cuda.memory_stats), for
+comparison with the trace. Traced, each step starts with a "step" mark.
 
 usage: torch_models.py WORKLOAD [--steps N] [--bf16] [--batch N]
   training:  transformer (TransformerEncoder 6 x d=1024, batch 16x512,
@@ -258,12 +260,16 @@ def main():
     torch.manual_seed(0)
     torch.cuda.init()
     t = time.perf_counter()
-    times = []
+    times, launched = [], []
+    mark = getattr(ctypes.CDLL(None), "gpumemtrace_mark", None)  # traced: mark each step
     if args.workload in training:
         step = training[args.workload](args)
         for _ in range(args.steps):
+            if mark:
+                mark(b"step")
             t0 = time.perf_counter()
             result = step()
+            launched.append(time.perf_counter() - t0)  # the CPU's part: all work queued
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
         result = float(result)
@@ -275,7 +281,7 @@ def main():
     except AttributeError:
         pass
     out = {"workload": args.workload, "result": result, "seconds": time.perf_counter() - t,
-           "step_times": times}
+           "step_times": times, "launch_times": launched}
     out.update(stats())
     print(json.dumps(out))
 
