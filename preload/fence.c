@@ -121,7 +121,6 @@
 #define FENCE_PRESSURE_NS 20000000ull /* ...and only within 20 ms of a wait */
 #define POLL_EVERY_NS 20000ull     /* misses query fences at most every 20 us */
 #define FENCE_BEHIND_NS 20000ull   /* waits averaging less: the GPU keeps up */
-#define ISSUE_EVERY_NS 500000ull   /* ordered barriers: an event at most every 500 us */
 
 /* Non-blocking streams a fence covers, at most (GMT_NB_MANY says 8).
  * Each costs a fence two runtime calls (is it capturing, is it busy),
@@ -145,7 +144,6 @@ struct fdev {
     uint64_t need_ns;              /* when the pool last had to wait */
     uint64_t poll_ns;              /* when a miss last queried the fences */
     uint64_t wait_avg_ns;          /* how long waits took, moving average */
-    bool uncovered;                /* frees issued with no fence after them */
     struct fence ring[NFENCE];
 };
 
@@ -181,7 +179,7 @@ static struct fdev *g_fdev[POOL_MAX_DEVICES];
 static pthread_mutex_t g_fdev_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_off;                 /* set once, never cleared */
 static const char *g_off_why;
-static uint64_t g_waits, g_recorded, g_wait_ns, g_issued, g_record_ns, g_bare;
+static uint64_t g_waits, g_recorded, g_wait_ns, g_issued, g_record_ns;
 /* Ordered reuse: stopped (set once), and what it handed out made idle. */
 static bool g_ordered_off, g_ordered_done;
 static pthread_mutex_t g_ordered_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -288,11 +286,6 @@ const char *gmt_fence_off_reason(void)
     return __atomic_load_n(&g_off, __ATOMIC_SEQ_CST)
                ? __atomic_load_n(&g_off_why, __ATOMIC_ACQUIRE)
                : NULL;
-}
-
-uint64_t gmt_fence_bare(void)
-{
-    return LOAD(g_bare);
 }
 
 void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
@@ -438,8 +431,7 @@ static bool record_locked(struct pool *p, struct fdev *f, int dev)
         poll_locked(p, f, dev, false);
     if (f->tail - f->head == NFENCE)
         return false;
-    if ((!pool_freed_since_snapshot(p, dev) && !f->uncovered) ||
-        !cuda_quiet_begin(false))
+    if (!pool_freed_since_snapshot(p, dev) || !cuda_quiet_begin(false))
         return false; /* nothing new to cover, or no CUDA call of ours now */
     struct fence *fe = &f->ring[f->tail % NFENCE];
     pool_sync_snapshot(p, dev, &fe->snap);
@@ -456,7 +448,6 @@ static bool record_locked(struct pool *p, struct fdev *f, int dev)
         __atomic_add_fetch(&g_record_ns, gmt_now_ns() - t0, __ATOMIC_RELAXED);
     cuda_quiet_end(r == cudaErrorNotPermitted ? cudaSuccess : r);
     if (r == cudaSuccess) {
-        f->uncovered = false;
         __atomic_store_n(&f->tail, f->tail + 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&g_recorded, 1, __ATOMIC_RELAXED);
         if (ordered_on()) { /* after the record: see the top */
@@ -468,31 +459,6 @@ static bool record_locked(struct pool *p, struct fdev *f, int dev)
         pool_snapshot_abandoned(p, dev); /* its frees still need cover */
     }
     return false;
-}
-
-/* An ordered barrier without an event, within ISSUE_EVERY_NS of the last
- * fence: its frees are handed out at once, as a fence's are - what makes
- * that safe is the legacy stream's order, not the event - and the next
- * fence recorded covers them (f->uncovered). The event only says when the
- * GPU is past them, which ordered reuse needs for nothing but unmapping
- * and giving back, and the pool's own segments wait for that anyway.
- * resnet50 training made 245 barriers a step, each an event recorded and
- * later queried: about 1 ms of its 24 ms step, all on the CPU (H200,
- * docs/benchmarks.md). Not with virtual memory, whose give-backs wait for
- * idle segments: fewer fences kept more memory there (replayed). f locked. */
-static bool issue_locked(struct pool *p, struct fdev *f, int dev)
-{
-    if (!pool_freed_since_snapshot(p, dev))
-        return false;
-    struct pool_snapshot snap;
-    pool_sync_snapshot(p, dev, &snap);
-    f->uncovered = true;
-    if (!ordered_on()) /* after the snapshot, as after a record: see the top */
-        return false;
-    pool_issued(p, dev, &snap);
-    __atomic_add_fetch(&g_issued, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&g_bare, 1, __ATOMIC_RELAXED);
-    return true;
 }
 
 void gmt_fence_after_free(struct pool *p, int dev)
@@ -528,15 +494,8 @@ int gmt_fence_reclaim(struct pool *p, int dev, int wait)
         /* record_locked finds whether anything was freed since the last */
         if (!gmt_fence_usable() || pthread_mutex_trylock(&f->lock) != 0)
             return 0; /* another thread is at it: never wait for a hint */
-        uint64_t now = now_ns();
-        bool issued;
-        if (now - LOAD(f->last_ns) < ISSUE_EVERY_NS && !gmt_opt.pool_vmm &&
-            !gmt_opt.pool_vmm_whole) {
-            issued = issue_locked(p, f, dev);
-        } else {
-            issued = record_locked(p, f, dev);
-            __atomic_store_n(&f->last_ns, now, __ATOMIC_RELAXED);
-        }
+        bool issued = record_locked(p, f, dev);
+        __atomic_store_n(&f->last_ns, now_ns(), __ATOMIC_RELAXED);
         pthread_mutex_unlock(&f->lock);
         return issued;
     }

@@ -83,7 +83,7 @@ REPEATS = int(arg("--repeats", "2"))
 JSON_OUT = arg("--json", None)
 WORKLOADS = arg("--workloads", "transformer,mlp").split(",")
 CONFIG_NAMES = arg("--configs", None)
-KEEP = arg("--keep", None)  # a folder: keep the last trace (and stderr) of each configuration
+KEEP = arg("--keep", None)  # a folder: keep the last trace of each run there
 PIN = arg("--pin", None)    # CPUs for taskset: every run on the same cores
 LIB = os.path.join(BUNDLE, "libgpumemtrace.so")
 REPORT = os.path.join(BUNDLE, "gpumemreport")
@@ -230,16 +230,12 @@ def run(workload, config, tmp):
                       r"(\d+) fences recorded in ([0-9.]+) ms", p.stderr)
         r["steady"] = dict(zip(("mallocs", "malloc_ms", "frees", "free_ms", "fences",
                                 "fence_record_ms"), map(float, m.groups()))) if m else None
-        m = re.search(r"ordered reuse: (\d+) barriers made frees reusable at once, (\d+) of them",
-                      p.stderr)
+        m = re.search(r"ordered reuse: (\d+) fences made", p.stderr)
         r["fences_issued"] = int(m.group(1)) if m else None
-        r["barriers_bare"] = int(m.group(2)) if m else None
         r["peak_requested"], r["peak_reserved"] = replay(trace)
         if KEEP:
             os.makedirs(KEEP, exist_ok=True)
             shutil.move(trace, os.path.join(KEEP, f"{workload}-{config}.gmt"))
-            with open(os.path.join(KEEP, f"{workload}-{config}.err"), "w") as f:
-                f.write(p.stderr)  # the library's verbose lines
         else:
             os.unlink(trace)
     return r
@@ -285,7 +281,6 @@ def main():
                     row["fences_off"] = last["fences_off"]
                     if last.get("fences_issued") is not None:
                         row["fences_issued_per_step"] = last["fences_issued"] / STEPS[workload]
-                        row["barriers_bare_per_step"] = last["barriers_bare"] / STEPS[workload]
                     row["segments_allocated_per_step"] = last["segments_allocated"] / STEPS[workload]
                     if last.get("fence_record_ms") is not None:
                         row["fence_record_ms_per_step"] = last["fence_record_ms"] / STEPS[workload]
@@ -332,8 +327,7 @@ def main():
                 if row.get("fence_record_ms_per_step") is not None:
                     extra += f" (recording fences {row['fence_record_ms_per_step']:.2f})"
                 if row.get("fences_issued_per_step") is not None:
-                    extra += (f", {row['fences_issued_per_step']:.1f} barriers (ordered)/step, "
-                              f"{row['barriers_bare_per_step']:.1f} without an event")
+                    extra += f", {row['fences_issued_per_step']:.1f} fences issued (ordered)/step"
                 if row.get("vmm_driver_split_per_step"):
                     extra += " (" + ", ".join(f"{k} {v:.2f}" for k, v in
                                               row["vmm_driver_split_per_step"].items()) + ")"

@@ -232,7 +232,7 @@ stress_ordered() {
         GPUMEMTRACE_OUTPUT=stresso.gmt GPUMEMTRACE_VERBOSE=1 ./stress 300 >stresso.out 2>stresso.err ||
         { cat stresso.out stresso.err; return 1; }
     cat stresso.out stresso.err
-    grep -q "ordered reuse: [1-9][0-9]* barriers made" stresso.err || return 1
+    grep -q "ordered reuse: [1-9][0-9]* fences made" stresso.err || return 1
     GPUMEMTRACE_POOL_ORDERED=1 LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stresson.gmt GPUMEMTRACE_VERBOSE=1 \
         ./stress 300 >stresson.out 2>stresson.err || { cat stresson.out stresson.err; return 1; }
     cat stresson.out stresson.err
@@ -250,7 +250,7 @@ torch_ordered() {
         python3 "$ROOT/tests/gpu/torch_train.py" transformer 8 >ordered.json 2>ordered.err ||
         { cat ordered.err; return 1; }
     cat ordered.err
-    grep -q "ordered reuse: [1-9][0-9]* barriers made" ordered.err || return 1
+    grep -q "ordered reuse: [1-9][0-9]* fences made" ordered.err || return 1
     same_losses ordered.json uncached+pool+vmm+ordered
 }
 check torch_ordered torch_ordered
@@ -270,7 +270,7 @@ stress_whole() {
         GPUMEMTRACE_OUTPUT=stresswo.gmt GPUMEMTRACE_VERBOSE=1 ./stress 300 >stresswo.out 2>stresswo.err ||
         { cat stresswo.out stresswo.err; return 1; }
     cat stresswo.out stresswo.err
-    grep -q "ordered reuse: [1-9][0-9]* barriers made" stresswo.err || return 1
+    grep -q "ordered reuse: [1-9][0-9]* fences made" stresswo.err || return 1
     pool_has stresswo.gmt segments_freed || return 1
     grep -q "corrupted_words 0 " stressw.out && ! grep -q "reused_addresses 0$" stressw.out &&
         grep -q "corrupted_words 0 " stresswo.out && ! grep -q "reused_addresses 0$" stresswo.out &&
@@ -327,7 +327,7 @@ stress_joined() {
         GPUMEMTRACE_OUTPUT=stressjo.gmt GPUMEMTRACE_VERBOSE=1 ./stress 300 >stressjo.out 2>stressjo.err ||
         { cat stressjo.out stressjo.err; return 1; }
     cat stressjo.out stressjo.err
-    grep -q "ordered reuse: [1-9][0-9]* barriers made" stressjo.err || return 1
+    grep -q "ordered reuse: [1-9][0-9]* fences made" stressjo.err || return 1
     ! grep -q "ordered reuse off" stressjo.err || return 1
     LD_PRELOAD=$LIB GPUMEMTRACE_OUTPUT=stressjd.gmt GPUMEMTRACE_VERBOSE=1 ./stress 100 >stressjd.out 2>stressjd.err ||
         { cat stressjd.out stressjd.err; return 1; }

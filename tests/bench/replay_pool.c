@@ -20,9 +20,7 @@
  * (map_calls, unmap_calls: the driver's cost is per mapping).
  * --ordered (with --lag) models ordered reuse (GPUMEMTRACE_POOL_ORDERED):
  * no fence per free; when the pool would wait, a barrier is recorded,
- * which makes every earlier free reusable at once and idle `lag` later;
- * as fence.c, a barrier within 500 us of the last records no event (it
- * becomes idle with the next one) but with --vmm or --whole.
+ * which makes every earlier free reusable at once and idle `lag` later.
  * Against live runs on an H100 (lag 2): GPT-2 training 1.046x (live
  * 1.045x), resnet50 1.158x (live 1.124-1.156x); the figures move with
  * the lag (what is idle decides what the pool gives back before growing).
@@ -247,9 +245,8 @@ static int up_unmap(void *c, int d, uintptr_t va, size_t size)
 static struct pool_snapshot fsnap[MAXF];
 static uint64_t ftime[MAXF], lag_ns, now, fence_waits;
 static size_t fhead, ftail;
-static bool ordered, bare_ok; /* bare_ok: barriers without events (fence.c) */
-static uint64_t issued, dropped, last_fence, fences;
-static bool uncovered; /* issued by a barrier without an event */
+static bool ordered;
+static uint64_t issued, dropped;
 
 static int up_reclaim(void *c, int d, int wait)
 {
@@ -266,26 +263,19 @@ static int up_reclaim(void *c, int d, int wait)
     if ((n && wait != POOL_ISSUE) || !wait)
         return n;
     if (ordered && (wait == POOL_REUSE || wait == POOL_ISSUE) &&
-        (pool_freed_since_snapshot(g_pool, d) || uncovered)) {
+        pool_freed_since_snapshot(g_pool, d)) {
         /* ordered reuse: a barrier recorded now makes every free before it
          * reusable at once; the GPU reaches it `lag` later */
         struct pool_snapshot s;
         pool_sync_snapshot(g_pool, d, &s);
         pool_issued(g_pool, d, &s);
-        issued++;
-        if (wait == POOL_ISSUE && bare_ok && now - last_fence < 500000) {
-            uncovered = true; /* idle with the next fence */
-            return 1;
-        }
-        uncovered = false;
-        last_fence = now;
-        fences++;
         if (ftail < MAXF) {
             fsnap[ftail] = s;
             ftime[ftail++] = now;
         } else {
             dropped++; /* never idle: what it covers stays in use */
         }
+        issued++;
         return 1;
     }
     if (fhead == ftail)
@@ -358,7 +348,6 @@ int main(int argc, char **argv)
         return 2;
     }
     struct pool_upstream up = {.alloc = up_alloc, .release = up_release, .sync = up_sync};
-    bare_ok = ordered && !vmm && !whole;
     if (lag_ns || ordered)
         up.reclaim = up_reclaim;
     if (vmm || whole) {
@@ -454,8 +443,7 @@ int main(int argc, char **argv)
     if (lag_ns)
         printf(" fence_waits %llu", (unsigned long long)fence_waits);
     if (ordered)
-        printf(" barriers %llu fences %llu", (unsigned long long)issued,
-               (unsigned long long)fences);
+        printf(" barriers %llu", (unsigned long long)issued);
     if (dropped)
         printf(" barriers_never_idle %llu (more than %u fences)",
                (unsigned long long)dropped, MAXF);
