@@ -24,6 +24,11 @@
  *   reuse-legacy  the same with every kernel on the legacy stream (the
  *            new owner's host writes model any access not ordered after
  *            the old kernels)
+ *   ordered-blocking  with GPUMEMTRACE_POOL_ORDERED=1: a 4 MiB block
+ *            freed while a kernel on one blocking stream still writes it
+ *            comes back at once for a kernel on another blocking stream;
+ *            the barrier's event on the legacy stream orders the two, so
+ *            the new owner's data must survive
  *   control  the same hazard created on purpose (cudaFreeAsync on another
  *            stream, which does not wait): proves the detector sees it
  *   oom      fill a small device, free (pending), allocate again, run out
@@ -218,6 +223,33 @@ static void oom(void)
     cudaFree(big);
 }
 
+static void ordered_blocking(void)
+{
+    enum { ROUNDS = 100, SIZE = 4 << 20 };
+    cudaStream_t a, b;
+    if (cudaStreamCreate(&a) != cudaSuccess || cudaStreamCreate(&b) != cudaSuccess)
+        FAIL("stream create");
+    unsigned long corrupt = 0, reused = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        unsigned char *old, *fresh;
+        if (cudaMalloc((void **)&old, SIZE) != cudaSuccess)
+            FAIL("malloc old");
+        simLaunchFill(old, 0xAA, SIZE, 300, a);
+        cudaFree(old); /* the program is done; the GPU is not */
+        if (cudaMalloc((void **)&fresh, SIZE) != cudaSuccess)
+            FAIL("malloc fresh");
+        reused += fresh == old;
+        simLaunchFill(fresh, 0x11, SIZE, 0, b);
+        cudaStreamSynchronize(a);
+        cudaStreamSynchronize(b);
+        corrupt += !check_filled(fresh, SIZE, 0x11);
+        cudaFree(fresh);
+    }
+    printf("rounds %d corrupt %lu reused_addresses %lu\n", ROUNDS, corrupt, reused);
+    if (corrupt)
+        FAIL("%lu blocks lost their new owner's data", corrupt);
+}
+
 static void meminfo(void)
 {
     size_t f0, f1, f2, t;
@@ -298,6 +330,8 @@ int main(int argc, char **argv)
         reuse(MANY);
     else if (!strcmp(s, "reuse-destroyed"))
         reuse(DESTROYED);
+    else if (!strcmp(s, "ordered-blocking"))
+        ordered_blocking();
     else if (!strcmp(s, "control"))
         control();
     else if (!strcmp(s, "oom"))

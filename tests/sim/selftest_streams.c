@@ -90,6 +90,18 @@ void test_async_and_events(void)
     EXPECT(cudaStreamQuery(s1), cudaErrorNotReady);
     OK(cudaStreamSynchronize(s1));
 
+    /* ...and that work queued on a blocking stream (s2) runs after the
+     * legacy stream's work queued before it; a non-blocking stream's (s1)
+     * does not wait for it. */
+    OK(simLaunchSleep(DELAY_US, cudaStreamLegacy));
+    OK(cudaEventRecord(e0, s2));
+    OK(cudaEventRecord(e1, s1));
+    OK(cudaEventSynchronize(e1));
+    EXPECT(cudaEventQuery(e0), cudaErrorNotReady);
+    EXPECT(cudaStreamQuery(cudaStreamLegacy), cudaErrorNotReady);
+    OK(cudaEventSynchronize(e0));
+    OK(cudaStreamQuery(cudaStreamLegacy));
+
     /* Async copies with a pageable host side return only when done. */
     unsigned char pageable[64];
     memset(pageable, 0x33, sizeof pageable);

@@ -163,6 +163,8 @@ enum sim_op_kind {
     SIM_OP_RECORD, /* event marker */
     SIM_OP_WAIT,   /* cudaStreamWaitEvent */
     SIM_OP_FREE,   /* cudaFreeAsync */
+    SIM_OP_AFTER_LEGACY, /* implicit: a blocking stream's next op waits for
+                          * the legacy stream's work queued before it */
     SIM_OP_HOSTFN  /* cudaLaunchHostFunc / cudaStreamAddCallback */
 };
 

@@ -13,8 +13,10 @@
  * synchronise sees it.  Streams are independent: the legacy stream does
  * NOT implicitly synchronise with other streams, which is strictly less
  * synchronisation than real CUDA and therefore exposes more unsafe reuse.
- * The one exception: an event recorded on the legacy stream waits for the
- * device's blocking streams, as in CUDA (sim_legacy_deps).
+ * The exceptions, as in CUDA: an event recorded on the legacy stream waits
+ * for the device's blocking streams (sim_legacy_deps), and work queued on a
+ * blocking stream waits for the legacy stream's work queued before it
+ * (sim_after_legacy).
  *
  * Operations that touch tracked memory re-validate it when they run
  * (sim_region_ok): if the allocation they were issued against is gone the

@@ -1,8 +1,9 @@
 /*
  * sim_worker.c - stream operations of the simulated CUDA runtime
  * (tests/sim, see README.md): what runs them, in order, on each stream's
- * worker thread; the one implicit synchronisation (an event recorded on
- * the legacy stream); the execution-time check of the memory an operation
+ * worker thread; the legacy stream's implicit synchronisation (an event
+ * recorded on it, and blocking streams' work after its own); the
+ * execution-time check of the memory an operation
  * touches; waiting for a stream or a device; and enqueueing.
  *
  * A worker runs the operations of its stream with the global lock held,
@@ -25,7 +26,7 @@
 /* Operations and the worker threads                                   */
 /* ------------------------------------------------------------------ */
 
-/* The one implicit synchronization simulated: an event recorded on the
+/* The legacy stream's implicit synchronization, one way: an event recorded on the
  * legacy stream completes only after the work queued before it on the
  * device's blocking streams (user streams without cudaStreamNonBlocking,
  * per-thread default streams). Lock held. */
@@ -94,6 +95,9 @@ void sim_op_free(struct sim_op *op)
     case SIM_OP_RECORD:
     case SIM_OP_WAIT:
         sim_event_unref(op->u.event.ev);
+        sim_release_deps(op);
+        break;
+    case SIM_OP_AFTER_LEGACY:
         sim_release_deps(op);
         break;
     case SIM_OP_FREE:
@@ -200,6 +204,11 @@ static void sim_exec(struct sim_op *op)
         while (ev->done_gen < op->u.event.gen)
             pthread_cond_wait(&sim_g.progress, &sim_g.lock);
         break;
+    case SIM_OP_AFTER_LEGACY:
+        for (size_t i = 0; i < op->u.event.ndeps; i++)
+            while (op->u.event.deps[i]->completed < op->u.event.seq[i])
+                pthread_cond_wait(&sim_g.progress, &sim_g.lock);
+        break;
     case SIM_OP_FREE: {
         struct sim_alloc *a = op->u.free.a;
         op->u.free.a = NULL;
@@ -276,9 +285,48 @@ static bool sim_start_worker(struct CUstream_st *s)
     return true;
 }
 
+/* The other half of the legacy stream's implicit synchronization: work
+ * queued on a blocking stream (a user stream without
+ * cudaStreamNonBlocking, a per-thread default stream) runs after the
+ * legacy stream's work queued before it, as in CUDA - an op of its own
+ * ahead of it, waiting for the legacy stream. Without it an event
+ * recorded on the legacy stream between two blocking streams' work (the
+ * pool's ordered reuse) would order nothing here. Lock held; false: no
+ * memory. */
+static bool sim_after_legacy(struct CUstream_st *s)
+{
+    struct CUstream_st *legacy = sim_g.dev[s->device].legacy;
+    if (s->kind == SIM_STREAM_LEGACY || legacy == NULL || legacy->completed >= legacy->enqueued ||
+        (s->kind == SIM_STREAM_USER && (s->flags & cudaStreamNonBlocking)))
+        return true;
+    struct sim_op *w = sim_op_new(SIM_OP_AFTER_LEGACY);
+    if (w == NULL)
+        return false;
+    w->u.event.deps = malloc(sizeof *w->u.event.deps);
+    w->u.event.seq = malloc(sizeof *w->u.event.seq);
+    if (!w->u.event.deps || !w->u.event.seq) {
+        free(w->u.event.deps);
+        free(w->u.event.seq);
+        free(w);
+        return false;
+    }
+    legacy->refs++;
+    w->u.event.deps[0] = legacy;
+    w->u.event.seq[0] = legacy->enqueued;
+    w->u.event.ndeps = 1;
+    w->seq = ++s->enqueued;
+    w->next = NULL;
+    if (s->tail)
+        s->tail->next = w;
+    else
+        s->head = w;
+    s->tail = w;
+    return true;
+}
+
 cudaError_t sim_enqueue(struct CUstream_st *s, struct sim_op *op)
 {
-    if (!s->has_worker && !sim_start_worker(s)) {
+    if ((!s->has_worker && !sim_start_worker(s)) || !sim_after_legacy(s)) {
         sim_op_free(op);
         return cudaErrorMemoryAllocation;
     }
