@@ -144,6 +144,7 @@ struct fdev {
     uint64_t need_ns;              /* when the pool last had to wait */
     uint64_t poll_ns;              /* when a miss last queried the fences */
     uint64_t wait_avg_ns;          /* how long waits took, moving average */
+    uint64_t with_side;            /* outstanding fences with side events */
     struct fence ring[NFENCE];
 };
 
@@ -179,7 +180,7 @@ static struct fdev *g_fdev[POOL_MAX_DEVICES];
 static pthread_mutex_t g_fdev_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_off;                 /* set once, never cleared */
 static const char *g_off_why;
-static uint64_t g_waits, g_recorded, g_wait_ns, g_issued, g_record_ns;
+static uint64_t g_waits, g_recorded, g_wait_ns, g_issued, g_record_ns, g_queries;
 /* Ordered reuse: stopped (set once), and what it handed out made idle. */
 static bool g_ordered_off, g_ordered_done;
 static pthread_mutex_t g_ordered_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -288,6 +289,11 @@ const char *gmt_fence_off_reason(void)
                : NULL;
 }
 
+uint64_t gmt_fence_queries(void)
+{
+    return LOAD(g_queries);
+}
+
 void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
                       uint64_t *issued, uint64_t *record_ns)
 {
@@ -391,6 +397,7 @@ static int do_record(void *arg)
  * or the error of one. */
 static cudaError_t fence_query(const struct fence *fe)
 {
+    __atomic_add_fetch(&g_queries, 1 + fe->nside, __ATOMIC_RELAXED); /* at most */
     cudaError_t r = GMT_REAL(cudaEventQuery)(fe->ev);
     for (unsigned i = 0; r == cudaSuccess && i < fe->nside; i++)
         r = GMT_REAL(cudaEventQuery)(fe->side[i]);
@@ -398,13 +405,33 @@ static cudaError_t fence_query(const struct fence *fe)
 }
 
 /* Promote what completed fences cover, oldest first; how many completed.
- * f locked; `wait`: for the capture lock (see cuda_quiet_begin). */
+ * While no outstanding fence has side events, every one is an event on the
+ * legacy stream, and they complete in its order: the newest is asked
+ * first, and if it is done so are all the others - one query where the
+ * GPU keeps up, rather than one per fence (resnet50 training, ordered
+ * reuse: 245 fences a step, their queries about 0.5 ms of a 24 ms step
+ * on an H200). f locked; `wait`: for the capture lock (see
+ * cuda_quiet_begin). */
 static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
 {
     int n = 0;
     if (f->head == f->tail || !cuda_quiet_begin(wait))
         return 0;
     cudaError_t r = cudaSuccess;
+    if (f->with_side == 0 && f->tail - f->head > 1) {
+        struct fence *last = &f->ring[(f->tail - 1) % NFENCE];
+        __atomic_add_fetch(&g_queries, 1, __ATOMIC_RELAXED);
+        r = GMT_REAL(cudaEventQuery)(last->ev);
+        if (r == cudaSuccess) {
+            pool_synced(p, dev, &last->snap);
+            n = (int)(f->tail - f->head);
+            __atomic_store_n(&f->head, f->tail, __ATOMIC_RELAXED);
+            gmt_capture_release();
+            return n;
+        }
+        if (r != cudaErrorNotReady)
+            GMT_REAL(cudaGetLastError)(); /* ours; the oldest-first walk below says */
+    }
     while (f->head != f->tail) {
         struct fence *fe = &f->ring[f->head % NFENCE];
         r = fence_query(fe);
@@ -416,6 +443,8 @@ static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
         } else { /* dropped; its blocks wait for a synchronization */
             GMT_REAL(cudaGetLastError)();
         }
+        if (fe->nside)
+            f->with_side--;
         __atomic_store_n(&f->head, f->head + 1, __ATOMIC_RELAXED);
     }
     gmt_capture_release();
@@ -448,6 +477,8 @@ static bool record_locked(struct pool *p, struct fdev *f, int dev)
         __atomic_add_fetch(&g_record_ns, gmt_now_ns() - t0, __ATOMIC_RELAXED);
     cuda_quiet_end(r == cudaErrorNotPermitted ? cudaSuccess : r);
     if (r == cudaSuccess) {
+        if (fe->nside)
+            f->with_side++;
         __atomic_store_n(&f->tail, f->tail + 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&g_recorded, 1, __ATOMIC_RELAXED);
         if (ordered_on()) { /* after the record: see the top */
@@ -578,6 +609,7 @@ void gmt_fence_forget_device(int dev)
         memset(f->ring[i].side, 0, sizeof f->ring[i].side);
     }
     __atomic_store_n(&f->head, f->tail, __ATOMIC_RELAXED);
+    f->with_side = 0;
     pthread_mutex_unlock(&f->lock);
     /* and the device's streams with them */
     pthread_mutex_lock(&g_side_lock);

@@ -364,6 +364,8 @@ bool gmt_fence_usable(void);
 const char *gmt_fence_off_reason(void);
 void gmt_fence_counts(uint64_t *recorded, uint64_t *waits, uint64_t *wait_ns,
                       uint64_t *issued, uint64_t *record_ns);
+/* Event queries made to learn whether fences completed (verbose). */
+uint64_t gmt_fence_queries(void);
 void gmt_fence_forget_device(int dev); /* cudaDeviceReset destroyed them */
 void gmt_fence_reset_after_fork(void);
 

@@ -233,8 +233,9 @@ __attribute__((destructor)) static void gmt_fini(void)
                 gmt_info("pool: ordered reuse: %llu fences made frees "
                          "reusable when recorded", (unsigned long long)issued);
             if (rec)
-                gmt_info("pool: recording the fences took %.1f ms",
-                         record_ns / 1e6);
+                gmt_info("pool: recording the fences took %.1f ms; %llu "
+                         "event queries asked whether they were done",
+                         record_ns / 1e6, (unsigned long long)gmt_fence_queries());
             gmt_info("hooks: %llu cudaMalloc calls took %.1f ms, %llu "
                      "cudaFree calls %.1f ms (pool and recording included)",
                      (unsigned long long)gmt_hook_calls[0], gmt_hook_ns[0] / 1e6,

@@ -667,7 +667,7 @@ static void hook_timed(int k, uint64_t t0)
  * from one thread at a time in practice; a torn snapshot would only blur
  * a verbose figure. */
 #define STEADY_FROM 3 /* steps left out as warm-up */
-enum { ST_MALLOC_NS, ST_FREE_NS, ST_MALLOCS, ST_FREES, ST_FENCES, ST_RECORD_NS, ST_N };
+enum { ST_MALLOC_NS, ST_FREE_NS, ST_MALLOCS, ST_FREES, ST_FENCES, ST_RECORD_NS, ST_QUERIES, ST_N };
 static uint64_t g_marks, g_steady_first[ST_N], g_steady_last[ST_N];
 
 static void steady_now(uint64_t v[ST_N])
@@ -678,6 +678,7 @@ static void steady_now(uint64_t v[ST_N])
     v[ST_MALLOCS] = __atomic_load_n(&gmt_hook_calls[0], __ATOMIC_RELAXED);
     v[ST_FREES] = __atomic_load_n(&gmt_hook_calls[1], __ATOMIC_RELAXED);
     gmt_fence_counts(&v[ST_FENCES], &waits, &wait_ns, &issued, &v[ST_RECORD_NS]);
+    v[ST_QUERIES] = gmt_fence_queries();
 }
 
 void gmt_mem_step_mark(void)
@@ -700,9 +701,10 @@ void gmt_mem_steady_summary(void)
         d[i] = (double)(g_steady_last[i] - g_steady_first[i]) / k;
     gmt_info("hooks, per step after %d warm-up steps (%.0f steps between "
              "\"step\" marks): %.0f cudaMalloc calls took %.3f ms, %.0f "
-             "cudaFree calls %.3f ms; %.0f fences recorded in %.3f ms",
-             STEADY_FROM, k, d[ST_MALLOCS], d[ST_MALLOC_NS] / 1e6, d[ST_FREES],
-             d[ST_FREE_NS] / 1e6, d[ST_FENCES], d[ST_RECORD_NS] / 1e6);
+             "cudaFree calls %.3f ms; %.0f fences recorded in %.3f ms, %.0f "
+             "event queries", STEADY_FROM, k, d[ST_MALLOCS], d[ST_MALLOC_NS] / 1e6,
+             d[ST_FREES], d[ST_FREE_NS] / 1e6, d[ST_FENCES], d[ST_RECORD_NS] / 1e6,
+             d[ST_QUERIES]);
 }
 
 cudaError_t gmt_mem_malloc(void **devPtr, size_t size, const void *caller)
