@@ -43,6 +43,7 @@
 static struct pool *g_pool;
 static bool g_atexit_done;
 static uint64_t g_last_sample[POOL_MAX_DEVICES];
+static uint64_t g_sample_cost[3]; /* verbose: samples, their ns, NVML's ns */
 
 /* ---- stream capture ---------------------------------------------------- */
 
@@ -378,6 +379,10 @@ void gmt_mem_verbose_summary(void)
     struct pool *p = g_pool;
     if (p == NULL)
         return;
+    if (g_sample_cost[0])
+        gmt_info("samples: %llu taken in %.1f ms (%.1f ms of it asking NVML "
+                 "for the process's memory)", (unsigned long long)g_sample_cost[0],
+                 g_sample_cost[1] / 1e6, g_sample_cost[2] / 1e6);
     for (int dev = 0; dev < POOL_MAX_DEVICES; dev++) {
         struct pool_stats st;
         pool_stats(p, dev, &st);
@@ -469,6 +474,7 @@ void gmt_mem_maybe_sample(struct gmt_thread *t, int dev)
         !__atomic_compare_exchange_n(&g_last_sample[dev], &last, now, false,
                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         return;
+    uint64_t t0 = gmt_opt.verbose ? gmt_now_ns() : 0;
     struct pool_stats st = {0};
     if (p)
         pool_stats(p, dev, &st);
@@ -477,11 +483,17 @@ void gmt_mem_maybe_sample(struct gmt_thread *t, int dev)
     uint64_t v[6] = {st.reserved, st.allocated, st.largest_free,
                      st.free_blocks, drv ? total_b - free_b : 0, host_rss()};
     gmt_ev_sample(t, dev, v);
-    uint64_t own;
+    uint64_t own, t1 = t0 ? gmt_now_ns() : 0;
     if (gmt_nvml_used(dev, &own)) {
         uint8_t buf[2 * GMT_VARINT_MAX], *b = gmt_put_varint(buf, (uint64_t)dev);
         b = gmt_put_varint(b, own);
         gmt_trace_emit_ext(t, GMT_X_PROC_MEM, buf, (size_t)(b - buf));
+    }
+    if (t0) { /* GPUMEMTRACE_VERBOSE: what sampling costs the call that samples */
+        uint64_t t2 = gmt_now_ns();
+        __atomic_add_fetch(&g_sample_cost[0], 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&g_sample_cost[1], t2 - t0, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&g_sample_cost[2], t2 - t1, __ATOMIC_RELAXED);
     }
 }
 
