@@ -453,6 +453,34 @@ static void growth_gives_back_empty_small_segments(void)
  * try_tail): 24.5 MiB is rounded to a segment of 26 MiB, whose last 1.5
  * MiB no large request fits. Only as a last resort: while a small segment
  * has room, small blocks go there; an empty large segment is not cut. */
+/* A large block's remainder under 1 MiB stays with it - unless it is its
+ * segment's end and at least 384 KiB: then it is split off, and a small
+ * request that would grow a small segment takes it (a 15.5 MiB block in
+ * its 16 MiB segment leaves 512 KiB). */
+static void large_ends_split_for_small_requests(void)
+{
+    const size_t mib = 1u << 20, kib = 1u << 10, big = 16 * mib - 512 * kib;
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    uintptr_t s0 = gpu_alloc(p, 0, mib), s1 = gpu_alloc(p, 0, mib); /* a full small segment */
+    uintptr_t x = gpu_alloc(p, 0, big);
+    CHECK(s1 == s0 + mib && up.allocs == 2 && up.used == POOL_SMALL_SEGMENT + 16 * mib);
+    uintptr_t t = gpu_alloc(p, 0, 256 * kib); /* the end of x's segment */
+    CHECK(t == x + big && up.allocs == 2);
+    uintptr_t t2 = gpu_alloc(p, 0, 256 * kib); /* and the rest of it */
+    CHECK(t2 == t + 256 * kib && up.allocs == 2);
+    uintptr_t g = gpu_alloc(p, 0, 256 * kib); /* nothing left: grows */
+    CHECK(g != 0 && up.allocs == 3);
+    CHECK(up.violations == 0 && pool_check(p) == NULL);
+    gpu_free(p, g, 256 * kib);
+    gpu_free(p, t, 256 * kib);
+    gpu_free(p, t2, 256 * kib);
+    gpu_free(p, x, big);
+    gpu_free(p, s0, mib);
+    gpu_free(p, s1, mib);
+    pool_release_all(p);
+}
+
 static void small_requests_take_large_tails(void)
 {
     const size_t big = (49u << 20) / 2, mib = 1u << 20;
@@ -509,6 +537,7 @@ int main(void)
     medium_segments_hold_whole_blocks();
     growth_gives_back_empty_small_segments();
     small_requests_take_large_tails();
+    large_ends_split_for_small_requests();
     loose_fit_waits();
     turns_share_an_arena();
     contention_spreads();
