@@ -566,6 +566,9 @@ static int grow(struct pool *p, struct pdev *d, int dev, unsigned ai,
             p->seg_spare = s;
             pthread_mutex_unlock(&p->seg_lock);
         }
+        /* the trace gets the segment it will be told went back */
+        if (!mapped && p->obs.segment_alloc)
+            p->obs.segment_alloc(p->obs.ctx, dev, base, ssize);
         pool_release_segment(p, d, dev, base, ssize, pages, handle, 0, false);
         return 2; /* cudaErrorMemoryAllocation: host memory ran out */
     }
