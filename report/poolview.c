@@ -20,8 +20,10 @@
 #include "poolview.h"
 
 /* The pool (pool.c) keeps the rest of a large free block with the block
- * carved from it when the rest is smaller than this. */
+ * carved from it when the rest is smaller than this - or, when the rest
+ * is its segment's end, smaller than PV_LARGE_END_MIN. */
 #define PV_LARGE_SPLIT_MIN (1u << 20)
+#define PV_LARGE_END_MIN (384u << 10)
 
 enum { PV_ALLOC = 1, PV_PENDING = 2 };
 
@@ -250,13 +252,15 @@ static void forget(struct poolview *v, struct pv_block *b)
 
 /* The real size of a block carved at addr from segment s: the recorded
  * 512-byte rounding, or for a large block the whole free run when what
- * the pool would have split off is under PV_LARGE_SPLIT_MIN. */
+ * the pool would have split off is under PV_LARGE_SPLIT_MIN (under
+ * PV_LARGE_END_MIN when the run ends the segment). */
 static uint64_t extent(const struct pv_segment *s, uint64_t addr, uint64_t block)
 {
     if (block <= POOL_SMALL_MAX)
         return block;
-    uint64_t run = run_end(s, addr) - addr;
-    return run > block && run - block < PV_LARGE_SPLIT_MIN ? run : block;
+    uint64_t end = run_end(s, addr), run = end - addr;
+    uint64_t min = end == seg_end(s) ? PV_LARGE_END_MIN : PV_LARGE_SPLIT_MIN;
+    return run > block && run - block < min ? run : block;
 }
 
 /* Host memory, and virtual memory handles: not device addresses. */

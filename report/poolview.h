@@ -15,7 +15,8 @@
  * One rule of the pool is mirrored because the trace does not spell it
  * out: a block carved from a large segment keeps the rest of the free
  * block it came from when that rest is under 1 MiB (pool.c,
- * LARGE_SPLIT_MIN) - the ALLOC record says 512-byte rounding, the block
+ * LARGE_SPLIT_MIN), or under 384 KiB when the rest is the segment's end
+ * (LARGE_END_MIN) - the ALLOC record says 512-byte rounding, the block
  * is bigger. FREE_COMPLETED records carry the real block size; one that
  * disagrees with the rebuilt block is counted as an inconsistency.
  *

@@ -126,8 +126,8 @@ def test_over_time_from_samples():
 
 
 def test_large_block_keeps_its_tail():
-    """A 13.5 MiB request in a 14 MiB segment: the pool does not split off
-    0.5 MiB, so there is no gap - and the block's real size agrees with
+    """A 13.75 MiB request in a 14 MiB segment: the pool does not split off
+    0.25 MiB, so there is no gap - and the block's real size agrees with
     the one the pool later reports as reusable (no inconsistency)."""
     t, want, _ = frag_run("tail")
     got = frag_json(t)
@@ -135,6 +135,18 @@ def test_large_block_keeps_its_tail():
     same(got["peak"], want, "peak", ["requested", "reserved", "allocated", "free",
                                      "free_blocks", "rounding_waste"])
     expect(got["peak"]["fragmentation"] == 0 and got["peak"]["largest_free"] == 0, got["peak"])
+
+
+def test_large_block_gives_up_its_segment_end():
+    """A 13.5 MiB request in a 14 MiB segment: the 0.5 MiB at the
+    segment's end is split off, free (for small requests), and the report
+    rebuilds it so - the block's real size agrees with the pool's."""
+    t, want, _ = frag_run("endsplit")
+    got = frag_json(t)
+    expect(got["inconsistencies"] == 0, got["inconsistencies"])
+    same(got["peak"], want, "peak", ["requested", "reserved", "allocated", "free",
+                                     "free_blocks", "rounding_waste"])
+    expect(got["peak"]["largest_free"] == want["peak.free"], got["peak"])
 
 
 def test_without_the_pool():

@@ -1,7 +1,7 @@
 /* frag.c - a known fragmentation pattern for `gpumemreport frag` and
  * `gpumemreport timeline`, on the simulated runtime under the pool.
  *
- * usage: frag [pattern|tail]. Prints the figures the report must find,
+ * usage: frag [pattern|tail|endsplit]. Prints the figures the report must find,
  * as "expect NAME VALUE" lines, and "ok" last.
  *
  *   pattern  (the default; run with SIM_CUDA_MEM=32M)
@@ -21,10 +21,14 @@
  *        synchronizes (block 0 becomes free and merges with its free
  *        neighbour: 256 KiB), finds nothing, and fails - out of memory.
  *   tail
- *     One request of 13.5 MiB - 1000 bytes: a 14 MiB segment of its own;
- *     the 0.5 MiB left after the rounded request stays with the block
- *     (the pool splits large blocks only for a rest of 1 MiB or more), so
- *     nothing is free and the rounding waste is 14 MiB - the request.
+ *     One request of 13.75 MiB - 1000 bytes: a 14 MiB segment of its own;
+ *     the 0.25 MiB left after the rounded request stays with the block
+ *     (the pool splits a large block's rest at its segment's end only
+ *     from 384 KiB, elsewhere from 1 MiB), so nothing is free and the
+ *     rounding waste is 14 MiB - the request.
+ *   endsplit
+ *     One request of 13.5 MiB - 1000 bytes: the 0.5 MiB left at the
+ *     segment's end is split off, free.
  *
  * Sleeps between the phases spread them in time for the samples
  * (GPUMEMTRACE_SAMPLE_MS=1) and the timeline. Without the pool
@@ -145,7 +149,7 @@ static void pattern(void)
 
 static void tail(void)
 {
-    size_t req = 13 * MiB + 512 * KiB - 1000;
+    size_t req = 13 * MiB + 768 * KiB - 1000;
     void *p = must_malloc(req);
     pause_ms(2);
     cudaFree(p);
@@ -158,6 +162,21 @@ static void tail(void)
     expect("peak.rounding_waste", 14 * MiB - req);
 }
 
+static void endsplit(void)
+{
+    size_t req = 13 * MiB + 512 * KiB - 1000, block = (req + 511) / 512 * 512;
+    void *p = must_malloc(req);
+    pause_ms(2);
+    cudaFree(p);
+    cudaDeviceSynchronize();
+    expect("peak.requested", req);
+    expect("peak.reserved", 14 * MiB);
+    expect("peak.allocated", block);
+    expect("peak.free", 14 * MiB - block);
+    expect("peak.free_blocks", 1);
+    expect("peak.rounding_waste", block - req);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "pattern";
@@ -165,6 +184,8 @@ int main(int argc, char **argv)
         pattern();
     else if (!strcmp(what, "tail"))
         tail();
+    else if (!strcmp(what, "endsplit"))
+        endsplit();
     else
         FAIL("unknown scenario %s", what);
     printf("ok\n");
