@@ -65,11 +65,14 @@ static void driver_time(struct pdev *d, uint64_t *kind, uint64_t t0)
 /* Wait until GPU work issued before the free tagged `tag` has finished
  * (with ordered reuse, memory reused at once may still be in use): the
  * upstream's fences, oldest first, else one synchronization. Rare: only
- * to unmap or give back such memory sooner than it became idle. */
-static void wait_idle(struct pool *p, struct pdev *d, uint64_t tag)
+ * to unmap or give back such memory sooner than it became idle. False if
+ * neither could be had (a capture, a broken context): then nothing may
+ * be unmapped or given back - it stays, lost rather than pulled from
+ * under the GPU. */
+static bool wait_idle(struct pool *p, struct pdev *d, uint64_t tag)
 {
     if (__atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) > tag)
-        return;
+        return true;
     BUMP(d->idle_waits, 1);
     for (int n = 0; n < RECLAIM_MAX && p->up.reclaim &&
                     __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= tag;
@@ -78,6 +81,7 @@ static void wait_idle(struct pool *p, struct pdev *d, uint64_t tag)
             break;
     if (__atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) <= tag)
         pool_sync(p, d, &d->arenas[VMM_ARENA], d->dev);
+    return __atomic_load_n(&d->safe, __ATOMIC_ACQUIRE) > tag;
 }
 
 /* The tag an unmap of memory in s must wait for: with ordered reuse, its
@@ -119,8 +123,11 @@ static uint64_t defer_run(struct pool *p, struct pdev *d, uint64_t h,
 
 /* defer_run under the lock, if anything is queued; with `force`, until
  * none of those asked for is left, waiting for their memory to become
- * idle (without defer_lock: the wait may make the queue's unmaps). */
-static void defer_flush(struct pool *p, struct pdev *d, uint64_t h,
+ * idle (without defer_lock: the wait may make the queue's unmaps). With
+ * `force`, false if some are left: their memory could not be shown idle
+ * (neither a fence nor a synchronization could be had), and they stay
+ * queued - mapped. */
+static bool defer_flush(struct pool *p, struct pdev *d, uint64_t h,
                         uintptr_t lo, uintptr_t hi, bool before_wait,
                         bool force)
 {
@@ -129,9 +136,11 @@ static void defer_flush(struct pool *p, struct pdev *d, uint64_t h,
         uint64_t left = defer_run(p, d, h, lo, hi, before_wait);
         pthread_mutex_unlock(&d->defer_lock);
         if (!force || left == 0)
-            return;
-        wait_idle(p, d, left - 1);
+            return true;
+        if (!wait_idle(p, d, left - 1))
+            return false;
     }
+    return true;
 }
 
 /* The thread is about to wait for the GPU: the queued unmaps first. */
@@ -143,7 +152,8 @@ void pool_before_wait(struct pool *p, struct pdev *d)
 /* Give handle h back to the driver, its queued unmaps made first. */
 static void give_back(struct pool *p, struct pdev *d, int dev, uint64_t h)
 {
-    defer_flush(p, d, h, 0, 0, false, true);
+    if (!defer_flush(p, d, h, 0, 0, false, true))
+        return; /* still mapped where the GPU may be: kept (lost) */
     uint64_t t0 = now_ns();
     p->up.destroy(p->up.ctx, dev, h);
     driver_time(d, &d->destroy_ns, t0);
@@ -259,14 +269,17 @@ static uint64_t unmap_one(struct pool *p, struct pdev *d, struct arena *a,
                 break;
             uint64_t oldest = d->defer[0].tag;
             pthread_mutex_unlock(&d->defer_lock);
-            wait_idle(p, d, oldest);
+            if (!wait_idle(p, d, oldest))
+                return 0; /* no room, nothing idle: left mapped */
             pthread_mutex_lock(&d->defer_lock);
         }
         d->defer[d->ndefer] = (struct pdefer){va, (j - i) * pg, h, tag};
         __atomic_store_n(&d->ndefer, d->ndefer + 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&d->defer_lock);
     } else {
-        wait_idle(p, d, tag); /* nothing to wait for without ordered reuse */
+        /* nothing to wait for without ordered reuse */
+        if (!wait_idle(p, d, tag))
+            return 0; /* the GPU may be there still: left mapped */
         uint64_t t0 = now_ns();
         r = p->up.unmap(p->up.ctx, s->dev, va, (j - i) * pg);
         driver_time(d, &d->unmap_ns, t0);
@@ -530,9 +543,9 @@ int pool_back_block(struct pool *p, struct arena *a, struct blk *b)
     }
     /* old mappings still at these addresses go first (s's arena is
      * locked: none can be queued there meanwhile) */
-    if (r == 0)
-        defer_flush(p, d, 0, s->base + i0 * pg, s->base + i1 * pg, false,
-                    true);
+    if (r == 0 && !defer_flush(p, d, 0, s->base + i0 * pg, s->base + i1 * pg,
+                               false, true))
+        r = 2; /* an old mapping there stays: nothing can be mapped */
     for (size_t k = 0; k < nrun && r == 0; k++) {
         BUMP(d->map_calls, 1);
         t0 = now_ns();
@@ -710,8 +723,8 @@ void pool_release_segment(struct pool *p, struct pdev *d, int dev,
          * reuse; else its free blocks are idle), unmap it and give its
          * handle and range back - no synchronization. A refused unmap
          * leaves it all there (said once, vmm.c). */
-        if (__atomic_load_n(&d->issued, __ATOMIC_RELAXED))
-            wait_idle(p, d, ftag);
+        if (__atomic_load_n(&d->issued, __ATOMIC_RELAXED) && !wait_idle(p, d, ftag))
+            return; /* the GPU may be there still: left mapped (lost) */
         uint64_t t0 = now_ns();
         int r = p->up.unmap(p->up.ctx, dev, base, size);
         driver_time(d, &d->unmap_ns, t0);
@@ -733,7 +746,7 @@ void pool_release_segment(struct pool *p, struct pdev *d, int dev,
     size_t pg = p->up.page, npg = size / pg;
     struct seg s = {.base = base, .size = size, .pages = pages, .dev = dev,
                     .ftag = ftag};
-    defer_flush(p, d, 0, base, base + size, false, true); /* before unreserve */
+    bool flushed = defer_flush(p, d, 0, base, base + size, false, true); /* before unreserve */
     for (size_t i = 0; i < npg; i++)
         s.nmapped += pages[i] != 0;
     for (size_t i = 0; i < npg;) {
@@ -751,6 +764,6 @@ void pool_release_segment(struct pool *p, struct pdev *d, int dev,
         i = hi;
     }
     free(pages);
-    if (s.nmapped == 0) /* else left mapped: the address range must stay */
+    if (s.nmapped == 0 && flushed) /* else left mapped: the range must stay */
         p->up.unreserve(p->up.ctx, dev, base, size);
 }

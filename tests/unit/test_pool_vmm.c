@@ -571,6 +571,52 @@ static void whole_ordered_waits_for_the_gpu(void)
     pool_release_all(p);
 }
 
+/* A reclaim whose fences the GPU never reaches: it issues barriers
+ * (ordered reuse) but nothing ever becomes idle through it. */
+static int stuck_reclaim(void *ctx, int dev, int wait)
+{
+    if (wait == POOL_IDLE || wait == POOL_POLL)
+        return 0;
+    return ordered_reclaim(ctx, dev, wait);
+}
+
+/* The same as above, but neither a fence nor a synchronization can show
+ * the GPU past the free (a capture, a broken context): the segment given
+ * back is not unmapped under the GPU - it stays mapped, lost - and the
+ * request is served all the same, without a hang. */
+static void whole_ordered_stays_when_no_wait_can_be_had(void)
+{
+    vm_reset(1u << 30);
+    struct pool_upstream u = whole_upstream();
+    u.reclaim = stuck_reclaim;
+    memset(&fq, 0, sizeof fq);
+    struct pool *p = fq.p = pool_create(&u, &observer);
+    uintptr_t a = gpu_alloc(p, 0, 300u << 20);
+    CHECK(a != 0);
+    gpu_free(p, a, 300u << 20); /* the GPU is still at it */
+    up.refuse_sync = 1;
+    uintptr_t c = gpu_alloc(p, 0, 100u << 20);
+    up.refuse_sync = 0;
+    CHECK(c != 0 && fq.issued >= 1);
+    CHECK(vm.unmaps == 0 && up.violations == 0); /* a's stays mapped */
+    CHECK(pool_check(p) == NULL);
+    gpu_free(p, c, 100u << 20);
+    pool_trim(p, 0);
+    CHECK(up.violations == 0);
+    pool_release_all(p);
+    /* what the pool could not give back, by hand: the GPU is done now */
+    up_sync(NULL, 0);
+    unsigned long before = up.violations;
+    for (size_t k = 0; k < VMAX; k++)
+        if (vm.m[k].at == a) {
+            uint64_t h = vm.m[k].h + 1;
+            CHECK(vm_unmap(NULL, 0, a, 300u << 20) == 0);
+            vm_destroy(NULL, 0, h);
+            vm_unreserve(NULL, 0, a, 300u << 20);
+        }
+    CHECK(pages_mapped_now() == 0 && up.violations == before);
+}
+
 int main(void)
 {
     for (int alias = 0; alias < 2; alias++) {
@@ -586,5 +632,6 @@ int main(void)
     whole_segments_go_back_unsynced();
     whole_refusal_passes_over();
     whole_ordered_waits_for_the_gpu();
+    whole_ordered_stays_when_no_wait_can_be_had();
     return CHECK_DONE();
 }
