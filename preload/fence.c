@@ -410,7 +410,8 @@ static cudaError_t fence_query(const struct fence *fe)
  * first, and if it is done so are all the others - one query where the
  * GPU keeps up, rather than one per fence (resnet50 training, ordered
  * reuse: 245 fences a step, their queries about 0.5 ms of a 24 ms step
- * on an H200). f locked; `wait`: for the capture lock (see
+ * on an H200). Not after a wait for the oldest (`wait`), when the newest
+ * is rarely done. f locked; `wait`: for the capture lock (see
  * cuda_quiet_begin). */
 static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
 {
@@ -418,7 +419,7 @@ static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
     if (f->head == f->tail || !cuda_quiet_begin(wait))
         return 0;
     cudaError_t r = cudaSuccess;
-    if (f->with_side == 0 && f->tail - f->head > 1) {
+    if (!wait && f->with_side == 0 && f->tail - f->head > 1) {
         struct fence *last = &f->ring[(f->tail - 1) % NFENCE];
         __atomic_add_fetch(&g_queries, 1, __ATOMIC_RELAXED);
         r = GMT_REAL(cudaEventQuery)(last->ev);

@@ -733,8 +733,8 @@ static struct blk *take(struct arena *a, struct blk *b, size_t size, size_t req)
      * 1.052x -> 1.043x: the runs part at a warm-up trim). 256-512 KiB
      * replayed worse elsewhere (docs/benchmarks.md). */
     size_t min = POOL_ROUND;
-    if (s->large && pool_is_large(size))
-        min = b->next == NULL ? LARGE_END_MIN : LARGE_SPLIT_MIN;
+    if (s->large && pool_is_large(size)) /* mapped pages: no tail rule */
+        min = b->next == NULL && s->pages == NULL ? LARGE_END_MIN : LARGE_SPLIT_MIN;
     if (rest >= min) {
         struct blk *r = blk_new(a);
         if (r) {

@@ -126,11 +126,15 @@ static cudaError_t sim_event_record(cudaEvent_t event, cudaStream_t h, unsigned 
     if (err == cudaSuccess && s->kind == SIM_STREAM_LEGACY && !sim_legacy_deps(op, s))
         err = cudaErrorMemoryAllocation;
     if (err == cudaSuccess) {
+        unsigned long long gen = event->record_gen + 1;
         event->refs++;
         op->u.event.ev = event;
-        op->u.event.gen = ++event->record_gen;
-        event->capture_id = s->capture ? s->capture->id : 0;
-        err = sim_enqueue(s, op);
+        op->u.event.gen = gen;
+        err = sim_enqueue(s, op); /* on failure it dropped the reference */
+        if (err == cudaSuccess) { /* a record that never runs is no record */
+            event->record_gen = gen;
+            event->capture_id = s->capture ? s->capture->id : 0;
+        }
     } else {
         free(op);
     }

@@ -297,7 +297,8 @@ static bool sim_after_legacy(struct CUstream_st *s)
 {
     struct CUstream_st *legacy = sim_g.dev[s->device].legacy;
     if (s->kind == SIM_STREAM_LEGACY || legacy == NULL || legacy->completed >= legacy->enqueued ||
-        (s->kind == SIM_STREAM_USER && (s->flags & cudaStreamNonBlocking)))
+        (s->kind == SIM_STREAM_USER && (s->flags & cudaStreamNonBlocking)) ||
+        s->capture != NULL) /* a captured node waits for nothing outside its graph */
         return true;
     struct sim_op *w = sim_op_new(SIM_OP_AFTER_LEGACY);
     if (w == NULL)

@@ -448,11 +448,6 @@ static void growth_gives_back_empty_small_segments(void)
     pool_release_all(p);
 }
 
-/* A small request that would make a small segment grow takes the free end
- * of a large segment in use instead, if it is shorter than 2 MiB (pool.c,
- * try_tail): 24.5 MiB is rounded to a segment of 26 MiB, whose last 1.5
- * MiB no large request fits. Only as a last resort: while a small segment
- * has room, small blocks go there; an empty large segment is not cut. */
 /* A large block's remainder under 1 MiB stays with it - unless it is its
  * segment's end and at least 384 KiB: then it is split off, and a small
  * request that would grow a small segment takes it (a 15.5 MiB block in
@@ -481,6 +476,11 @@ static void large_ends_split_for_small_requests(void)
     pool_release_all(p);
 }
 
+/* A small request that would make a small segment grow takes the free end
+ * of a large segment in use instead, if it is shorter than 2 MiB (pool.c,
+ * try_tail): 24.5 MiB is rounded to a segment of 26 MiB, whose last 1.5
+ * MiB no large request fits. Only as a last resort: while a small segment
+ * has room, small blocks go there; an empty large segment is not cut. */
 static void small_requests_take_large_tails(void)
 {
     const size_t big = (49u << 20) / 2, mib = 1u << 20;
