@@ -147,15 +147,21 @@ static void pattern(void)
     expect_oom();
 }
 
-static void tail(void)
+/* One request of req bytes, alone in a 14 MiB segment, then freed. */
+static void one_block(size_t req)
 {
-    size_t req = 13 * MiB + 768 * KiB - 1000;
     void *p = must_malloc(req);
     pause_ms(2);
     cudaFree(p);
     cudaDeviceSynchronize();
     expect("peak.requested", req);
     expect("peak.reserved", 14 * MiB);
+}
+
+static void tail(void)
+{
+    size_t req = 13 * MiB + 768 * KiB - 1000;
+    one_block(req);
     expect("peak.allocated", 14 * MiB);
     expect("peak.free", 0);
     expect("peak.free_blocks", 0);
@@ -165,12 +171,7 @@ static void tail(void)
 static void endsplit(void)
 {
     size_t req = 13 * MiB + 512 * KiB - 1000, block = (req + 511) / 512 * 512;
-    void *p = must_malloc(req);
-    pause_ms(2);
-    cudaFree(p);
-    cudaDeviceSynchronize();
-    expect("peak.requested", req);
-    expect("peak.reserved", 14 * MiB);
+    one_block(req);
     expect("peak.allocated", block);
     expect("peak.free", 14 * MiB - block);
     expect("peak.free_blocks", 1);

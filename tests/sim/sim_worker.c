@@ -285,6 +285,18 @@ static bool sim_start_worker(struct CUstream_st *s)
     return true;
 }
 
+/* Append op to s's queue (lock held). */
+static void sim_push(struct CUstream_st *s, struct sim_op *op)
+{
+    op->seq = ++s->enqueued;
+    op->next = NULL;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+}
+
 /* The other half of the legacy stream's implicit synchronization: work
  * queued on a blocking stream (a user stream without
  * cudaStreamNonBlocking, a per-thread default stream) runs after the
@@ -315,13 +327,7 @@ static bool sim_after_legacy(struct CUstream_st *s)
     w->u.event.deps[0] = legacy;
     w->u.event.seq[0] = legacy->enqueued;
     w->u.event.ndeps = 1;
-    w->seq = ++s->enqueued;
-    w->next = NULL;
-    if (s->tail)
-        s->tail->next = w;
-    else
-        s->head = w;
-    s->tail = w;
+    sim_push(s, w);
     return true;
 }
 
@@ -331,13 +337,7 @@ cudaError_t sim_enqueue(struct CUstream_st *s, struct sim_op *op)
         sim_op_free(op);
         return cudaErrorMemoryAllocation;
     }
-    op->seq = ++s->enqueued;
-    op->next = NULL;
-    if (s->tail)
-        s->tail->next = op;
-    else
-        s->head = op;
-    s->tail = op;
+    sim_push(s, op);
     pthread_cond_signal(&s->work);
     return cudaSuccess;
 }
