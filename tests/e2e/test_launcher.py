@@ -133,6 +133,11 @@ def on_terminal(actions, before_ctrl_c=None, after_ctrl_c=None):
     pid, fd = pty.fork()
     if pid == 0:
         try:
+            # as a shell starts a foreground command: a runner started with
+            # Ctrl-C ignored (a background job of a script) would hand that
+            # on, and the launcher rightly leaves an ignored signal alone
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGQUIT, signal.SIG_DFL)
             os.execve(LAUNCHER, [LAUNCHER, prog("launched"), "alloc", "512", *actions],
                       lenv())
         finally:
