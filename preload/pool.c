@@ -844,16 +844,22 @@ void pool_stats(struct pool *p, int dev, struct pool_stats *out)
         out->pending += a->pending;
         out->free_bytes += a->free_bytes;
         out->segments += a->nsegs;
+        /* the non-empty bins only: every bin's head of 32 arenas is about
+         * 460 KiB to read - 54 us a call against 1.3-2.3 us (a CPU
+         * benchmark, a few free blocks); a memory sample took 0.2 ms
+         * besides NVML on an H200 */
         for (int k = 0; k < 2; k++) {
             struct bins *bs = k ? &a->large : &a->small;
-            for (unsigned bin = 0; bin < NBINS; bin++) {
-                for (struct blk *b = bs->head[bin]; b; b = b->lnext) {
-                    uint64_t n = pool_backed(p, b);
-                    out->free_blocks += n != 0;
-                    if (n > out->largest_free)
-                        out->largest_free = n;
+            for (unsigned w = 0; w < BIN_WORDS; w++)
+                for (uint64_t m = bs->map[w]; m; m &= m - 1) {
+                    unsigned bin = w * 64 + (unsigned)__builtin_ctzll(m);
+                    for (struct blk *b = bs->head[bin]; b; b = b->lnext) {
+                        uint64_t n = pool_backed(p, b);
+                        out->free_blocks += n != 0;
+                        if (n > out->largest_free)
+                            out->largest_free = n;
+                    }
                 }
-            }
         }
         pthread_mutex_unlock(&a->lock);
     }
