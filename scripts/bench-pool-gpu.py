@@ -227,9 +227,12 @@ def run(workload, config, tmp):
         r["hook_ms"] = (float(m.group(1)), float(m.group(2))) if m else None
         m = re.search(r"per step after \d+ warm-up steps \(\d+ steps between \"step\" marks\): "
                       r"(\d+) cudaMalloc calls took ([0-9.]+) ms, (\d+) cudaFree calls ([0-9.]+) ms; "
-                      r"(\d+) fences recorded in ([0-9.]+) ms, (\d+) event queries", p.stderr)
+                      r"(\d+) fences recorded in ([0-9.]+) ms(?:, (\d+) event queries)?", p.stderr)
+        # (a library before 7ca322a, run with LD_PRELOAD=, counts no queries)
         r["steady"] = dict(zip(("mallocs", "malloc_ms", "frees", "free_ms", "fences",
-                                "fence_record_ms", "queries"), map(float, m.groups()))) if m else None
+                                "fence_record_ms", "queries"),
+                               (float(g) if g is not None else None for g in m.groups()))) \
+            if m else None
         m = re.search(r"ordered reuse: (\d+) fences made", p.stderr)
         r["fences_issued"] = int(m.group(1)) if m else None
         r["peak_requested"], r["peak_reserved"] = replay(trace)
@@ -321,7 +324,9 @@ def main():
                     extra += (f", per step after warm-up: {st['mallocs']:.0f} cudaMalloc "
                               f"{st['malloc_ms']:.3f} ms, {st['frees']:.0f} cudaFree "
                               f"{st['free_ms']:.3f} ms, {st['fences']:.0f} fences recorded "
-                              f"{st['fence_record_ms']:.3f} ms, {st['queries']:.0f} queries")
+                              f"{st['fence_record_ms']:.3f} ms")
+                    if st["queries"] is not None:
+                        extra += f", {st['queries']:.0f} queries"
                 elif row.get("malloc_ms_per_step") is not None:
                     extra += (f", in cudaMalloc {row['malloc_ms_per_step']:.2f} and cudaFree "
                               f"{row['free_ms_per_step']:.2f} ms/step (whole run over steps: "
