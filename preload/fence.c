@@ -397,7 +397,8 @@ static int do_record(void *arg)
  * or the error of one. */
 static cudaError_t fence_query(const struct fence *fe)
 {
-    __atomic_add_fetch(&g_queries, 1 + fe->nside, __ATOMIC_RELAXED); /* at most */
+    if (gmt_opt.verbose) /* a shared counter: only when it is said */
+        __atomic_add_fetch(&g_queries, 1 + fe->nside, __ATOMIC_RELAXED); /* at most */
     cudaError_t r = GMT_REAL(cudaEventQuery)(fe->ev);
     for (unsigned i = 0; r == cudaSuccess && i < fe->nside; i++)
         r = GMT_REAL(cudaEventQuery)(fe->side[i]);
@@ -421,7 +422,8 @@ static int poll_locked(struct pool *p, struct fdev *f, int dev, bool wait)
     cudaError_t r = cudaSuccess;
     if (!wait && f->with_side == 0 && f->tail - f->head > 1) {
         struct fence *last = &f->ring[(f->tail - 1) % NFENCE];
-        __atomic_add_fetch(&g_queries, 1, __ATOMIC_RELAXED);
+        if (gmt_opt.verbose)
+            __atomic_add_fetch(&g_queries, 1, __ATOMIC_RELAXED);
         r = GMT_REAL(cudaEventQuery)(last->ev);
         if (r == cudaSuccess) {
             pool_synced(p, dev, &last->snap);

@@ -546,19 +546,28 @@ static void whole_refusal_passes_over(void)
     pool_release_all(p);
 }
 
+/* A whole-segment pool with ordered reuse through `reclaim`, holding a
+ * free 300 MiB segment at *a that queued GPU work may still touch. */
+static struct pool *whole_busy_300(int (*reclaim)(void *, int, int), uintptr_t *a)
+{
+    vm_reset(1u << 30);
+    struct pool_upstream u = whole_upstream();
+    u.reclaim = reclaim;
+    memset(&fq, 0, sizeof fq);
+    struct pool *p = fq.p = pool_create(&u, &observer);
+    *a = gpu_alloc(p, 0, 300u << 20);
+    CHECK(*a != 0);
+    gpu_free(p, *a, 300u << 20); /* the GPU is still at it */
+    return p;
+}
+
 /* With ordered reuse a free segment may still be in use by GPU work
  * queued before its free: it is unmapped only once a fence shows the GPU
  * past it (the upstream counts an unmap of memory still in use). */
 static void whole_ordered_waits_for_the_gpu(void)
 {
-    vm_reset(1u << 30);
-    struct pool_upstream u = whole_upstream();
-    u.reclaim = ordered_reclaim;
-    memset(&fq, 0, sizeof fq);
-    struct pool *p = fq.p = pool_create(&u, &observer);
-    uintptr_t a = gpu_alloc(p, 0, 300u << 20);
-    CHECK(a != 0);
-    gpu_free(p, a, 300u << 20); /* the GPU is still at it */
+    uintptr_t a;
+    struct pool *p = whole_busy_300(ordered_reclaim, &a);
     uintptr_t c = gpu_alloc(p, 0, 100u << 20);
     struct pool_stats st;
     pool_stats(p, 0, &st);
@@ -586,14 +595,8 @@ static int stuck_reclaim(void *ctx, int dev, int wait)
  * request is served all the same, without a hang. */
 static void whole_ordered_stays_when_no_wait_can_be_had(void)
 {
-    vm_reset(1u << 30);
-    struct pool_upstream u = whole_upstream();
-    u.reclaim = stuck_reclaim;
-    memset(&fq, 0, sizeof fq);
-    struct pool *p = fq.p = pool_create(&u, &observer);
-    uintptr_t a = gpu_alloc(p, 0, 300u << 20);
-    CHECK(a != 0);
-    gpu_free(p, a, 300u << 20); /* the GPU is still at it */
+    uintptr_t a;
+    struct pool *p = whole_busy_300(stuck_reclaim, &a);
     up.refuse_sync = 1;
     uintptr_t c = gpu_alloc(p, 0, 100u << 20);
     up.refuse_sync = 0;
