@@ -97,6 +97,14 @@ MODEL_ARGS = {"gpt2": ["gpt2", "--bf16"], "timm": ["timm"], "gpt2-infer": ["gpt2
               "timm-infer": ["timm-infer"], "tv-vit": ["tv-vit", "--bf16"],
               "bert": ["bert", "--bf16"], "llama": ["llama", "--bf16"],
               "effnet": ["effnet", "--bf16"]}
+# NAME@N: a real model at batch size N (a larger batch makes the step bound
+# by the GPU rather than by the CPU that queues its work)
+for _w in WORKLOADS:
+    _m, _, _b = _w.partition("@")
+    if _b and _m in MODEL_ARGS and _b.isdigit() and int(_b) > 0:
+        MODEL_ARGS[_w] = MODEL_ARGS[_m] + ["--batch", _b]
+    elif _b:
+        sys.exit(f"bench-pool-gpu.py: bad workload {_w!r} (NAME@BATCH of a real model)")
 for _w in MODEL_ARGS:
     STEPS[_w], WARMUP[_w] = int(arg("--steps", "15")), 3
 

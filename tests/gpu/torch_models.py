@@ -119,7 +119,7 @@ def gpt2(args):
 
 
 def gpt2_infer(args):
-    model, ids = gpt2_model()
+    model, ids = gpt2_model(args.batch)
     return infer(model, ids, lambda m, b: m(b).logits)
 
 
@@ -139,7 +139,7 @@ def timm_train(args):
 
 
 def timm_infer(args):
-    model, batch = timm_model()
+    model, batch = timm_model(args.batch)
     return infer(model, batch, lambda m, b: m(b[0]))
 
 
@@ -248,7 +248,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--batch", type=int, default=None,
-                    help="batch size of the training workloads (default: see above)")
+                    help="batch size of the real models (default: see above)")
     args = ap.parse_args()
     training = {"transformer": transformer, "mlp": mlp, "gpt2": gpt2, "timm": timm_train,
                 "gpt2-infer": gpt2_infer, "timm-infer": timm_infer, "tv-vit": tv_vit, "bert": bert,
