@@ -170,6 +170,42 @@ static int up_release(void *c, int d, uintptr_t p, size_t s)
 
 static size_t PAGE = 2u << 20, CHUNK = 16u << 20;
 
+/* REPLAY_SEGS with --vmm: at each new peak, the mapped segments' pages
+ * against the blocks on them, and the plain (small) segments; after the
+ * request that made it. */
+static void dump_pages(struct pool *p, int dev)
+{
+    struct pdev *d = p->dev[dev];
+    if (d == NULL)
+        return;
+    uint64_t mapped = 0, alloc = 0, pend = 0, freemapped = 0, plain = 0, pbusy = 0;
+    for (int i = 0; i < POOL_ARENAS; i++)
+        for (struct seg *s = d->arenas[i].segs; s; s = s->snext) {
+            if (s->pages == NULL) {
+                plain += s->size;
+                pbusy += s->busy;
+                continue;
+            }
+            for (size_t k = 0; k < s->size / PAGE; k++)
+                mapped += s->pages[k] ? PAGE : 0;
+            for (struct blk *b = s->first; b; b = b->next) {
+                if (b->state == B_ALLOC)
+                    alloc += b->size;
+                else if (b->state == B_PENDING)
+                    pend += b->size;
+                else
+                    for (uintptr_t a = (b->addr + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+                         a + PAGE <= b->addr + b->size; a += PAGE)
+                        freemapped += s->pages[(a - s->base) / PAGE] ? PAGE : 0;
+            }
+        }
+    printf("PEAK reserved %.1f MiB requested %.1f: plain %.1f (busy %.1f); mapped %.1f: "
+           "allocated %.1f pending %.1f whole free pages %.1f rest %.1f\n",
+           reserved / 1048576.0, g_requested / 1048576.0, plain / 1048576.0,
+           pbusy / 1048576.0, mapped / 1048576.0, alloc / 1048576.0, pend / 1048576.0,
+           freemapped / 1048576.0, (double)(mapped - alloc - pend - freemapped) / 1048576.0);
+}
+
 static void count(uint64_t s)
 {
     reserved += s;
@@ -397,6 +433,12 @@ int main(int argc, char **argv)
             }
             requested += rec.size;
             g_requested = requested;
+            static uint64_t dumped;
+            if (PAGE && peak_reserved > dumped && getenv("REPLAY_SEGS")) {
+                dumped = peak_reserved; /* after the request: a whole state */
+                if (vmm)
+                    dump_pages(p, (int)rec.device);
+            }
             if (requested > peak_requested)
                 peak_requested = requested;
             allocs++;
