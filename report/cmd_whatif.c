@@ -36,6 +36,7 @@ struct policy {
     char label[160];
     const struct wi_model_ops *ops;
     struct wi_conf conf;
+    struct wi_gmt gmt;
 };
 
 struct wi_oom {
@@ -113,24 +114,31 @@ static void usage(FILE *f)
             "                          modelled as free and immediate (an idle GPU): the\n"
             "                          pool synchronizes when nothing reusable fits and\n"
             "                          4 MiB and the request are pending, or before it\n"
-            "                          would run out of memory. Not modelled: virtual memory\n"
-            "                          (GPUMEMTRACE_POOL_VMM) and the pool's other\n"
-            "                          options, its fences, the program's own\n"
-            "                          synchronizations, arenas per thread (one serves\n"
-            "                          all, as the library's threads share one until\n"
-            "                          they contend for it).\n"
-            "        gmt-pool:ordered  the same with ordered reuse\n"
-            "                          (GPUMEMTRACE_POOL_ORDERED=1): every free is\n"
-            "                          reusable at once, an estimate of that mode (it\n"
-            "                          reuses a block once a barrier is recorded after\n"
-            "                          its free).\n"
-            "        gmt-pool:whole, gmt-pool:ordered,whole\n"
-            "                          the same with GPUMEMTRACE_POOL_VMM_WHOLE=1:\n"
-            "                          segments over 1 MiB are given back without a\n"
-            "                          synchronization, and a free one of 256 MiB or\n"
-            "                          more is given back rather than cut for a\n"
-            "                          request of half its size or less; device calls\n"
-            "                          count its creates and releases.\n"
+            "                          would run out of memory. Not modelled: its fences,\n"
+            "                          the program's own synchronizations, arenas per\n"
+            "                          thread (one serves all, as the library's threads\n"
+            "                          share one until they contend for it), the\n"
+            "                          pool's other options.\n"
+            "        gmt-pool:OPTIONS  the same with options, comma-separated:\n"
+            "          ordered           ordered reuse (GPUMEMTRACE_POOL_ORDERED=1):\n"
+            "                            every free is reusable at once, an estimate\n"
+            "                            of that mode (it reuses a block once a\n"
+            "                            barrier is recorded after its free)\n"
+            "          whole             GPUMEMTRACE_POOL_VMM_WHOLE=1: segments over\n"
+            "                            1 MiB are given back without a\n"
+            "                            synchronization, and a free one of 256 MiB\n"
+            "                            or more is given back rather than cut for a\n"
+            "                            request of half its size or less; device\n"
+            "                            calls count its creates and releases\n"
+            "          vmm               GPUMEMTRACE_POOL_VMM=1: blocks over 1 MiB on\n"
+            "                            virtual memory, 2 MiB pages mapped where\n"
+            "                            blocks need them and moved between free\n"
+            "                            blocks; reserved is the pages held, device\n"
+            "                            calls count mappings made and undone\n"
+            "          chunk=MB          with vmm: the most one mapping covers\n"
+            "                            (GPUMEMTRACE_POOL_VMM_CHUNK_MB, default 16;\n"
+            "                            smaller holds less, with more mappings)\n"
+            "                          e.g. gmt-pool:ordered,vmm,chunk=4\n"
             "        cuda-async        the CUDA driver's stream-ordered pool\n"
             "                          (cudaMallocAsync; PyTorch's\n"
             "                          backend:cudaMallocAsync), never shrinking, by\n"
@@ -177,19 +185,17 @@ static int add_policy(struct wi *w, const char *arg)
             gmt_value_error("--policy %s: %s", arg, why);
             return -1;
         }
-    } else if (!strcmp(arg, "gmt-pool")) {
+    } else if (!strncmp(arg, "gmt-pool", 8) && (arg[8] == '\0' || arg[8] == ':')) {
         p->ops = &wi_gmtpool;
-    } else if (!strcmp(arg, "gmt-pool:ordered")) {
-        p->ops = &wi_gmtpool_ordered;
-    } else if (!strcmp(arg, "gmt-pool:whole")) {
-        p->ops = &wi_gmtpool_whole;
-    } else if (!strcmp(arg, "gmt-pool:ordered,whole")) {
-        p->ops = &wi_gmtpool_ordered_whole;
+        if (wi_gmt_parse(arg[8] ? arg + 9 : "", &p->gmt, why, sizeof why) != 0) {
+            gmt_value_error("--policy %s: %s", arg, why);
+            return -1;
+        }
     } else if (!strcmp(arg, "cuda-async")) {
         p->ops = &wi_async;
     } else {
         gmt_value_error("--policy '%s': the policies are ideal, pytorch[:CONF], "
-                        "cuda-async and gmt-pool[:ordered|:whole|:ordered,whole]",
+                        "cuda-async and gmt-pool[:OPTIONS]",
                         arg);
         return -1;
     }
@@ -263,7 +269,7 @@ static struct wi_dev *dev_of(struct wi *w, unsigned d)
     if (dv == NULL)
         return NULL;
     for (int p = 0; p < w->npol; p++) {
-        struct wi_opts o = {&w->pol[p].conf, w->limit, &dv->outside};
+        struct wi_opts o = {&w->pol[p].conf, w->limit, &dv->outside, &w->pol[p].gmt};
         if ((dv->m[p] = w->pol[p].ops->init(&o)) == NULL) {
             for (int q = 0; q < p; q++)
                 w->pol[q].ops->fini(dv->m[q]);

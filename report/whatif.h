@@ -51,6 +51,18 @@ struct wi_stats {
     bool has_device_calls;   /* false: the model makes none (ideal) */
 };
 
+/* gpumemtrace's pool as a model (gmt-pool[:OPTS]): its options. */
+enum { WI_GMT_PLAIN, WI_GMT_WHOLE, WI_GMT_PAGES };
+struct wi_gmt {
+    bool ordered;      /* GPUMEMTRACE_POOL_ORDERED=1 */
+    uint8_t vm;        /* plain segments; GPUMEMTRACE_POOL_VMM_WHOLE=1; GPUMEMTRACE_POOL_VMM=1 */
+    uint32_t chunk_mb; /* WI_GMT_PAGES: GPUMEMTRACE_POOL_VMM_CHUNK_MB (default 16) */
+};
+/* Parse gmt-pool's options, a comma-separated list of ordered, whole,
+ * vmm and chunk=MB (with vmm; 2-1024, a multiple of 2, as the library
+ * takes it); "" is the default pool. 0, or -1 with the reason in why. */
+int wi_gmt_parse(const char *s, struct wi_gmt *g, char *why, size_t whylen);
+
 /* What an instance is made with. */
 struct wi_opts {
     const struct wi_conf *conf; /* pytorch: its configuration */
@@ -58,6 +70,7 @@ struct wi_opts {
     /* bytes this device holds outside the model (other allocations of the
      * program), counted against limit; may be NULL */
     const uint64_t *outside;
+    const struct wi_gmt *gmt; /* gmt-pool: its options; NULL: the default */
 };
 
 struct wi_model_ops {
@@ -75,14 +88,11 @@ struct wi_model_ops {
 extern const struct wi_model_ops wi_ideal;   /* whatif_ideal.c */
 extern const struct wi_model_ops wi_pytorch; /* whatif_pytorch.c */
 /* whatif_gmtpool.c: gpumemtrace's caching pool (preload/pool*.c, linked
- * in), its synchronizations free and immediate; no options (no virtual
- * memory). Not reentrant: emptied pools are kept for the next instance. */
+ * in), its synchronizations free and immediate, with the options of
+ * wi_opts.gmt (ordered: every free reusable at once, an estimate of
+ * GPUMEMTRACE_POOL_ORDERED). Not reentrant: emptied pools are kept for
+ * the next instance. */
 extern const struct wi_model_ops wi_gmtpool;
-/* the same with every free reusable at once (an estimate of
- * GPUMEMTRACE_POOL_ORDERED) */
-extern const struct wi_model_ops wi_gmtpool_ordered;
-/* the same with GPUMEMTRACE_POOL_VMM_WHOLE=1 (whatif_gmtpool.c) */
-extern const struct wi_model_ops wi_gmtpool_whole, wi_gmtpool_ordered_whole;
 /* whatif_async.c: the driver's stream-ordered pool (cudaMallocAsync), by
  * rules measured on an H200. */
 extern const struct wi_model_ops wi_async;

@@ -18,12 +18,18 @@
  * synchronization here costs nothing) or before it runs out of memory.
  * Simplified or left out: the library's fences (no `reclaim`: only the
  * pool's own synchronizations release frees), the program's own
- * synchronizations (not in whatif's stream), virtual memory
- * (GPUMEMTRACE_POOL_VMM) and the other options: the pool as the library
- * runs it by default, or (gmt-pool:ordered) with ordered reuse, every
- * free reusable at once. One arena serves every request (the library's
- * threads share one until they contend; streams do not matter to the
- * pool).
+ * synchronizations (not in whatif's stream) and the pool's other options:
+ * the pool as the library runs it by default, with ordered reuse
+ * (gmt-pool:ordered: every free reusable at once), with whole-mapped
+ * segments (:whole, GPUMEMTRACE_POOL_VMM_WHOLE=1) or with pages of
+ * virtual memory (:vmm, GPUMEMTRACE_POOL_VMM=1, 2 MiB pages, mappings of
+ * up to chunk=MB). One arena serves every request (the library's threads
+ * share one until they contend; streams do not matter to the pool).
+ *
+ * With pages, reserved is the physical memory (handles) the pool holds
+ * plus its plain segments for small requests, and device calls are its
+ * mappings made and undone (and those segments' allocs and frees): the
+ * driver's cost is per mapping.
  *
  * An id is the block's address in the pool. Figures: reserved is the
  * pool's segments; at the reserved peak, free is reserved minus the
@@ -34,6 +40,7 @@
  * freed, then pool_release_all), is kept on a free list for the next
  * instance, which counts its figures from zero.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,32 +52,29 @@
 
 struct gp {
     struct pool *pool;
+    struct wi_gmt kind; /* fixed when the pool is made: its upstream's */
     struct wi_stats st;
     uint64_t limit;
     const uint64_t *outside;
     uint64_t next_va;
+    uint64_t handles; /* created so far: a handle's serial number */
     uint64_t syncs0; /* the pool's syncs before this instance */
     bool new_peak;   /* a segment took reserved past its peak */
-    bool ordered;    /* gmt-pool:ordered: a free is reusable at once */
-    bool whole;      /* gmt-pool:...whole: GPUMEMTRACE_POOL_VMM_WHOLE=1 */
+    bool ordered;    /* a free is reusable at once */
     struct gp *spare;
 };
 
-/* emptied pools, plain and whole; whatif runs on one thread */
-static struct gp *gp_spares[2];
+/* emptied pools, of every kind; whatif runs on one thread */
+static struct gp *gp_spares;
 
-static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
+/* Memory taken from the device, unless it would pass --device-memory. */
+static int take(struct gp *m, size_t size)
 {
-    (void)dev;
-    struct gp *m = ctx;
     uint64_t out_b = m->outside ? *m->outside : 0;
     if (m->limit && (out_b > m->limit || size > m->limit - out_b ||
                      m->st.reserved > m->limit - out_b - size))
         return 2; /* cudaErrorMemoryAllocation */
-    *out = (uintptr_t)m->next_va;
-    m->next_va += (size + GP_ALIGN - 1) & ~(GP_ALIGN - 1);
     m->st.reserved += size;
-    m->st.device_allocs++;
     if (++m->st.segments > m->st.peak_segments)
         m->st.peak_segments = m->st.segments;
     if (m->st.reserved > m->st.peak_reserved) {
@@ -80,15 +84,33 @@ static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
     return 0;
 }
 
+static void give(struct gp *m, size_t size)
+{
+    m->st.reserved -= size <= m->st.reserved ? size : m->st.reserved;
+    if (m->st.segments)
+        m->st.segments--;
+}
+
+static int up_alloc(void *ctx, int dev, size_t size, uintptr_t *out)
+{
+    (void)dev;
+    struct gp *m = ctx;
+    int r = take(m, size);
+    if (r != 0)
+        return r;
+    *out = (uintptr_t)m->next_va;
+    m->next_va += (size + GP_ALIGN - 1) & ~(GP_ALIGN - 1);
+    m->st.device_allocs++;
+    return 0;
+}
+
 static int up_release(void *ctx, int dev, uintptr_t ptr, size_t size)
 {
     (void)dev;
     (void)ptr;
     struct gp *m = ctx;
-    m->st.reserved -= size <= m->st.reserved ? size : m->st.reserved;
+    give(m, size);
     m->st.device_frees++;
-    if (m->st.segments)
-        m->st.segments--;
     return 0;
 }
 
@@ -112,35 +134,50 @@ static int up_unreserve(void *ctx, int dev, uintptr_t va, size_t size)
     return 0;
 }
 
+/* A handle: a serial number over its size in 4 KiB units. Handles must
+ * differ: the pool tells a mapping's pages by their handle. Whole
+ * segments count their creates and destroys as device calls; pages,
+ * their mappings. */
+#define GP_HSIZE_BITS 40
 static int up_create(void *ctx, int dev, size_t size, uint64_t *h)
 {
+    struct gp *m = ctx;
     uintptr_t unused;
-    int r = up_alloc(ctx, dev, size, &unused); /* the limit and the counts */
-    *h = size;
-    return r;
+    size = (size + 4095) & ~(size_t)4095;
+    *h = ++m->handles << GP_HSIZE_BITS | size >> 12;
+    return m->kind.vm == WI_GMT_WHOLE ? up_alloc(ctx, dev, size, &unused) : take(m, size);
 }
 
 static int up_destroy(void *ctx, int dev, uint64_t h)
 {
-    return up_release(ctx, dev, 0, (size_t)h);
+    struct gp *m = ctx;
+    size_t size = (size_t)(h & ((1ull << GP_HSIZE_BITS) - 1)) << 12;
+    if (m->kind.vm == WI_GMT_WHOLE)
+        return up_release(ctx, dev, 0, size);
+    give(m, size);
+    return 0;
 }
 
 static int up_map(void *ctx, int dev, uintptr_t va, size_t size, uint64_t h)
 {
-    (void)ctx;
     (void)dev;
     (void)va;
     (void)size;
     (void)h;
+    struct gp *m = ctx;
+    if (m->kind.vm == WI_GMT_PAGES)
+        m->st.device_allocs++;
     return 0;
 }
 
 static int up_unmap(void *ctx, int dev, uintptr_t va, size_t size)
 {
-    (void)ctx;
     (void)dev;
     (void)va;
     (void)size;
+    struct gp *m = ctx;
+    if (m->kind.vm == WI_GMT_PAGES)
+        m->st.device_frees++;
     return 0;
 }
 
@@ -151,18 +188,31 @@ static int up_sync(void *ctx, int dev)
     return 0; /* an idle GPU: done at once */
 }
 
-static void *gp_init_kind(const struct wi_opts *o, bool whole)
+static bool same_kind(const struct wi_gmt *a, const struct wi_gmt *b)
 {
-    struct gp *m = gp_spares[whole];
+    return a->vm == b->vm && (a->vm != WI_GMT_PAGES || a->chunk_mb == b->chunk_mb);
+}
+
+static void *gp_init(const struct wi_opts *o)
+{
+    struct wi_gmt kind = o->gmt ? *o->gmt : (struct wi_gmt){0};
+    if (kind.vm == WI_GMT_PAGES && kind.chunk_mb == 0)
+        kind.chunk_mb = 16;
+    struct gp *m, **pm = &gp_spares;
+    while ((m = *pm) != NULL && !same_kind(&m->kind, &kind))
+        pm = &m->spare;
     if (m) {
-        gp_spares[whole] = m->spare;
+        *pm = m->spare;
     } else {
         if ((m = calloc(1, sizeof *m)) == NULL)
             return NULL;
+        m->kind = kind;
         struct pool_upstream up = {.alloc = up_alloc, .release = up_release,
                                    .sync = up_sync, .ctx = m, .sync_free = true};
-        if (whole) {
-            up.whole = true;
+        if (kind.vm != WI_GMT_PLAIN) {
+            up.whole = kind.vm == WI_GMT_WHOLE;
+            up.page = up.whole ? 0 : GP_ALIGN;
+            up.chunk = up.whole ? 0 : (size_t)kind.chunk_mb << 20;
             up.reserve = up_reserve;
             up.unreserve = up_unreserve;
             up.create = up_create;
@@ -170,7 +220,6 @@ static void *gp_init_kind(const struct wi_opts *o, bool whole)
             up.map = up_map;
             up.unmap = up_unmap;
         }
-        m->whole = whole;
         if ((m->pool = pool_create(&up, NULL)) == NULL) {
             free(m);
             return NULL;
@@ -185,35 +234,54 @@ static void *gp_init_kind(const struct wi_opts *o, bool whole)
     m->limit = o->limit;
     m->outside = o->outside;
     m->new_peak = false;
-    m->ordered = false;
+    m->ordered = kind.ordered;
     m->spare = NULL;
     return m;
 }
 
-static void *gp_init(const struct wi_opts *o)
+int wi_gmt_parse(const char *s, struct wi_gmt *g, char *why, size_t whylen)
 {
-    return gp_init_kind(o, false);
-}
-
-static void *gp_init_ordered(const struct wi_opts *o)
-{
-    struct gp *m = gp_init_kind(o, false);
-    if (m)
-        m->ordered = true;
-    return m;
-}
-
-static void *gp_init_whole(const struct wi_opts *o)
-{
-    return gp_init_kind(o, true);
-}
-
-static void *gp_init_ordered_whole(const struct wi_opts *o)
-{
-    struct gp *m = gp_init_kind(o, true);
-    if (m)
-        m->ordered = true;
-    return m;
+    *g = (struct wi_gmt){0};
+    bool chunk = false;
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        if (n == 7 && !strncmp(s, "ordered", n)) {
+            g->ordered = true;
+        } else if ((n == 5 && !strncmp(s, "whole", n)) || (n == 3 && !strncmp(s, "vmm", n))) {
+            uint8_t vm = n == 5 ? WI_GMT_WHOLE : WI_GMT_PAGES;
+            if (g->vm != WI_GMT_PLAIN && g->vm != vm) {
+                snprintf(why, whylen, "whole and vmm exclude each other");
+                return -1;
+            }
+            g->vm = vm;
+        } else if (n > 6 && !strncmp(s, "chunk=", 6)) {
+            char *end;
+            unsigned long v = strtoul(s + 6, &end, 10);
+            if (end != s + n || s[6] < '0' || s[6] > '9' || v < 2 || v > 1024 || v % 2) {
+                snprintf(why, whylen, "chunk=%.*s: a mapping's most MiB, 2-1024 and even",
+                         (int)(n - 6 < 20 ? n - 6 : 20), s + 6);
+                return -1;
+            }
+            g->chunk_mb = (uint32_t)v;
+            chunk = true;
+        } else {
+            snprintf(why, whylen, "unknown option '%.*s' (ordered, whole, vmm, chunk=MB)",
+                     (int)(n < 40 ? n : 40), s);
+            return -1;
+        }
+        s += n;
+        if (*s == ',' && *++s == '\0') {
+            snprintf(why, whylen, "an empty option");
+            return -1;
+        }
+    }
+    if (chunk && g->vm != WI_GMT_PAGES) {
+        snprintf(why, whylen, "chunk= needs vmm");
+        return -1;
+    }
+    if (g->vm == WI_GMT_PAGES && !chunk)
+        g->chunk_mb = 16;
+    return 0;
 }
 
 static int gp_alloc(void *p, uint64_t size, uint64_t stream, uint64_t *id)
@@ -273,8 +341,8 @@ static void gp_fini(void *p)
     struct pool_stats ps;
     pool_stats(m->pool, 0, &ps);
     if (ps.reserved == 0 && ps.allocated == 0 && ps.pending == 0) {
-        m->spare = gp_spares[m->whole];
-        gp_spares[m->whole] = m;
+        m->spare = gp_spares;
+        gp_spares = m;
         return;
     }
     /* not empty (a request never freed): kept reachable, never reused */
@@ -286,33 +354,6 @@ static void gp_fini(void *p)
 const struct wi_model_ops wi_gmtpool = {
     .name = "gmt-pool",
     .init = gp_init,
-    .alloc = gp_alloc,
-    .free = gp_free,
-    .stats = gp_stats,
-    .fini = gp_fini,
-};
-
-const struct wi_model_ops wi_gmtpool_ordered = {
-    .name = "gmt-pool:ordered",
-    .init = gp_init_ordered,
-    .alloc = gp_alloc,
-    .free = gp_free,
-    .stats = gp_stats,
-    .fini = gp_fini,
-};
-
-const struct wi_model_ops wi_gmtpool_whole = {
-    .name = "gmt-pool:whole",
-    .init = gp_init_whole,
-    .alloc = gp_alloc,
-    .free = gp_free,
-    .stats = gp_stats,
-    .fini = gp_fini,
-};
-
-const struct wi_model_ops wi_gmtpool_ordered_whole = {
-    .name = "gmt-pool:ordered,whole",
-    .init = gp_init_ordered_whole,
     .alloc = gp_alloc,
     .free = gp_free,
     .stats = gp_stats,

@@ -99,7 +99,13 @@ def test_bad_values_are_one_line():
             (["timeline", "--width", "3"], "gpumemreport timeline: --width needs a number from "
                                            "16 to 400, not '3'" + try_("timeline")),
             (["whatif", "--policy", "x"], "gpumemreport whatif: --policy 'x': the policies are "
-                                          "ideal, pytorch[:CONF], cuda-async and gmt-pool[:ordered|:whole|:ordered,whole]" +
+                                          "ideal, pytorch[:CONF], cuda-async and gmt-pool[:OPTIONS]" +
+             try_("whatif")),
+            (["whatif", "--policy", "gmt-pool:vmm,chunk=3"],
+             "gpumemreport whatif: --policy gmt-pool:vmm,chunk=3: chunk=3: a mapping's most MiB, "
+             "2-1024 and even" + try_("whatif")),
+            (["whatif", "--policy", "gmt-pool:whole,vmm"],
+             "gpumemreport whatif: --policy gmt-pool:whole,vmm: whole and vmm exclude each other" +
              try_("whatif")),
             (["check", "--tolerance", "x"], "gpumemreport check: --tolerance needs a percentage "
                                             "from 0 to 10000 (e.g. 5 or 2.5), not 'x'" +

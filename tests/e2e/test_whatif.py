@@ -197,6 +197,37 @@ def test_gmt_pool_whole_segments_on_the_live_corpus():
         os.unlink(f"{model}.gmt")
 
 
+def test_gmt_pool_pages_on_the_live_corpus():
+    """--policy gmt-pool:ordered,vmm,chunk=4 (GPUMEMTRACE_POOL_VMM=1,
+    GPUMEMTRACE_POOL_VMM_CHUNK_MB=4 with ordered reuse, the pool's real
+    code) holds every live trace within 1.05x its peak requested and below
+    the pytorch model (issue 21's goal for the pool), with mappings made
+    and undone; with the default mappings of up to 16 MiB resnet50
+    inference is at 1.09x: free pages stuck in mappings a live block
+    shares."""
+    import lzma
+    corpus = os.path.join(os.path.dirname(__file__), "..", "corpus")
+    models = sorted(f[:-len(".gmt.xz")] for f in os.listdir(corpus)
+                    if f.startswith("live-") and f.endswith(".gmt.xz"))
+    expect(len(models) == 8, models)
+    for model in models:
+        with lzma.open(os.path.join(corpus, f"{model}.gmt.xz")) as f, open(f"{model}.gmt", "wb") as o:
+            o.write(f.read())
+        tr = whatif("--no-symbols", "--policy", "ideal", "--policy", "pytorch", "--policy",
+                    "gmt-pool:ordered,vmm,chunk=4", "--policy", "gmt-pool:ordered,vmm",
+                    f"{model}.gmt")[0]
+        pol = {p["policy"]: p for p in tr["policies"] if p["device"] == 0}
+        v4, v16 = pol["gmt-pool:ordered,vmm,chunk=4"], pol["gmt-pool:ordered,vmm"]
+        ideal, torch = pol["ideal"]["peak_reserved"], pol["pytorch"]["peak_reserved"]
+        expect(ideal <= v4["peak_reserved"] <= 1.05 * ideal and v4["peak_reserved"] < torch,
+               (model, v4, ideal, torch))
+        expect(v4["device_allocs"] > v16["device_allocs"] > 0 and v4["device_frees"] > 0 and
+               v4["syncs"] == 0, (model, v4, v16))
+        if model == "live-timm-infer":
+            expect(v16["peak_reserved"] > 1.08 * ideal, (model, v16, ideal))
+        os.unlink(f"{model}.gmt")
+
+
 def test_gmt_pool_on_the_corpus():
     """--policy gmt-pool and gmt-pool:ordered (the library's own pool,
     preload/pool*.c, linked in) on each corpus trace: they run and reserve

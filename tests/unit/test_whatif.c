@@ -26,6 +26,20 @@ static void *make(const struct wi_model_ops *ops, const struct wi_conf *c, uint6
     return ops->init(&o);
 }
 
+/* gmt-pool with its options (wi_gmt_parse), as `--policy gmt-pool:OPTS` */
+static void *make_gmt(const char *opts, uint64_t limit)
+{
+    struct wi_gmt g;
+    char why[160];
+    if (wi_gmt_parse(opts, &g, why, sizeof why) != 0) {
+        fprintf(stderr, "gmt-pool:%s: %s\n", opts, why);
+        check_failures++;
+        return NULL;
+    }
+    struct wi_opts o = {NULL, limit, NULL, &g};
+    return wi_gmtpool.init(&o);
+}
+
 static struct wi_stats stats(const struct wi_model_ops *ops, void *m)
 {
     struct wi_stats s;
@@ -404,8 +418,8 @@ static void test_gmtpool(void)
 static void test_gmtpool_ordered(void)
 {
     for (int ordered = 0; ordered < 2; ordered++) {
-        const struct wi_model_ops *ops = ordered ? &wi_gmtpool_ordered : &wi_gmtpool;
-        void *m = make(ops, NULL, 0);
+        const struct wi_model_ops *ops = &wi_gmtpool;
+        void *m = make_gmt(ordered ? "ordered" : "", 0);
         CHECK(m != NULL);
         const uint64_t b = 4 * MiB + MiB / 4;
         uint64_t x1 = model_get(ops, m, b, 0), x2 = model_get(ops, m, b, 0),
@@ -425,7 +439,74 @@ static void test_gmtpool_ordered(void)
         ops->free(m, z);
         ops->fini(m);
     }
-    CHECK(!strcmp(wi_gmtpool_ordered.name, "gmt-pool:ordered"));
+}
+
+/* gmt-pool:vmm (GPUMEMTRACE_POOL_VMM=1): requests over 1 MiB on virtual
+ * memory, physical pages of 2 MiB mapped where blocks need them, one
+ * mapping per run of unmapped pages, at most `chunk` MiB each. Four 6 MiB
+ * blocks: 24 MiB of pages in four mappings (the plain pool: two segments
+ * of 12 MiB, two blocks each). The first and the third freed (ordered:
+ * reusable at once), 12 MiB is asked: no free block of 12 MiB exists in
+ * the plain pool (a 6 MiB hole in each segment), which takes a third
+ * segment: 36 MiB. With pages, new memory would take the pool past the
+ * most the program has asked for at once (24 MiB), so the two holes'
+ * mappings are undone and their memory serves the request, mapped in one
+ * piece: 24 MiB, five mappings made, two undone. */
+static void test_gmtpool_vmm(void)
+{
+    for (int vmm = 0; vmm < 2; vmm++) {
+        void *m = make_gmt(vmm ? "ordered,vmm" : "ordered", 0);
+        CHECK(m != NULL);
+        uint64_t x1 = gp_get(m, 6 * MiB), x2 = gp_get(m, 6 * MiB), x3 = gp_get(m, 6 * MiB),
+                 x4 = gp_get(m, 6 * MiB);
+        struct wi_stats s = stats(&wi_gmtpool, m);
+        CHECK(s.reserved == 24 * MiB && s.device_allocs == (vmm ? 4u : 2u));
+        wi_gmtpool.free(m, x1);
+        wi_gmtpool.free(m, x3);
+        uint64_t y = gp_get(m, 12 * MiB);
+        s = stats(&wi_gmtpool, m);
+        CHECK(s.peak_reserved == (vmm ? 24 : 36) * MiB && s.allocated == 24 * MiB);
+        CHECK(s.syncs == 0 && s.device_allocs == (vmm ? 5u : 3u) &&
+              s.device_frees == (vmm ? 2u : 0u));
+        wi_gmtpool.free(m, x2);
+        wi_gmtpool.free(m, x4);
+        wi_gmtpool.free(m, y);
+        wi_gmtpool.fini(m);
+    }
+    /* a 32 MiB block: mappings of at most 16 MiB (the default), 4 MiB or
+     * 2 MiB (one per page) */
+    static const struct {
+        const char *opts;
+        unsigned maps;
+    } chunks[] = {{"vmm", 2}, {"vmm,chunk=4", 8}, {"ordered,vmm,chunk=2", 16}, {"vmm,chunk=64", 1}};
+    for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
+        void *m = make_gmt(chunks[i].opts, 0);
+        uint64_t a = gp_get(m, 32 * MiB);
+        struct wi_stats s = stats(&wi_gmtpool, m);
+        if (s.reserved != 32 * MiB || s.device_allocs != chunks[i].maps) {
+            fprintf(stderr, "gmt-pool:%s: %llu MiB, %llu maps\n", chunks[i].opts,
+                    (unsigned long long)(s.reserved / MiB), (unsigned long long)s.device_allocs);
+            check_failures++;
+        }
+        wi_gmtpool.free(m, a);
+        wi_gmtpool.fini(m);
+    }
+    /* the options as --policy takes them */
+    struct wi_gmt g;
+    char why[160];
+    CHECK(wi_gmt_parse("", &g, why, sizeof why) == 0 && !g.ordered && g.vm == WI_GMT_PLAIN);
+    CHECK(wi_gmt_parse("vmm,ordered", &g, why, sizeof why) == 0 && g.ordered &&
+          g.vm == WI_GMT_PAGES && g.chunk_mb == 16);
+    CHECK(wi_gmt_parse("ordered,whole", &g, why, sizeof why) == 0 && g.vm == WI_GMT_WHOLE);
+    CHECK(wi_gmt_parse("vmm,chunk=4", &g, why, sizeof why) == 0 && g.chunk_mb == 4);
+    static const char *bad[] = {"whole,vmm", "chunk=4",  "vmm,chunk=3", "vmm,chunk=0",
+                                "vmm,chunk=", "vmm,chunk=2048", "vmm,", "fast", ",vmm",
+                                "vmm,chunk=4x"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (wi_gmt_parse(bad[i], &g, why, sizeof why) == 0 || why[0] == '\0') {
+            fprintf(stderr, "gmt-pool:%s accepted\n", bad[i]);
+            check_failures++;
+        }
 }
 
 /* The driver's stream-ordered pool on streams whose answer was measured
@@ -529,6 +610,7 @@ int main(void)
     test_ideal();
     test_gmtpool();
     test_gmtpool_ordered();
+    test_gmtpool_vmm();
     test_async();
     return CHECK_DONE();
 }
