@@ -48,7 +48,13 @@
 #include "reader.h"
 #include "whatif.h"
 
-/* REPLAY_SEGS=1: at each new peak reserved, the pool's segments by kind
+/* REPLAY_ALIAS=1 with --vmm: the upstream maps a handle at a second
+ * address while the first stays, as the driver does (the library's
+ * default, GPUMEMTRACE_POOL_VMM_DEFER=1): unmaps of old addresses are
+ * queued until a wait, and a handle given back waits for its memory to be
+ * idle first. Without it each unmap is made at once.
+ *
+ * REPLAY_SEGS=1: at each new peak reserved, the pool's segments by kind
  * (small; large up to 24 MiB, where requests of up to 10 MiB share; larger)
  * with bytes busy, pending and free; REPLAY_SEGS=2 adds each large
  * segment's blocks, in address order (F free, A allocated, P pending, B
@@ -396,6 +402,7 @@ int main(int argc, char **argv)
         up.destroy = up_destroy;
         up.map = up_map;
         up.unmap = up_unmap;
+        up.alias = getenv("REPLAY_ALIAS") != NULL;
     }
     struct pool *p = pool_create(&up, NULL);
     g_pool = p;
@@ -491,11 +498,12 @@ int main(int argc, char **argv)
                (unsigned long long)dropped, MAXF);
     if (vmm)
         printf(" page_maps %llu page_unmaps %llu pages_created %llu "
-               "map_calls %llu unmap_calls %llu",
+               "map_calls %llu unmap_calls %llu destroys %llu idle_waits %llu",
                (unsigned long long)st.page_maps,
                (unsigned long long)st.page_unmaps,
                (unsigned long long)st.pages_created,
-               (unsigned long long)map_calls, (unsigned long long)unmap_calls);
+               (unsigned long long)map_calls, (unsigned long long)unmap_calls,
+               (unsigned long long)st.destroys, (unsigned long long)st.idle_waits);
     if (whole) /* whole segments: one map and one unmap each */
         printf(" whole_made %llu whole_given_back %llu",
                (unsigned long long)map_calls, (unsigned long long)unmap_calls);
