@@ -8,8 +8,16 @@
  * left out, and the program's other device allocations (libraries'
  * workspaces) are held outside the model: they count against
  * --device-memory but not in a model's reserved bytes. Without framework
- * blocks every device allocation is a request (with our pool on, the
- * cudaMallocs are the program's and the pool's segments are apart).
+ * blocks the runtime's device allocations (cudaMalloc and kin) are the
+ * requests (with our pool on, the cudaMallocs are the program's and the
+ * pool's segments are apart), and the driver's (cuMemAlloc, cuMemCreate)
+ * are held outside: libraries' own memory, which neither PyTorch's
+ * allocator nor our pool would have served (a cache-off PyTorch run has
+ * 8 of them, cuBLAS and cuDNN workspaces among them, 2% of resnet50's
+ * peak). A trace with no runtime allocation at all (a program on the
+ * driver API, a statically linked runtime seen by the driver observer)
+ * has its driver allocations as the requests; a first pass over the
+ * trace tells which, stopping at its first runtime allocation.
  * Pinned host memory is no device memory; failed allocations asked for
  * nothing that was then used, and are left out; sizes the replay skips
  * (0, above 2^48) are skipped here too.
@@ -71,8 +79,44 @@ struct wi {
     struct req *slot;
     size_t cap, n;
     uint64_t requests, frees;
+    uint64_t driver_outside; /* driver allocations held outside (runtime) */
+    bool runtime;            /* the trace has runtime device allocations */
     bool failed; /* out of host memory: the figures would be wrong */
 };
+
+/* A runtime API's device allocation (not pinned host memory)? */
+static bool runtime_device_alloc(unsigned api)
+{
+    switch (api & ~GMT_API_PTDS) {
+    case GMT_API_MALLOC:
+    case GMT_API_MALLOC_MANAGED:
+    case GMT_API_MALLOC_PITCH:
+    case GMT_API_MALLOC_3D:
+    case GMT_API_MALLOC_ASYNC:
+    case GMT_API_MALLOC_FROM_POOL_ASYNC:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Does the trace at path have a successful runtime device allocation? It
+ * reads up to the first. A trace that cannot be read says no here; the
+ * replay itself reports why. */
+static bool has_runtime_allocs(const char *path)
+{
+    char err[256];
+    struct gmt_reader *rd = path ? gmt_reader_open(path, err, sizeof err) : NULL;
+    if (rd == NULL)
+        return false;
+    struct gmt_rec rec;
+    bool found = false;
+    while (!found && gmt_reader_next(rd, &rec) == 1)
+        found = rec.kind == GMT_K_ALLOC && rec.result == 0 && rec.addr != 0 &&
+                rec.size != 0 && runtime_device_alloc(rec.api);
+    gmt_reader_close(rd);
+    return found;
+}
 
 static void usage(FILE *f)
 {
@@ -310,7 +354,8 @@ static void reset(struct wi *w)
     free(w->slot);
     w->slot = NULL;
     w->cap = w->n = 0;
-    w->requests = w->frees = 0;
+    w->requests = w->frees = w->driver_outside = 0;
+    w->runtime = false;
     w->failed = false;
     w->owner = NULL;
     w->last_records = 0;
@@ -333,9 +378,10 @@ static void on_alloc(struct wi *w, const struct replay *r, const struct gmt_rec 
     }
     e->size = rec->size;
     e->dev = (uint16_t)(rec->device % WI_DEVICES);
-    e->request = r->fw ? fw_block : true;
+    e->request = r->fw ? fw_block : !w->runtime || runtime_device_alloc(rec->api);
     if (!e->request) {
         dv->outside += rec->size;
+        w->driver_outside += !r->fw;
         return;
     }
     /* a request without a stream (cudaMalloc): the legacy stream's pools,
@@ -366,6 +412,7 @@ static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
     if (w->owner != r || r->records <= w->last_records) {
         reset(w); /* a new trace (or one after a trace that failed) */
         w->owner = r;
+        w->runtime = !r->fw && has_runtime_allocs(r->path);
     }
     w->last_records = r->records;
     if (rec->kind == GMT_K_ALLOC) {
@@ -411,7 +458,8 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
                 peak_req = w->dev[d]->peak_requested;
         }
     }
-    const char *what = r->fw ? "PyTorch's blocks" : "CUDA allocations";
+    const char *what = r->fw ? "PyTorch's blocks"
+                       : w->runtime ? "CUDA runtime allocations" : "CUDA driver allocations";
     char a[32], b[32], cc[32], d2[32];
     if (w->failed)
         gmt_warnf("%s: out of host memory during the what-if replay; figures are partial",
@@ -420,9 +468,11 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         printf("{\"trace\":");
         gmt_json_str(stdout, l->path);
         printf(",\"pid\":%u,\"requests_from\":\"%s\",\"requests\":%" PRIu64
-               ",\"frees\":%" PRIu64 ",\"device_memory\":",
-               r->hdr.pid, r->fw ? "framework_blocks" : "cuda_allocations", w->requests,
-               w->frees);
+               ",\"frees\":%" PRIu64 ",\"driver_allocations_outside\":%" PRIu64
+               ",\"device_memory\":",
+               r->hdr.pid,
+               r->fw ? "framework_blocks" : w->runtime ? "cuda_allocations" : "driver_allocations",
+               w->requests, w->frees, w->driver_outside);
         if (w->limit)
             printf("%" PRIu64, w->limit);
         else
@@ -433,6 +483,9 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
                what, gmt_size(c, a, (int64_t)peak_req));
         if (w->limit)
             printf(", card of %s", gmt_size(c, b, (int64_t)w->limit));
+        if (w->driver_outside)
+            printf("; %" PRIu64 " driver allocation%s held outside the models", w->driver_outside,
+                   w->driver_outside == 1 ? "" : "s");
         printf("\n");
     }
     static const char *const hd[] = {"policy", "device", "peak reserved", "peak requested",

@@ -707,6 +707,7 @@ int replay_trace(const char *path, struct replay *r,
     r->marker_ctx = opts ? opts->marker_ctx : NULL;
     r->on_event = opts ? opts->on_event : NULL;
     r->event_ctx = opts ? opts->event_ctx : NULL;
+    r->path = path;
     struct gmt_reader *rd = gmt_reader_open(path, err, errlen);
     if (rd == NULL)
         return -1;

@@ -241,6 +241,7 @@ struct replay {
     uint64_t kinds_seq;
     struct kinds_state *kinds;
     /* replay_opts.on_event */
+    const char *path; /* the trace's, while replay_trace runs */
     struct replay_change change;
     void (*on_event)(struct replay *r, const struct gmt_rec *rec, void *ctx);
     void *event_ctx;
