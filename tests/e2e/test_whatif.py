@@ -185,13 +185,10 @@ def test_cuda_async_against_the_real_pool():
         expect(a["device_frees"] == 0 and a["oom"] is None, (model, a))
 
 
-def test_gmt_pool_whole_segments_on_the_live_corpus():
-    """--policy gmt-pool:ordered,whole (GPUMEMTRACE_POOL_VMM_WHOLE=1 with
-    ordered reuse, the pool's real code) on the eight live traces: never
-    above the pytorch model's peak reserved (issue 21's goal; with
-    gmt-pool:ordered Llama training is above it, 5.09 GiB against 4.87),
-    and on Llama below the plain pool's, by giving segments back (device
-    frees) rather than cutting its 500 MiB segment for 250 MiB requests."""
+def live_corpus():
+    """The eight traces of tests/corpus/live-*.gmt.xz (PyTorch's cache off,
+    10 steps each), each decompressed to MODEL.gmt here while the caller
+    looks at it: yields MODEL."""
     import lzma
     corpus = os.path.join(os.path.dirname(__file__), "..", "corpus")
     models = sorted(f[:-len(".gmt.xz")] for f in os.listdir(corpus)
@@ -200,6 +197,18 @@ def test_gmt_pool_whole_segments_on_the_live_corpus():
     for model in models:
         with lzma.open(os.path.join(corpus, f"{model}.gmt.xz")) as f, open(f"{model}.gmt", "wb") as o:
             o.write(f.read())
+        yield model
+        os.unlink(f"{model}.gmt")
+
+
+def test_gmt_pool_whole_segments_on_the_live_corpus():
+    """--policy gmt-pool:ordered,whole (GPUMEMTRACE_POOL_VMM_WHOLE=1 with
+    ordered reuse, the pool's real code) on the eight live traces: never
+    above the pytorch model's peak reserved (issue 21's goal; with
+    gmt-pool:ordered Llama training is above it, 5.00 GiB against 4.83),
+    and on Llama below the plain pool's, by giving segments back (device
+    frees) rather than cutting its 500 MiB segment for 250 MiB requests."""
+    for model in live_corpus():
         tr = whatif("--no-symbols", "--policy", "pytorch", "--policy", "gmt-pool:ordered",
                     "--policy", "gmt-pool:ordered,whole", f"{model}.gmt")[0]
         pol = {p["policy"]: p for p in tr["policies"] if p["device"] == 0}
@@ -209,7 +218,6 @@ def test_gmt_pool_whole_segments_on_the_live_corpus():
             expect(o["peak_reserved"] > torch["peak_reserved"], (model, o, torch))
             expect(w["peak_reserved"] < 0.96 * o["peak_reserved"] and
                    w["device_frees"] > o["device_frees"], (model, w, o))
-        os.unlink(f"{model}.gmt")
 
 
 def test_gmt_pool_pages_on_the_live_corpus():
@@ -220,14 +228,7 @@ def test_gmt_pool_pages_on_the_live_corpus():
     and undone; with the default mappings of up to 16 MiB resnet50
     inference is at 1.09x: free pages stuck in mappings a live block
     shares."""
-    import lzma
-    corpus = os.path.join(os.path.dirname(__file__), "..", "corpus")
-    models = sorted(f[:-len(".gmt.xz")] for f in os.listdir(corpus)
-                    if f.startswith("live-") and f.endswith(".gmt.xz"))
-    expect(len(models) == 8, models)
-    for model in models:
-        with lzma.open(os.path.join(corpus, f"{model}.gmt.xz")) as f, open(f"{model}.gmt", "wb") as o:
-            o.write(f.read())
+    for model in live_corpus():
         tr = whatif("--no-symbols", "--policy", "ideal", "--policy", "pytorch", "--policy",
                     "gmt-pool:ordered,vmm,chunk=4", "--policy", "gmt-pool:ordered,vmm",
                     f"{model}.gmt")[0]
@@ -240,7 +241,6 @@ def test_gmt_pool_pages_on_the_live_corpus():
                v4["syncs"] == 0, (model, v4, v16))
         if model == "live-timm-infer":
             expect(v16["peak_reserved"] > 1.08 * ideal, (model, v16, ideal))
-        os.unlink(f"{model}.gmt")
 
 
 def test_gmt_pool_on_the_corpus():
