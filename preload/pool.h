@@ -96,7 +96,8 @@ struct pool_upstream {
     int (*reserve)(void *ctx, int dev, size_t size, uintptr_t *out);
     int (*unreserve)(void *ctx, int dev, uintptr_t va, size_t size);
     /* Physical memory of `size` bytes (a multiple of page), mapped once
-     * as a whole, and given back whole. */
+     * as a whole, and given back whole; on failure *handle is left as it
+     * was. */
     int (*create)(void *ctx, int dev, size_t size, uint64_t *handle);
     int (*destroy)(void *ctx, int dev, uint64_t handle);
     /* Map `handle` (all of its `size` bytes) at va, accessible to the
@@ -241,6 +242,10 @@ void pool_leftover_release(struct pool *p, int dev, struct pool_leftover *left);
  * Segments holding blocks the program never freed stay (the driver frees
  * them with the process); the pool keeps working for late callers. */
 void pool_release_all(struct pool *p);
+/* Forget the most the program has asked for at once (page mode grows up
+ * to it before it moves memory): for a pool emptied and used again for
+ * another program (whatif's models). */
+void pool_reset_peak(struct pool *p);
 /* Check every invariant; returns a description of the first violation,
  * or NULL. For tests. Takes all locks. */
 const char *pool_check(struct pool *p);

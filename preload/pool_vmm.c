@@ -353,6 +353,15 @@ static bool within_peak(struct pool *p, struct pdev *d, uint64_t more)
     return held + more <= peak;
 }
 
+void pool_reset_peak(struct pool *p)
+{
+    for (int i = 0; i < POOL_MAX_DEVICES; i++) {
+        struct pdev *d = __atomic_load_n(&p->dev[i], __ATOMIC_ACQUIRE);
+        if (d)
+            STORE(d->peak_req, 0);
+    }
+}
+
 /* Park the handles of free memory, `want` pages if there are: a's free
  * blocks (locked), then other arenas' whose lock is free (waiting for one
  * while holding ours could deadlock). Returns the pages parked. */

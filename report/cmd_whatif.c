@@ -231,7 +231,7 @@ static int add_policy(struct wi *w, const char *arg)
         }
     } else if (!strncmp(arg, "gmt-pool", 8) && (arg[8] == '\0' || arg[8] == ':')) {
         p->ops = &wi_gmtpool;
-        if (wi_gmt_parse(arg[8] ? arg + 9 : "", &p->gmt, why, sizeof why) != 0) {
+        if (arg[8] && wi_gmt_parse(arg + 9, &p->gmt, why, sizeof why) != 0) {
             gmt_value_error("--policy %s: %s", arg, why);
             return -1;
         }
@@ -459,7 +459,8 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         }
     }
     const char *what = r->fw ? "PyTorch's blocks"
-                       : w->runtime ? "CUDA runtime allocations" : "CUDA driver allocations";
+                       : w->runtime || w->requests == 0 ? "CUDA runtime allocations"
+                       : "CUDA driver allocations";
     char a[32], b[32], cc[32], d2[32];
     if (w->failed)
         gmt_warnf("%s: out of host memory during the what-if replay; figures are partial",
@@ -471,7 +472,8 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
                ",\"frees\":%" PRIu64 ",\"driver_allocations_outside\":%" PRIu64
                ",\"device_memory\":",
                r->hdr.pid,
-               r->fw ? "framework_blocks" : w->runtime ? "cuda_allocations" : "driver_allocations",
+               r->fw ? "framework_blocks"
+               : w->runtime || w->requests == 0 ? "cuda_allocations" : "driver_allocations",
                w->requests, w->frees, w->driver_outside);
         if (w->limit)
             printf("%" PRIu64, w->limit);

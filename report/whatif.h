@@ -58,9 +58,10 @@ struct wi_gmt {
     uint8_t vm;        /* plain segments; GPUMEMTRACE_POOL_VMM_WHOLE=1; GPUMEMTRACE_POOL_VMM=1 */
     uint32_t chunk_mb; /* WI_GMT_PAGES: GPUMEMTRACE_POOL_VMM_CHUNK_MB (default 16) */
 };
-/* Parse gmt-pool's options, a comma-separated list of ordered, whole,
- * vmm and chunk=MB (with vmm; 2-1024, a multiple of 2, as the library
- * takes it); "" is the default pool. 0, or -1 with the reason in why. */
+/* Parse gmt-pool's options (what follows "gmt-pool:"), a comma-separated
+ * list of ordered, whole, vmm and chunk=MB (with vmm, once; 2-1024, a
+ * multiple of 2, as the library takes it). 0, or -1 with the reason in
+ * why. */
 int wi_gmt_parse(const char *s, struct wi_gmt *g, char *why, size_t whylen);
 
 /* What an instance is made with. */

@@ -134,24 +134,29 @@ static int up_unreserve(void *ctx, int dev, uintptr_t va, size_t size)
     return 0;
 }
 
-/* A handle: a serial number over its size in 4 KiB units. Handles must
- * differ: the pool tells a mapping's pages by their handle. Whole
- * segments count their creates and destroys as device calls; pages,
- * their mappings. */
-#define GP_HSIZE_BITS 40
+/* A handle: a serial number over its size in 2 MiB units (every size the
+ * pool asks for is a multiple: pages, or whole segments rounded to 2 MiB).
+ * Handles must differ: the pool tells a mapping's pages by their handle;
+ * 36 bits of serial number do not wrap. Only a handle made is written
+ * (the pool's contract). Whole segments count their creates and destroys
+ * as device calls; pages, their mappings. */
+#define GP_HSIZE_BITS 28
+#define GP_HUNIT (2ull << 20)
 static int up_create(void *ctx, int dev, size_t size, uint64_t *h)
 {
     struct gp *m = ctx;
     uintptr_t unused;
-    size = (size + 4095) & ~(size_t)4095;
-    *h = ++m->handles << GP_HSIZE_BITS | size >> 12;
-    return m->kind.vm == WI_GMT_WHOLE ? up_alloc(ctx, dev, size, &unused) : take(m, size);
+    size = (size + GP_HUNIT - 1) & ~(size_t)(GP_HUNIT - 1);
+    int r = m->kind.vm == WI_GMT_WHOLE ? up_alloc(ctx, dev, size, &unused) : take(m, size);
+    if (r == 0)
+        *h = ++m->handles << GP_HSIZE_BITS | size / GP_HUNIT;
+    return r;
 }
 
 static int up_destroy(void *ctx, int dev, uint64_t h)
 {
     struct gp *m = ctx;
-    size_t size = (size_t)(h & ((1ull << GP_HSIZE_BITS) - 1)) << 12;
+    size_t size = (size_t)(h & ((1ull << GP_HSIZE_BITS) - 1)) * GP_HUNIT;
     if (m->kind.vm == WI_GMT_WHOLE)
         return up_release(ctx, dev, 0, size);
     give(m, size);
@@ -203,6 +208,7 @@ static void *gp_init(const struct wi_opts *o)
         pm = &m->spare;
     if (m) {
         *pm = m->spare;
+        pool_reset_peak(m->pool); /* the last program's: page mode grows up to it */
     } else {
         if ((m = calloc(1, sizeof *m)) == NULL)
             return NULL;
@@ -243,9 +249,16 @@ int wi_gmt_parse(const char *s, struct wi_gmt *g, char *why, size_t whylen)
 {
     *g = (struct wi_gmt){0};
     bool chunk = false;
+    if (*s == '\0') {
+        snprintf(why, whylen, "no options after ':'");
+        return -1;
+    }
     while (*s) {
         size_t n = strcspn(s, ",");
-        if (n == 7 && !strncmp(s, "ordered", n)) {
+        if (n == 0) {
+            snprintf(why, whylen, "an empty option");
+            return -1;
+        } else if (n == 7 && !strncmp(s, "ordered", n)) {
             g->ordered = true;
         } else if ((n == 5 && !strncmp(s, "whole", n)) || (n == 3 && !strncmp(s, "vmm", n))) {
             uint8_t vm = n == 5 ? WI_GMT_WHOLE : WI_GMT_PAGES;
@@ -256,6 +269,10 @@ int wi_gmt_parse(const char *s, struct wi_gmt *g, char *why, size_t whylen)
             g->vm = vm;
         } else if (n > 6 && !strncmp(s, "chunk=", 6)) {
             char *end;
+            if (chunk) {
+                snprintf(why, whylen, "chunk= given twice");
+                return -1;
+            }
             unsigned long v = strtoul(s + 6, &end, 10);
             if (end != s + n || s[6] < '0' || s[6] > '9' || v < 2 || v > 1024 || v % 2) {
                 snprintf(why, whylen, "chunk=%.*s: a mapping's most MiB, 2-1024 and even",
@@ -284,11 +301,18 @@ int wi_gmt_parse(const char *s, struct wi_gmt *g, char *why, size_t whylen)
     return 0;
 }
 
+/* Page mode maps a request in pieces of at most `chunk`: one of 2^48
+ * bytes would take the model minutes and gigabytes of host memory for
+ * what no card holds. Past GP_PAGES_MAX a request runs out of memory. */
+#define GP_PAGES_MAX (1ull << 40)
+
 static int gp_alloc(void *p, uint64_t size, uint64_t stream, uint64_t *id)
 {
     (void)stream;
     struct gp *m = p;
     uintptr_t a;
+    if (m->kind.vm == WI_GMT_PAGES && size > GP_PAGES_MAX)
+        return -1;
     m->new_peak = false;
     int r = pool_alloc(m->pool, 0, 0, (size_t)size, &a);
     if (m->new_peak) { /* the first moment of this peak: the pool's view */

@@ -79,6 +79,27 @@ def test_driver_allocations_alone_are_the_requests():
     expect("2 requests (CUDA driver allocations)" in text and "held outside" not in text, text)
 
 
+def test_driver_allocations_beside_runtime_ones_are_held_outside():
+    """tests/progs/mixed_alloc.c: cuMemAlloc 8 MiB before the first
+    cudaMalloc, 16 MiB later, the runtime's requests peaking at 6 MiB.
+    Both driver allocations are held outside the models - the first too,
+    which comes before any runtime allocation tells what the trace is -
+    and count against --device-memory: 8 + 4 + 2 MiB do not fit 13 MiB."""
+    sim = os.path.join(BUILD, "sim")
+    p = run([prog("mixed_alloc")], LD_LIBRARY_PATH=sim, SIM_CUDA_DRIVER="1")
+    expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
+    tr = whatif("--policy", "ideal", one_trace())[0]
+    expect(tr["requests_from"] == "cuda_allocations" and tr["requests"] == 3 and
+           tr["driver_allocations_outside"] == 2, tr)
+    expect(tr["policies"][0]["peak_reserved"] == 6 * MiB, tr)
+    oom = whatif("--policy", "ideal", "--device-memory", "13MiB", one_trace())[0]
+    expect(oom["policies"][0]["oom"] is not None and
+           oom["policies"][0]["oom"]["size"] == 2 * MiB, oom)
+    text = report("whatif", one_trace()).stdout
+    expect("3 requests (CUDA runtime allocations)" in text and
+           "2 driver allocations held outside the models" in text, text)
+
+
 def test_framework_blocks_are_the_requests():
     writer = os.path.join(BUILD, "tests", "unit", "test_fw")
     p = subprocess.run([writer, "--write", "."], capture_output=True, text=True, timeout=60)
@@ -241,6 +262,26 @@ def test_gmt_pool_pages_on_the_live_corpus():
                v4["syncs"] == 0, (model, v4, v16))
         if model == "live-timm-infer":
             expect(v16["peak_reserved"] > 1.08 * ideal, (model, v16, ideal))
+
+
+def test_gmt_pool_pages_trace_by_trace():
+    """Traces given together are modelled each as if alone: a page-mode
+    pool emptied and used for the next trace once kept the last one's peak
+    and grew up to it (GPT-2 inference after GPT-2 training: 4.26 GiB
+    against 1.86 alone)."""
+    models = []
+    for model in live_corpus():
+        if model in ("live-gpt2", "live-gpt2-infer"):
+            os.link(f"{model}.gmt", f"keep-{model}.gmt")
+            models.append(f"keep-{model}.gmt")
+    args = ["--no-symbols", "--policy", "gmt-pool:ordered,vmm", "--policy", "gmt-pool:vmm"]
+    together = whatif(*args, *models)
+    expect(len(together) == 2, together)
+    for i, t in enumerate(models):
+        alone = whatif(*args, t)[0]
+        for a, b in zip(together[i]["policies"], alone["policies"]):
+            expect(a == b, (t, a, b))
+        os.unlink(t)
 
 
 def test_gmt_pool_on_the_corpus():
