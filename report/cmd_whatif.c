@@ -36,7 +36,10 @@
 #include "common.h"
 #include "whatif.h"
 
-enum { OPT_POLICY = OPT_CMD_BASE, OPT_DEVICE_MEMORY };
+enum { OPT_POLICY = OPT_CMD_BASE, OPT_DEVICE_MEMORY, OPT_REQUESTS };
+/* --requests: which device allocations are the requests without framework
+ * blocks (auto: the runtime's if the trace has any, else the driver's) */
+enum { REQ_AUTO, REQ_RUNTIME, REQ_DRIVER, REQ_ALL };
 #define WI_MAX_POLICIES 8
 #define WI_DEVICES REPLAY_MAX_DEVICES
 
@@ -79,8 +82,9 @@ struct wi {
     struct req *slot;
     size_t cap, n;
     uint64_t requests, frees;
-    uint64_t driver_outside; /* driver allocations held outside (runtime) */
-    bool runtime;            /* the trace has runtime device allocations */
+    uint64_t outside_n; /* device allocations held outside the models (no framework blocks) */
+    bool runtime;            /* the runtime's allocations are the requests */
+    int requests_from;       /* REQ_*: --requests */
     bool failed; /* out of host memory: the figures would be wrong */
 };
 
@@ -193,6 +197,12 @@ static void usage(FILE *f)
             "                          packed, best fit, across page boundaries; a free\n"
             "                          page serves either. Not modelled: streams (a free\n"
             "                          is reusable at once), trimming. No configuration.\n"
+            "  --requests R    without PyTorch's blocks in the trace, which device\n"
+            "                  allocations are the requests; the others count\n"
+            "                  against --device-memory only: auto (default: the\n"
+            "                  runtime's - cudaMalloc and kin - if the trace has any,\n"
+            "                  else the driver's), runtime, driver (cuMemAlloc,\n"
+            "                  cuMemCreate) or all\n"
             "  --device-memory SIZE  the card's memory (512MiB, 80G, ...): report\n"
             "                      where each policy would have run out of it\n"
             "  --json          machine-readable output (docs/usage.md, whatif)\n"
@@ -291,6 +301,20 @@ static int option(int opt, const char *arg, void *ctx)
             return -1;
         }
         return 1;
+    case OPT_REQUESTS:
+        if (!strcmp(arg, "auto"))
+            w->requests_from = REQ_AUTO;
+        else if (!strcmp(arg, "runtime"))
+            w->requests_from = REQ_RUNTIME;
+        else if (!strcmp(arg, "driver"))
+            w->requests_from = REQ_DRIVER;
+        else if (!strcmp(arg, "all"))
+            w->requests_from = REQ_ALL;
+        else {
+            gmt_value_error("--requests is auto, runtime, driver or all, not '%s'", arg);
+            return -1;
+        }
+        return 1;
     case OPT_TOP:
         gmt_value_error("whatif has no --top: every policy is shown");
         return -1;
@@ -355,7 +379,7 @@ static void reset(struct wi *w)
     free(w->slot);
     w->slot = NULL;
     w->cap = w->n = 0;
-    w->requests = w->frees = w->driver_outside = 0;
+    w->requests = w->frees = w->outside_n = 0;
     w->runtime = false;
     w->failed = false;
     w->owner = NULL;
@@ -379,10 +403,15 @@ static void on_alloc(struct wi *w, const struct replay *r, const struct gmt_rec 
     }
     e->size = rec->size;
     e->dev = (uint16_t)(rec->device % WI_DEVICES);
-    e->request = r->fw ? fw_block : !w->runtime || runtime_device_alloc(rec->api);
+    bool rt = runtime_device_alloc(rec->api);
+    e->request = r->fw                              ? fw_block
+                 : w->requests_from == REQ_ALL      ? true
+                 : w->requests_from == REQ_DRIVER   ? !rt
+                 : w->runtime                       ? rt
+                                                    : true;
     if (!e->request) {
         dv->outside += rec->size;
-        w->driver_outside += !r->fw;
+        w->outside_n += !r->fw;
         return;
     }
     /* a request without a stream (cudaMalloc): the legacy stream's pools,
@@ -413,7 +442,8 @@ static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
     if (w->owner != r || r->records <= w->last_records) {
         reset(w); /* a new trace (or one after a trace that failed) */
         w->owner = r;
-        w->runtime = !r->fw && has_runtime_allocs(r->path);
+        w->runtime = !r->fw && (w->requests_from == REQ_RUNTIME ||
+                                (w->requests_from == REQ_AUTO && has_runtime_allocs(r->path)));
     }
     w->last_records = r->records;
     if (rec->kind == GMT_K_ALLOC) {
@@ -460,6 +490,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         }
     }
     const char *what = r->fw ? "PyTorch's blocks"
+                       : w->requests_from == REQ_ALL ? "CUDA runtime and driver allocations"
                        : w->runtime || w->requests == 0 ? "CUDA runtime allocations"
                        : "CUDA driver allocations";
     char a[32], b[32], cc[32], d2[32];
@@ -470,12 +501,13 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         printf("{\"trace\":");
         gmt_json_str(stdout, l->path);
         printf(",\"pid\":%u,\"requests_from\":\"%s\",\"requests\":%" PRIu64
-               ",\"frees\":%" PRIu64 ",\"driver_allocations_outside\":%" PRIu64
+               ",\"frees\":%" PRIu64 ",\"allocations_outside\":%" PRIu64
                ",\"device_memory\":",
                r->hdr.pid,
                r->fw ? "framework_blocks"
+               : w->requests_from == REQ_ALL ? "all_allocations"
                : w->runtime || w->requests == 0 ? "cuda_allocations" : "driver_allocations",
-               w->requests, w->frees, w->driver_outside);
+               w->requests, w->frees, w->outside_n);
         if (w->limit)
             printf("%" PRIu64, w->limit);
         else
@@ -486,9 +518,9 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
                what, gmt_size(c, a, (int64_t)peak_req));
         if (w->limit)
             printf(", card of %s", gmt_size(c, b, (int64_t)w->limit));
-        if (w->driver_outside)
-            printf("; %" PRIu64 " driver allocation%s held outside the models", w->driver_outside,
-                   w->driver_outside == 1 ? "" : "s");
+        if (w->outside_n)
+            printf("; %" PRIu64 " %s allocation%s held outside the models", w->outside_n,
+                   w->runtime ? "driver" : "runtime", w->outside_n == 1 ? "" : "s");
         printf("\n");
     }
     static const char *const hd[] = {"policy", "device", "peak reserved", "peak requested",
@@ -611,6 +643,7 @@ int cmd_whatif(int argc, char **argv)
     static const struct option opts[] = {
         {"policy", required_argument, NULL, OPT_POLICY},
         {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
+        {"requests", required_argument, NULL, OPT_REQUESTS},
         {NULL, 0, NULL, 0}};
     static struct wi w; /* large; one per process */
     memset(&w, 0, sizeof w);

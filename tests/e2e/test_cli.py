@@ -104,6 +104,9 @@ def test_bad_values_are_one_line():
             (["whatif", "--policy", "gmt-pool:vmm,chunk=3"],
              "gpumemreport whatif: --policy gmt-pool:vmm,chunk=3: chunk=3: a mapping's most MiB, "
              "2-1024 and even" + try_("whatif")),
+            (["whatif", "--requests", "some"],
+             "gpumemreport whatif: --requests is auto, runtime, driver or all, not 'some'" +
+             try_("whatif")),
             (["whatif", "--policy", "gmt-pool:whole,vmm"],
              "gpumemreport whatif: --policy gmt-pool:whole,vmm: whole and vmm exclude each other" +
              try_("whatif")),

@@ -73,7 +73,7 @@ def test_driver_allocations_alone_are_the_requests():
     expect(p.stdout.strip() == "done", p.stdout + p.stderr)
     tr = whatif("--policy", "ideal", one_trace())[0]
     expect(tr["requests_from"] == "driver_allocations" and tr["requests"] == 2 and
-           tr["driver_allocations_outside"] == 0, tr)
+           tr["allocations_outside"] == 0, tr)
     expect(tr["policies"][0]["peak_reserved"] == 5 * MiB, tr)
     text = report("whatif", one_trace()).stdout
     expect("2 requests (CUDA driver allocations)" in text and "held outside" not in text, text)
@@ -90,7 +90,7 @@ def test_driver_allocations_beside_runtime_ones_are_held_outside():
     expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
     tr = whatif("--policy", "ideal", one_trace())[0]
     expect(tr["requests_from"] == "cuda_allocations" and tr["requests"] == 3 and
-           tr["driver_allocations_outside"] == 2, tr)
+           tr["allocations_outside"] == 2, tr)
     expect(tr["policies"][0]["peak_reserved"] == 6 * MiB, tr)
     oom = whatif("--policy", "ideal", "--device-memory", "13MiB", one_trace())[0]
     expect(oom["policies"][0]["oom"] is not None and
@@ -98,6 +98,18 @@ def test_driver_allocations_beside_runtime_ones_are_held_outside():
     text = report("whatif", one_trace()).stdout
     expect("3 requests (CUDA runtime allocations)" in text and
            "2 driver allocations held outside the models" in text, text)
+    # --requests picks the stream: the driver's (the 8 and 16 MiB), or all
+    drv = whatif("--policy", "ideal", "--requests", "driver", one_trace())[0]
+    expect(drv["requests_from"] == "driver_allocations" and drv["requests"] == 2 and
+           drv["allocations_outside"] == 3 and drv["policies"][0]["peak_reserved"] == 24 * MiB,
+           drv)
+    both = whatif("--policy", "ideal", "--requests", "all", one_trace())[0]
+    expect(both["requests_from"] == "all_allocations" and both["requests"] == 5 and
+           both["allocations_outside"] == 0 and both["policies"][0]["peak_reserved"] == 27 * MiB,
+           both)
+    text = report("whatif", "--requests", "driver", one_trace()).stdout
+    expect("2 requests (CUDA driver allocations)" in text and
+           "3 runtime allocations held outside the models" in text, text)
 
 
 def test_framework_blocks_are_the_requests():
@@ -327,7 +339,7 @@ def test_gmt_pool_on_the_corpus():
             # inference at 1.30x: a cuDNN workspace among them)
             expect(torch["peak_reserved"] == real, (model, torch, real))
             expect(tr["requests_from"] == "cuda_allocations" and
-                   tr["driver_allocations_outside"] > 0, (model, tr["requests_from"]))
+                   tr["allocations_outside"] > 0, (model, tr["requests_from"]))
             if model == "live-gpt2":
                 expect(o["peak_reserved"] <= 1.05 * ideal["peak_reserved"], (model, o, ideal))
         else:
