@@ -83,8 +83,8 @@ struct wi {
     size_t cap, n;
     uint64_t requests, frees;
     uint64_t outside_n; /* device allocations held outside the models (no framework blocks) */
-    bool runtime;            /* the runtime's allocations are the requests */
-    int requests_from;       /* REQ_*: --requests */
+    int requests_from;  /* REQ_*: --requests */
+    int source;         /* this trace's: REQ_RUNTIME, _DRIVER or _ALL (auto resolved) */
     bool failed; /* out of host memory: the figures would be wrong */
 };
 
@@ -380,7 +380,7 @@ static void reset(struct wi *w)
     w->slot = NULL;
     w->cap = w->n = 0;
     w->requests = w->frees = w->outside_n = 0;
-    w->runtime = false;
+    w->source = REQ_ALL;
     w->failed = false;
     w->owner = NULL;
     w->last_records = 0;
@@ -403,12 +403,8 @@ static void on_alloc(struct wi *w, const struct replay *r, const struct gmt_rec 
     }
     e->size = rec->size;
     e->dev = (uint16_t)(rec->device % WI_DEVICES);
-    bool rt = runtime_device_alloc(rec->api);
-    e->request = r->fw                              ? fw_block
-                 : w->requests_from == REQ_ALL      ? true
-                 : w->requests_from == REQ_DRIVER   ? !rt
-                 : w->runtime                       ? rt
-                                                    : true;
+    e->request = r->fw ? fw_block
+                 : w->source == REQ_ALL || (w->source == REQ_RUNTIME) == runtime_device_alloc(rec->api);
     if (!e->request) {
         dv->outside += rec->size;
         w->outside_n += !r->fw;
@@ -442,8 +438,8 @@ static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
     if (w->owner != r || r->records <= w->last_records) {
         reset(w); /* a new trace (or one after a trace that failed) */
         w->owner = r;
-        w->runtime = !r->fw && (w->requests_from == REQ_RUNTIME ||
-                                (w->requests_from == REQ_AUTO && has_runtime_allocs(r->path)));
+        w->source = w->requests_from != REQ_AUTO ? w->requests_from
+                    : r->fw || has_runtime_allocs(r->path) ? REQ_RUNTIME : REQ_DRIVER;
     }
     w->last_records = r->records;
     if (rec->kind == GMT_K_ALLOC) {
@@ -489,10 +485,16 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
                 peak_req = w->dev[d]->peak_requested;
         }
     }
-    const char *what = r->fw ? "PyTorch's blocks"
-                       : w->requests_from == REQ_ALL ? "CUDA runtime and driver allocations"
-                       : w->runtime || w->requests == 0 ? "CUDA runtime allocations"
-                       : "CUDA driver allocations";
+    /* where the requests came from; a trace with none at all is said as
+     * the runtime's */
+    int src = r->fw ? -1 : w->source == REQ_DRIVER && w->requests == 0 ? REQ_RUNTIME : w->source;
+    static const char *const what_of[] = {[REQ_RUNTIME] = "CUDA runtime allocations",
+                                          [REQ_DRIVER] = "CUDA driver allocations",
+                                          [REQ_ALL] = "CUDA runtime and driver allocations"};
+    static const char *const from_of[] = {[REQ_RUNTIME] = "cuda_allocations",
+                                          [REQ_DRIVER] = "driver_allocations",
+                                          [REQ_ALL] = "all_allocations"};
+    const char *what = src < 0 ? "PyTorch's blocks" : what_of[src];
     char a[32], b[32], cc[32], d2[32];
     if (w->failed)
         gmt_warnf("%s: out of host memory during the what-if replay; figures are partial",
@@ -503,11 +505,8 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         printf(",\"pid\":%u,\"requests_from\":\"%s\",\"requests\":%" PRIu64
                ",\"frees\":%" PRIu64 ",\"allocations_outside\":%" PRIu64
                ",\"device_memory\":",
-               r->hdr.pid,
-               r->fw ? "framework_blocks"
-               : w->requests_from == REQ_ALL ? "all_allocations"
-               : w->runtime || w->requests == 0 ? "cuda_allocations" : "driver_allocations",
-               w->requests, w->frees, w->outside_n);
+               r->hdr.pid, src < 0 ? "framework_blocks" : from_of[src], w->requests,
+               w->frees, w->outside_n);
         if (w->limit)
             printf("%" PRIu64, w->limit);
         else
@@ -520,7 +519,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             printf(", card of %s", gmt_size(c, b, (int64_t)w->limit));
         if (w->outside_n)
             printf("; %" PRIu64 " %s allocation%s held outside the models", w->outside_n,
-                   w->runtime ? "driver" : "runtime", w->outside_n == 1 ? "" : "s");
+                   w->source == REQ_RUNTIME ? "driver" : "runtime", w->outside_n == 1 ? "" : "s");
         printf("\n");
     }
     static const char *const hd[] = {"policy", "device", "peak reserved", "peak requested",
