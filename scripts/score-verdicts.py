@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Score gpumemreport's verdicts against the labelled corpus
+(tests/corpus/verdicts/: real models' traces recorded on a GPU by
+scripts/gpu-verdict-corpus.sh, each with a truth file that the program
+itself wrote: its loop's step count, the fault it injected - line, bytes
+kept per step by PyTorch's own memory_allocated(), first step - and, for
+an out-of-memory, the failing request and line).
+
+usage: scripts/score-verdicts.py [--report PATH] [--corpus DIR] [--json]
+                                 [--floor FILE] [--trace NAME ...]
+
+Verdicts scored, per trace and in all:
+  steps   the step count `growth` found equals the program's loop count
+          (iterations begun; a run of fewer than 2 iterations has none)
+  growth  a fault trace: a growing site at the fault's line (or a line
+          whose allocations it keeps), its bytes per step within 5% of the
+          truth (what the fault keeps by construction; for a kept graph,
+          PyTorch's memory_allocated()), from the fault's first step (a
+          hit); any other
+          growing site, and any growing site of a clean run, is a false
+          positive
+  oom     an out-of-memory trace: `summary` reports the out-of-memory,
+          its request within 1% of the size PyTorch names, at the line of
+          the program on the error's traceback
+The scorecard: per verdict the hits, misses and false positives, recall
+and precision, and the clean runs with any verdict. --floor FILE: exit 1
+when a score is below the floor's (a JSON scorecard of an earlier run);
+exit 2 on an error (a trace the report cannot read, a missing truth).
+"""
+import argparse
+import json
+import lzma
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def report(tool, *args):
+    p = subprocess.run([tool, *args], capture_output=True, text=True, timeout=300)
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"gpumemreport {' '.join(args)}: exit {p.returncode}: {p.stderr}")
+    return json.loads(p.stdout)["traces"][0]
+
+
+def expected_steps(t):
+    begun = t.get("crashed_in_step") or t.get("steps_done", 0)
+    if "oom" in t:
+        begun = t["steps_done"] + 1
+    return begun if begun >= 2 else 0
+
+
+def site_lines(label, file):
+    """Lines of `file` named in a site label: 'f (file.py:12) > ...'."""
+    return {int(m) for m in re.findall(r"\b%s:(\d+)\)" % re.escape(file), label)}
+
+
+def fault_rate(t):
+    """Bytes a faulty step keeps, from the fault's first step to the last:
+    by construction (what the fault kept after its first step, over the
+    steps after it) where the fault knows it, else by PyTorch's own
+    memory_allocated() at the end of those steps (the graph a kept output
+    holds, which only PyTorch can count)."""
+    f, n = t["from_step"], t["steps_done"]
+    kept = t.get("kept_by_construction") or []
+    if n <= f:
+        return 0
+    if any(kept):
+        return sum(kept[f:n]) / (n - f)
+    a = t["allocated_after_step"]
+    return (a[n - 1] - a[f - 1]) / (n - f)
+
+
+def score_growth(t, g, rows):
+    """rows: list of (kind, detail) appended for the scorecard."""
+    file = t.get("file", "")
+    fault = t.get("fault")
+    lines = set()
+    if fault:
+        lines = {t["fault_line"], *t.get("kept_lines", [])}
+    hit_rows, fp = [], []
+    for s in g["sites"]:
+        if lines and site_lines(s["site"], file) & lines:
+            hit_rows.append(s)
+        else:
+            fp.append(s)
+    out = {"false_positives": [f"{s['site']} {s.get('per_step', 0)} B/step" for s in fp]}
+    if fault and t.get("kept_per_step_torch"):
+        want = fault_rate(t)
+        got = sum(s.get("per_step") or 0 for s in hit_rows)
+        first = min((s.get("first_step") or 0 for s in hit_rows), default=None)
+        ok = bool(hit_rows) and abs(got - want) <= 0.05 * want and first == t["from_step"]
+        out.update(hit=ok, want_per_step=want, got_per_step=got, first_step=first,
+                   want_first_step=t["from_step"])
+    return out
+
+
+def score_trace(tool, path, t):
+    g = report(tool, "growth", "--json", "--no-symbols", path)
+    res = {"steps": {"want": expected_steps(t), "got": g.get("steps") or 0}}
+    res["steps"]["hit"] = res["steps"]["want"] == res["steps"]["got"]
+    res["growth"] = score_growth(t, g, [])
+    if "oom" in t:
+        s = report(tool, "summary", "--json", "--no-symbols", path)
+        ev = s.get("oom_events") or []
+        want = t["oom"].get("requested_approx", 0)
+        got = ev[0].get("size", 0) if ev else 0
+        line = t["oom"].get("line")
+        at = site_lines(ev[0].get("site", ""), t.get("file", "")) if ev else set()
+        res["oom"] = {"hit": bool(ev) and abs(got - want) <= 0.01 * want and line in at,
+                      "want": want, "got": got, "want_line": line,
+                      "site": ev[0].get("site") if ev else None}
+    return res
+
+
+def scorecard(results, truths):
+    card = {"traces": len(results)}
+    steps = [r["steps"]["hit"] for r in results.values()]
+    card["steps_exact"] = sum(steps)
+    card["steps_total"] = len(steps)
+    clean = [n for n in results if not truths[n].get("fault")]
+    card["clean_runs"] = len(clean)
+    card["clean_runs_with_false_growth"] = sum(
+        1 for n in clean if results[n]["growth"]["false_positives"])
+    faults = [n for n in results if truths[n].get("fault")]
+    hits = sum(1 for n in faults if results[n]["growth"].get("hit"))
+    fp = sum(len(results[n]["growth"]["false_positives"]) for n in results)
+    card["growth_faults"] = len(faults)
+    card["growth_hits"] = hits
+    card["growth_false_positives"] = fp
+    card["growth_recall"] = round(hits / len(faults), 3) if faults else None
+    card["growth_precision"] = round(hits / (hits + fp), 3) if hits + fp else None
+    by_kind = {}
+    for n in faults:
+        k = truths[n]["fault"]
+        h, c = by_kind.get(k, (0, 0))
+        by_kind[k] = (h + bool(results[n]["growth"].get("hit")), c + 1)
+    card["growth_recall_by_kind"] = {k: f"{h}/{c}" for k, (h, c) in sorted(by_kind.items())}
+    ooms = [r["oom"]["hit"] for r in results.values() if "oom" in r]
+    card["oom_hits"] = sum(ooms)
+    card["oom_total"] = len(ooms)
+    return card
+
+
+# scores where higher is better; a floor holds each
+HIGHER = ["steps_exact", "growth_hits", "oom_hits"]
+LOWER = ["clean_runs_with_false_growth", "growth_false_positives"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--report", default=os.path.join(ROOT, "build", "gpumemreport"))
+    ap.add_argument("--corpus", default=os.path.join(ROOT, "tests", "corpus", "verdicts"))
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--floor")
+    ap.add_argument("--trace", action="append", default=[])
+    a = ap.parse_args()
+    names = sorted(f[:-len(".gmt.xz")] for f in os.listdir(a.corpus) if f.endswith(".gmt.xz"))
+    if a.trace:
+        names = [n for n in names if n in a.trace]
+    results, truths = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in names:
+            try:
+                with open(os.path.join(a.corpus, n + ".truth.json")) as f:
+                    truths[n] = json.load(f)
+                path = os.path.join(tmp, n + ".gmt")
+                with lzma.open(os.path.join(a.corpus, n + ".gmt.xz")) as f, open(path, "wb") as o:
+                    o.write(f.read())
+                results[n] = score_trace(a.report, path, truths[n])
+                os.unlink(path)
+            except (OSError, ValueError, RuntimeError) as e:
+                print(f"score-verdicts: {n}: {e}", file=sys.stderr)
+                return 2
+    card = scorecard(results, truths)
+    if a.json:
+        print(json.dumps({"scorecard": card, "traces": results}, indent=1, sort_keys=True))
+    else:
+        for n, r in results.items():
+            g = r["growth"]
+            line = f"{n:22} steps {r['steps']['got']:>3}/{r['steps']['want']:<3}" + \
+                   ("" if r["steps"]["hit"] else " MISS")
+            if "hit" in g:
+                line += "  growth %s %.0f/%.0f B/step from %s/%s" % (
+                    "hit " if g["hit"] else "MISS", g["got_per_step"], g["want_per_step"],
+                    g["first_step"], g["want_first_step"])
+            if g["false_positives"]:
+                line += "  FALSE: " + "; ".join(g["false_positives"])
+            if "oom" in r:
+                line += "  oom %s %d/%d" % ("hit" if r["oom"]["hit"] else "MISS",
+                                            r["oom"]["got"], r["oom"]["want"])
+            print(line)
+        print(json.dumps(card, indent=1, sort_keys=True))
+    if a.floor:
+        with open(a.floor) as f:
+            floor = json.load(f)
+        worse = [k for k in HIGHER if card.get(k, 0) < floor.get(k, 0)]
+        worse += [k for k in LOWER if card.get(k, 0) > floor.get(k, 0)]
+        if worse:
+            print("score-verdicts: below the floor: " + ", ".join(
+                f"{k} {card.get(k)} (floor {floor.get(k)})" for k in worse), file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
