@@ -1,26 +1,8 @@
 /* cmd_whatif.c - `gpumemreport whatif`: the trace's allocation stream
  * replayed through allocator models (whatif.h), side by side.
  *
- * The stream is what the program asked for, picked by the replay's own
- * rules: with PyTorch's caching allocator on (a trace with framework
- * blocks), its blocks (GMT_API_FW_ALLOC/FW_FREE) are the requests, the
- * cudaMallocs under its segments (GMT_ALLOC_FW_BACKING) are its own and
- * left out, and the program's other device allocations (libraries'
- * workspaces) are held outside the model: they count against
- * --device-memory but not in a model's reserved bytes. Without framework
- * blocks the runtime's device allocations (cudaMalloc and kin) are the
- * requests (with our pool on, the cudaMallocs are the program's and the
- * pool's segments are apart), and the driver's (cuMemAlloc, cuMemCreate)
- * are held outside: libraries' own memory, which neither PyTorch's
- * allocator nor our pool would have served (a cache-off PyTorch run has
- * 8 of them, cuBLAS and cuDNN workspaces among them, 2% of resnet50's
- * peak). A trace with no runtime allocation at all (a program on the
- * driver API, a statically linked runtime seen by the driver observer)
- * has its driver allocations as the requests; a first pass over the
- * trace tells which, stopping at its first runtime allocation.
- * Pinned host memory is no device memory; failed allocations asked for
- * nothing that was then used, and are left out; sizes the replay skips
- * (0, above 2^48) are skipped here too.
+ * The stream is what the program asked for (whatif_feed.c says which
+ * allocations are the requests and which are held outside the models).
  *
  * The models run during the one replay pass (replay_opts.on_event), one
  * instance per policy and device; a policy that runs out of memory stops
@@ -32,95 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "addrmap.h"
 #include "common.h"
 #include "whatif.h"
 
 enum { OPT_POLICY = OPT_CMD_BASE, OPT_DEVICE_MEMORY, OPT_REQUESTS };
-/* --requests: which device allocations are the requests without framework
- * blocks (auto: the runtime's if the trace has any, else the driver's) */
-enum { REQ_AUTO, REQ_RUNTIME, REQ_DRIVER, REQ_ALL };
-#define WI_MAX_POLICIES 8
-#define WI_DEVICES REPLAY_MAX_DEVICES
-
-struct policy {
-    char label[160];
-    const struct wi_model_ops *ops;
-    struct wi_conf conf;
-    struct wi_gmt gmt;
-};
-
-struct wi_oom {
-    bool hit;
-    uint64_t seq, time, size, stream;
-    uint32_t stack;
-};
-
-struct wi_dev {
-    void *m[WI_MAX_POLICIES];
-    struct wi_oom oom[WI_MAX_POLICIES];
-    uint64_t outside, requested, peak_requested, requests;
-};
-
-struct req { /* a live allocation of the program */
-    uint64_t addr, size;
-    uint16_t dev;
-    bool request;   /* fed to the models; else held outside them */
-    uint8_t held;   /* bit p: policy p holds ids[p] */
-    uint64_t ids[WI_MAX_POLICIES];
-};
 
 struct wi {
-    struct policy pol[WI_MAX_POLICIES];
-    int npol;
+    struct wi_feed feed;
     bool policy_given;
-    uint64_t limit;
-    /* the replay in progress */
-    const struct replay *owner;
-    uint64_t last_records;
-    struct wi_dev *dev[WI_DEVICES];
-    struct req *slot;
-    size_t cap, n;
-    uint64_t requests, frees;
-    uint64_t outside_n; /* device allocations held outside the models (no framework blocks) */
-    int requests_from;  /* REQ_*: --requests */
-    int source;         /* this trace's: REQ_RUNTIME, _DRIVER or _ALL (auto resolved) */
-    bool failed; /* out of host memory: the figures would be wrong */
 };
-
-/* A runtime API's device allocation (not pinned host memory)? */
-static bool runtime_device_alloc(unsigned api)
-{
-    switch (api & ~GMT_API_PTDS) {
-    case GMT_API_MALLOC:
-    case GMT_API_MALLOC_MANAGED:
-    case GMT_API_MALLOC_PITCH:
-    case GMT_API_MALLOC_3D:
-    case GMT_API_MALLOC_ASYNC:
-    case GMT_API_MALLOC_FROM_POOL_ASYNC:
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* Does the trace at path have a successful runtime device allocation? It
- * reads up to the first. A trace that cannot be read says no here; the
- * replay itself reports why. */
-static bool has_runtime_allocs(const char *path)
-{
-    char err[256];
-    struct gmt_reader *rd = path ? gmt_reader_open(path, err, sizeof err) : NULL;
-    if (rd == NULL)
-        return false;
-    struct gmt_rec rec;
-    bool found = false;
-    while (!found && gmt_reader_next(rd, &rec) == 1)
-        found = rec.kind == GMT_K_ALLOC && rec.result == 0 && rec.addr != 0 &&
-                rec.size != 0 && runtime_device_alloc(rec.api);
-    gmt_reader_close(rd);
-    return found;
-}
 
 static void usage(FILE *f)
 {
@@ -218,44 +120,29 @@ static void usage(FILE *f)
 
 static int add_policy(struct wi *w, const char *arg)
 {
+    struct wi_feed *f = &w->feed;
     if (!w->policy_given) {
-        w->npol = 0;
+        f->npol = 0;
         w->policy_given = true;
     }
-    if (w->npol >= WI_MAX_POLICIES) {
+    if (f->npol >= WI_MAX_POLICIES) {
         gmt_value_error("at most %d --policy options", WI_MAX_POLICIES);
         return -1;
     }
-    struct policy *p = &w->pol[w->npol];
     char why[160];
-    if (strlen(arg) >= sizeof p->label) {
+    if (strlen(arg) >= sizeof f->pol[0].label) {
         gmt_value_error("--policy: '%.40s...' is too long", arg);
         return -1;
     }
-    if (!strcmp(arg, "ideal")) {
-        p->ops = &wi_ideal;
-    } else if (!strncmp(arg, "pytorch", 7) && (arg[7] == '\0' || arg[7] == ':')) {
-        p->ops = &wi_pytorch;
-        if (wi_conf_parse(arg[7] ? arg + 8 : "", &p->conf, why, sizeof why) != 0) {
-            gmt_value_error("--policy %s: %s", arg, why);
-            return -1;
-        }
-    } else if (!strncmp(arg, "gmt-pool", 8) && (arg[8] == '\0' || arg[8] == ':')) {
-        p->ops = &wi_gmtpool;
-        if (arg[8] && wi_gmt_parse(arg + 9, &p->gmt, why, sizeof why) != 0) {
-            gmt_value_error("--policy %s: %s", arg, why);
-            return -1;
-        }
-    } else if (!strcmp(arg, "cuda-async")) {
-        p->ops = &wi_async;
-    } else {
-        gmt_value_error("--policy '%s': the policies are ideal, pytorch[:CONF], "
-                        "cuda-async and gmt-pool[:OPTIONS]",
-                        arg);
+    int rc = wi_policy_parse(arg, &f->pol[f->npol], why, sizeof why);
+    if (rc == -2) {
+        gmt_value_error("--policy '%s': %s", arg, why);
+        return -1;
+    } else if (rc != 0) {
+        gmt_value_error("--policy %s: %s", arg, why);
         return -1;
     }
-    snprintf(p->label, sizeof p->label, "%s", arg);
-    w->npol++;
+    f->npol++;
     return 1;
 }
 
@@ -296,20 +183,20 @@ static int option(int opt, const char *arg, void *ctx)
     case OPT_POLICY:
         return add_policy(w, arg);
     case OPT_DEVICE_MEMORY:
-        if (parse_memory(arg, &w->limit) != 0) {
+        if (parse_memory(arg, &w->feed.limit) != 0) {
             gmt_value_error("--device-memory needs a size such as 80G or 512MiB, not '%s'", arg);
             return -1;
         }
         return 1;
     case OPT_REQUESTS:
         if (!strcmp(arg, "auto"))
-            w->requests_from = REQ_AUTO;
+            w->feed.requests_from = WI_REQ_AUTO;
         else if (!strcmp(arg, "runtime"))
-            w->requests_from = REQ_RUNTIME;
+            w->feed.requests_from = WI_REQ_RUNTIME;
         else if (!strcmp(arg, "driver"))
-            w->requests_from = REQ_DRIVER;
+            w->feed.requests_from = WI_REQ_DRIVER;
         else if (!strcmp(arg, "all"))
-            w->requests_from = REQ_ALL;
+            w->feed.requests_from = WI_REQ_ALL;
         else {
             gmt_value_error("--requests is auto, runtime, driver or all, not '%s'", arg);
             return -1;
@@ -320,141 +207,6 @@ static int option(int opt, const char *arg, void *ctx)
         return -1;
     default:
         return 0;
-    }
-}
-
-/* ---- live requests, by address (addrmap.h) ------------------------------------ */
-
-ADDRMAP_FUNCS(req, struct wi, struct req, 1024)
-
-/* ---- the replay pass ---------------------------------------------------------- */
-
-static struct wi_dev *dev_of(struct wi *w, unsigned d)
-{
-    d %= WI_DEVICES;
-    if (w->dev[d])
-        return w->dev[d];
-    struct wi_dev *dv = calloc(1, sizeof *dv);
-    if (dv == NULL)
-        return NULL;
-    for (int p = 0; p < w->npol; p++) {
-        struct wi_opts o = {&w->pol[p].conf, w->limit, &dv->outside, &w->pol[p].gmt};
-        if ((dv->m[p] = w->pol[p].ops->init(&o)) == NULL) {
-            for (int q = 0; q < p; q++)
-                w->pol[q].ops->fini(dv->m[q]);
-            free(dv);
-            return NULL;
-        }
-    }
-    return w->dev[d] = dv;
-}
-
-static void let_go(struct wi *w, struct req *e)
-{
-    struct wi_dev *dv = w->dev[e->dev];
-    if (dv && e->request) {
-        for (int p = 0; p < w->npol; p++)
-            if (e->held & (1u << p))
-                w->pol[p].ops->free(dv->m[p], e->ids[p]);
-        dv->requested -= e->size;
-    } else if (dv) {
-        dv->outside -= e->size;
-    }
-    req_remove(w, e);
-}
-
-static void reset(struct wi *w)
-{
-    for (size_t i = 0; i < w->cap; i++)
-        if (w->slot[i].addr)
-            let_go(w, &w->slot[i]), i--; /* the slot may hold a moved entry now */
-    for (int d = 0; d < WI_DEVICES; d++) {
-        if (w->dev[d] == NULL)
-            continue;
-        for (int p = 0; p < w->npol; p++)
-            w->pol[p].ops->fini(w->dev[d]->m[p]);
-        free(w->dev[d]);
-        w->dev[d] = NULL;
-    }
-    free(w->slot);
-    w->slot = NULL;
-    w->cap = w->n = 0;
-    w->requests = w->frees = w->outside_n = 0;
-    w->source = REQ_ALL;
-    w->failed = false;
-    w->owner = NULL;
-    w->last_records = 0;
-}
-
-static void on_alloc(struct wi *w, const struct replay *r, const struct gmt_rec *rec)
-{
-    if (rec->result != 0 || gmt_is_fw_backing(rec) || rec->addr == 0 || rec->size == 0 ||
-        rec->size > GMT_SIZE_MAX || rec->size2 > GMT_SIZE_MAX ||
-        replay_mem_of(rec->api) == MEM_HOST)
-        return;
-    bool fw_block = (rec->api & ~GMT_API_PTDS) == GMT_API_FW_ALLOC;
-    struct req *e = req_find(w, rec->addr);
-    if (e) /* allocated again without a free the trace has: the old one is gone */
-        let_go(w, e);
-    struct wi_dev *dv = dev_of(w, rec->device);
-    if (dv == NULL || (e = req_insert(w, rec->addr)) == NULL) {
-        w->failed = true;
-        return;
-    }
-    e->size = rec->size;
-    e->dev = (uint16_t)(rec->device % WI_DEVICES);
-    e->request = r->fw ? fw_block
-                 : w->source == REQ_ALL || (w->source == REQ_RUNTIME) == runtime_device_alloc(rec->api);
-    if (!e->request) {
-        dv->outside += rec->size;
-        w->outside_n += !r->fw;
-        return;
-    }
-    /* a request without a stream (cudaMalloc): the legacy stream's pools,
-     * not the trace's stream register (resnet50 inference's cache-off
-     * trace had a third of its requests on a cuMemset's stream, and the
-     * pytorch model held 1.89x the real peak) */
-    uint64_t stream = gmt_alloc_stream(rec);
-    w->requests++;
-    dv->requests++;
-    dv->requested += rec->size;
-    if (dv->requested > dv->peak_requested)
-        dv->peak_requested = dv->requested;
-    for (int p = 0; p < w->npol; p++) {
-        if (dv->oom[p].hit)
-            continue;
-        if (w->pol[p].ops->alloc(dv->m[p], rec->size, stream, &e->ids[p]) == 0) {
-            e->held |= (uint8_t)(1u << p);
-        } else {
-            dv->oom[p] = (struct wi_oom){true, rec->seq, rec->time, rec->size, stream,
-                                         rec->stack};
-        }
-    }
-}
-
-static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
-{
-    struct wi *w = ctx;
-    if (w->owner != r || r->records <= w->last_records) {
-        reset(w); /* a new trace (or one after a trace that failed) */
-        w->owner = r;
-        w->source = w->requests_from != REQ_AUTO ? w->requests_from
-                    : r->fw || has_runtime_allocs(r->path) ? REQ_RUNTIME : REQ_DRIVER;
-    }
-    w->last_records = r->records;
-    if (rec->kind == GMT_K_ALLOC) {
-        on_alloc(w, r, rec);
-    } else if (rec->kind == GMT_K_FREE && rec->result == 0 && rec->addr) {
-        struct req *e = req_find(w, rec->addr);
-        if (e == NULL)
-            return;
-        bool fw_free = (rec->api & ~GMT_API_PTDS) == GMT_API_FW_FREE;
-        /* a plain free at a block's address is its segment's, and a
-         * block's free never frees the program's own allocation */
-        if (r->fw && e->request != fw_free)
-            return;
-        w->frees += e->request;
-        let_go(w, e);
     }
 }
 
@@ -472,10 +224,10 @@ static double at_s(const struct replay *r, uint64_t t)
 
 static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
-    struct wi *w = ctx;
+    struct wi_feed *w = &((struct wi *)ctx)->feed;
     const struct replay *r = &l->r;
     if (w->owner != r) /* no event reached the models: an empty trace */
-        reset(w);
+        wi_feed_reset(w);
     int ndev = 0;
     uint64_t peak_req = 0;
     for (int d = 0; d < WI_DEVICES; d++) {
@@ -487,13 +239,13 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
     }
     /* where the requests came from; a trace with none at all is said as
      * the runtime's */
-    int src = r->fw ? -1 : w->source == REQ_DRIVER && w->requests == 0 ? REQ_RUNTIME : w->source;
-    static const char *const what_of[] = {[REQ_RUNTIME] = "CUDA runtime allocations",
-                                          [REQ_DRIVER] = "CUDA driver allocations",
-                                          [REQ_ALL] = "CUDA runtime and driver allocations"};
-    static const char *const from_of[] = {[REQ_RUNTIME] = "cuda_allocations",
-                                          [REQ_DRIVER] = "driver_allocations",
-                                          [REQ_ALL] = "all_allocations"};
+    int src = r->fw ? -1 : w->source == WI_REQ_DRIVER && w->requests == 0 ? WI_REQ_RUNTIME : w->source;
+    static const char *const what_of[] = {[WI_REQ_RUNTIME] = "CUDA runtime allocations",
+                                          [WI_REQ_DRIVER] = "CUDA driver allocations",
+                                          [WI_REQ_ALL] = "CUDA runtime and driver allocations"};
+    static const char *const from_of[] = {[WI_REQ_RUNTIME] = "cuda_allocations",
+                                          [WI_REQ_DRIVER] = "driver_allocations",
+                                          [WI_REQ_ALL] = "all_allocations"};
     const char *what = src < 0 ? "PyTorch's blocks" : what_of[src];
     char a[32], b[32], cc[32], d2[32];
     if (w->failed)
@@ -519,7 +271,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             printf(", card of %s", gmt_size(c, b, (int64_t)w->limit));
         if (w->outside_n)
             printf("; %" PRIu64 " %s allocation%s held outside the models", w->outside_n,
-                   w->source == REQ_RUNTIME ? "driver" : "runtime", w->outside_n == 1 ? "" : "s");
+                   w->source == WI_REQ_RUNTIME ? "driver" : "runtime", w->outside_n == 1 ? "" : "s");
         printf("\n");
     }
     static const char *const hd[] = {"policy", "device", "peak reserved", "peak requested",
@@ -634,7 +386,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         printf("device calls: allocations / frees (cudaMalloc/cudaFree, or map/unmap "
                "with expandable segments)\n");
     }
-    reset(w);
+    wi_feed_reset(w);
 }
 
 int cmd_whatif(int argc, char **argv)
@@ -654,10 +406,10 @@ int cmd_whatif(int argc, char **argv)
         .schema = "gpumemtrace.whatif/1",
         .args = {.options = opts, .option = option, .usage = usage},
         .each = one,
-        .replay = {.on_event = on_event, .event_ctx = &w},
+        .replay = {.on_event = wi_feed_event, .event_ctx = &w.feed},
         .default_top = 0,
     };
     int rc = gmt_run(argc, argv, &cmd, &w);
-    reset(&w);
+    wi_feed_reset(&w.feed);
     return rc;
 }

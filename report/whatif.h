@@ -103,6 +103,89 @@ extern const struct wi_model_ops wi_async;
  * power-of-two division where roundup_power2_divisions says so. */
 uint64_t wi_pytorch_round(const struct wi_conf *c, uint64_t size);
 
+/* whatif_feed.c: a trace's requests fed to models (cmd_whatif.c, and
+ * summary at an out-of-memory event). A policy: a model and its
+ * options, named as --policy names it. */
+#define WI_MAX_POLICIES 8
+#define WI_DEVICES 64 /* REPLAY_MAX_DEVICES */
+struct wi_policy {
+    char label[160];
+    const struct wi_model_ops *ops;
+    struct wi_conf conf;
+    struct wi_gmt gmt;
+};
+/* Parse a --policy value (ideal, pytorch[:CONF], gmt-pool[:OPTIONS],
+ * cuda-async) into *p. 0; -1 with the reason in why (a bad CONF or
+ * OPTIONS, a value too long); -2 for no such policy. */
+int wi_policy_parse(const char *arg, struct wi_policy *p, char *why, size_t whylen);
+
+/* Which device allocations are the requests when the trace has no
+ * framework blocks (whatif --requests): auto resolves to the runtime's
+ * if the trace has any, else the driver's. */
+enum { WI_REQ_AUTO, WI_REQ_RUNTIME, WI_REQ_DRIVER, WI_REQ_ALL };
+
+struct wi_oom { /* where a policy ran out of memory */
+    bool hit;
+    uint64_t seq, time, size, stream;
+    uint32_t stack;
+};
+
+struct wi_dev { /* one device's models, one per policy */
+    void *m[WI_MAX_POLICIES];
+    struct wi_oom oom[WI_MAX_POLICIES];
+    uint64_t outside, requested, peak_requested, requests;
+};
+
+struct wi_req { /* a live allocation of the program */
+    uint64_t addr, size;
+    uint16_t dev;
+    bool request; /* fed to the models; else held outside them */
+    uint8_t held; /* bit p: policy p holds ids[p] */
+    uint64_t ids[WI_MAX_POLICIES];
+};
+
+/* The feed: the caller fills pol, npol, limit and requests_from, zeroes
+ * the rest, and passes it to wi_feed_event as replay_opts.event_ctx (or
+ * calls it from its own on_event); a new trace restarts it. Its figures
+ * (dev[], the counts) are those of the records fed so far. */
+struct replay;
+struct gmt_rec;
+struct wi_feed {
+    struct wi_policy pol[WI_MAX_POLICIES];
+    int npol;
+    uint64_t limit;    /* device memory (wi_opts.limit); 0: unlimited */
+    int requests_from; /* WI_REQ_* */
+    /* the replay in progress */
+    const struct replay *owner;
+    uint64_t last_records;
+    struct wi_dev *dev[WI_DEVICES];
+    struct wi_req *slot; /* live allocations by address (addrmap.h) */
+    size_t cap, n;
+    uint64_t requests, frees;
+    uint64_t outside_n; /* device allocations held outside the models (no framework blocks) */
+    int source;         /* this trace's: WI_REQ_RUNTIME, _DRIVER or _ALL (auto resolved) */
+    bool failed;        /* out of host memory: the figures would be wrong */
+};
+/* One record of the replay, applied (an replay_opts.on_event). */
+void wi_feed_event(struct replay *r, const struct gmt_rec *rec, void *ctx);
+/* Every model and live request let go; the policies stay. */
+void wi_feed_reset(struct wi_feed *w);
+/* Would the allocation rec - one that failed in the trace - have been
+ * served, by each policy, after the records fed so far? out[p] for
+ * policy p; returns npol, or 0 when rec is no request of the models (an
+ * allocation held outside them, pinned host memory). A policy that ran
+ * out of memory earlier never got to it. Each model then holds the
+ * request: feed nothing more to that device. */
+struct wi_try {
+    const char *policy;     /* its label */
+    bool fits;
+    bool earlier;           /* ran out of memory on an earlier request */
+    uint64_t earlier_time;  /* that request's time */
+    uint64_t peak_reserved; /* the model's, with the request when it fit */
+};
+int wi_feed_try(struct wi_feed *w, const struct replay *r, const struct gmt_rec *rec,
+                struct wi_try out[WI_MAX_POLICIES]);
+
 /* cmd_whatif.c: the command (main.c's table) */
 int cmd_whatif(int argc, char **argv);
 
