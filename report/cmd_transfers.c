@@ -1,7 +1,7 @@
-/* cmd_transfers.c - `gpumemreport transfers`: gmt_pick_transfers and sets.
+/* cmd_transfers.c - `gpumemreport transfers`: copies and sets.
  *
  * Bytes and counts by direction, host-to-device and device-to-host split
- * by whether the host memory was pinned or pageable (pageable gmt_pick_transfers are
+ * by whether the host memory was pinned or pageable (pageable copies are
  * staged through a driver buffer and do not overlap with compute), and
  * the sites that copy the most.
  */
@@ -49,7 +49,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
         for (size_t i = 0; i < shown; i++) {
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
-            printf(",\"copy_bytes\":%" PRId64 ",\"gmt_pick_transfers\":%" PRId64 ",\"h2d_bytes\":%" PRId64
+            printf(",\"copy_bytes\":%" PRId64 ",\"copies\":%" PRId64 ",\"h2d_bytes\":%" PRId64
                    ",\"d2h_bytes\":%" PRId64 ",\"set_bytes\":%" PRId64 ",\"sets\":%" PRId64
                    "}", rows[i].v[0], rows[i].v[1], rows[i].v[2], rows[i].v[3],
                    rows[i].v[4], rows[i].v[5]);
@@ -82,7 +82,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     table_free(t);
     if (shown) {
         printf("\nby site:\n");
-        static const char *const hs[] = {"copied", "gmt_pick_transfers", "H2D", "D2H", "set", "site"};
+        static const char *const hs[] = {"copied", "copies", "H2D", "D2H", "set", "site"};
         static const bool rs[] = {true, true, true, true, true, false};
         struct table *ts = table_new(6, hs, rs);
         for (size_t i = 0; i < shown; i++) {

@@ -465,7 +465,7 @@ static void transfers(FILE *f, struct loaded *l, const struct gmt_common *c)
             r->set_count);
     struct group_row *rows;
     size_t n = gmt_group(l, c, gmt_pick_transfers, &rows);
-    static const char *const keys[] = {"copy_bytes", "gmt_pick_transfers", "h2d_bytes", "d2h_bytes",
+    static const char *const keys[] = {"copy_bytes", "copies", "h2d_bytes", "d2h_bytes",
                                        "set_bytes", "sets"};
     rows_json(f, l, c, "sites", rows, n, keys, 6, false);
     fprintf(f, "}");

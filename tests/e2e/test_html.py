@@ -93,6 +93,10 @@ def test_page_in_chromium():
     expect("25.00 MiB" in tr["peak_card"]["text"] and "26214400 bytes" in tr["peak_card"]["text"],
            tr["peak_card"]["text"])
     expect("26214400 bytes" in got["text"], "exact peak not in the page text")
+    # every figure the page shows has a value behind it (a key the page's
+    # script reads and the data lacks shows as "undefined")
+    expect("undefined" not in got["text"] and "NaN" not in got["text"],
+           [l for l in got["text"].splitlines() if "undefined" in l or "NaN" in l])
     # one band per site live at the peak
     sites = [s["site"] for s in peak["sites"]]
     expect(sites == ["weights (report_known.c:29)", "scratch (report_known.c:35)",
@@ -183,6 +187,10 @@ def test_page_data_is_exact():
     leaks = json.loads(report("leaks", "--json", t).stdout)["traces"][0]
     expect([(r["site"], r["bytes"]) for r in d["tables"]["leaks"]] ==
            [(r["site"], r["bytes"]) for r in leaks["sites"]], d["tables"]["leaks"])
+    tr = json.loads(report("transfers", "--json", t).stdout)["traces"][0]
+    expect([(r["site"], r["copy_bytes"], r["copies"], r["sets"]) for r in d["tables"]["transfers"]["sites"]] ==
+           [(r["site"], r["copy_bytes"], r["copies"], r["sets"]) for r in tr["sites"]],
+           d["tables"]["transfers"]["sites"])
     # the flame graph's folded stacks are flamegraph's
     folded = {}
     for line in report("flamegraph", t).stdout.splitlines():

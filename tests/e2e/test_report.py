@@ -108,6 +108,20 @@ def test_transfers_by_direction_and_memory():
     expect(x["sites"][0]["site"].startswith("copies ("), f"{x['sites'][0]}")
 
 
+def test_transfers_names_its_columns():
+    # the count of copies is `copies` in the text's header and in the JSON
+    # (docs/report-json.md), as the HTML page reads it
+    t, _ = known()
+    x = js("transfers", "--json", t)["traces"][0]
+    for row in x["sites"]:
+        expect(set(row) == {"site", "copy_bytes", "copies", "h2d_bytes", "d2h_bytes", "set_bytes",
+                            "sets"}, f"{row}")
+    expect(x["sites"][0]["copies"] == 4, f"{x['sites'][0]}")  # the 4 host-to-device copies
+    text = report("transfers", t).stdout.splitlines()
+    header = text[text.index("by site:") + 1].split()
+    expect(header == ["copied", "copies", "H2D", "D2H", "set", "site"], header)
+
+
 def test_flamegraph_folded_stacks():
     t, want = known()
     lines = report("flamegraph", t).stdout.splitlines()
