@@ -5,14 +5,25 @@
  * by function, line or whole stack at a chosen depth. Where rounding made
  * a site's blocks bigger than what it asked for (PyTorch hands out 512
  * bytes for a 4-byte tensor; the pool rounds; pitched rows), an
- * `allocated` column shows the blocks' bytes too.
+ * `allocated` column shows the blocks' bytes too. With --at, the same
+ * table at another instant (instant.h): an out-of-memory event, a mark,
+ * a time.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 
 #include "common.h"
+#include "instant.h"
 
-enum { OPT_LAYERS = OPT_CMD_BASE };
+enum { OPT_LAYERS = OPT_CMD_BASE, OPT_AT };
+
+struct peak_opts {
+    bool layers;
+    bool at_given;   /* --at */
+    struct gmt_at at;
+    const char *at_arg;
+    bool failed;     /* a trace without the instant: exit 2 */
+};
 
 static void usage(FILE *f)
 {
@@ -26,12 +37,44 @@ static void usage(FILE *f)
                "      --layers              under each site, the layers inside\n"
                "                            libraries that allocated (a model's\n"
                "                            Attention.forward ...); always in --json\n"
+               "      --at INSTANT          the sites live at another instant than\n"
+               "                            the peak:\n"
+               "          oom[:N]             the Nth out-of-memory event (default\n"
+               "                              the first): what was live when the\n"
+               "                              request failed, the request not counted\n"
+               "          MARK[:N]            the Nth occurrence (default the first)\n"
+               "                              of the mark or range named MARK\n"
+               "                              (gpumemtrace_mark/push, NVTX)\n"
+               "          TIME                seconds from the trace's start, with\n"
+               "                              the unit: 1.5s, 250ms\n"
+               "                            a trace without that instant is an error\n"
                GMT_COMMON_HELP, gmt_prog);
 }
 
-static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
+static int option(int opt, const char *arg, void *ctx)
 {
-    bool layers = *(bool *)ctx;
+    struct peak_opts *o = ctx;
+    if (opt == OPT_LAYERS) {
+        o->layers = true;
+        return 1;
+    }
+    if (opt != OPT_AT)
+        return 0;
+    char why[200];
+    if (gmt_at_parse(arg, &o->at, why, sizeof why) != 0) {
+        gmt_value_error("--at: %s", why);
+        return -1;
+    }
+    o->at_given = true;
+    o->at_arg = arg;
+    return 1;
+}
+
+/* The table of l's sites as gmt_pick_peak gives them: at the peak, or
+ * at the instant `in` (l is then gmt_at_load's replay). */
+static void table(struct loaded *l, const struct gmt_common *c, bool layers,
+                  const struct gmt_instant *in)
+{
     const struct replay *r = &l->r;
     struct group_row *rows;
     size_t n = gmt_group(l, c, gmt_pick_peak, &rows);
@@ -45,12 +88,32 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
     double t = r->peak_requested_time > r->hdr.start_monotonic_ns
                    ? (double)(r->peak_requested_time - r->hdr.start_monotonic_ns) / 1e9
                    : 0;
+    double at_t = in && in->time > r->hdr.start_monotonic_ns
+                      ? (double)(in->time - r->hdr.start_monotonic_ns) / 1e9 : 0;
+    /* shares are of what was live then */
+    uint64_t total = in ? (uint64_t)(in->requested > 0 ? in->requested : 0) : r->peak_requested;
     if (c->json) {
         printf("{\"trace\":");
         gmt_json_str(stdout, l->path);
-        printf(",\"pid\":%u,\"peak_requested\":%" PRIu64 ",\"peak_at_ns\":%" PRIu64
-               ",\"group\":\"%s\",\"sites\":[",
-               r->hdr.pid, r->peak_requested, (uint64_t)(t * 1e9),
+        printf(",\"pid\":%u,\"peak_requested\":%" PRIu64 ",\"peak_at_ns\":%" PRIu64,
+               r->hdr.pid, r->peak_requested, (uint64_t)(t * 1e9));
+        if (in) {
+            printf(",\"at\":{\"instant\":\"%s\"",
+                   in->at.what == GMT_AT_OOM ? "oom" : in->at.what == GMT_AT_MARK ? "mark"
+                                                                                 : "time");
+            if (in->at.what == GMT_AT_MARK) {
+                printf(",\"mark\":");
+                gmt_json_str(stdout, in->at.mark);
+            }
+            if (in->at.what != GMT_AT_TIME)
+                printf(",\"n\":%" PRIu64, in->at.n);
+            printf(",\"at_ns\":%" PRIu64 ",\"requested\":%" PRId64, (uint64_t)(at_t * 1e9),
+                   in->requested);
+            if (in->oom)
+                printf(",\"device\":%u,\"size\":%" PRIu64, in->oom->device, in->oom->size);
+            printf("}");
+        }
+        printf(",\"group\":\"%s\",\"sites\":[",
                c->grain == GRAIN_FUNCTION ? "function"
                : c->grain == GRAIN_LINE   ? "line" : "stack");
         for (size_t i = 0; i < shown; i++) {
@@ -66,7 +129,20 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
                ",\"other_allocations\":%" PRId64 "}", rest, rest_alloc, rest_count);
     } else {
         char a[32], b[32], al[32];
-        printf("%s: peak %s requested at %.3f s (pid %u)\n", l->path, gmt_size(c, a, (int64_t)r->peak_requested), t, r->hdr.pid);
+        if (in == NULL) {
+            printf("%s: peak %s requested at %.3f s (pid %u)\n", l->path,
+                   gmt_size(c, a, (int64_t)r->peak_requested), t, r->hdr.pid);
+        } else {
+            char what[300], e[32];
+            gmt_at_name(&in->at, what, sizeof what);
+            printf("%s: at %s", l->path, what);
+            if (in->oom)
+                printf(" (%s requested on device %u)", gmt_size(c, e, (int64_t)in->oom->size),
+                       in->oom->device);
+            printf(": %s requested live at %.3f s (pid %u; the peak: %s at %.3f s)\n",
+                   gmt_size(c, a, in->requested), at_t, r->hdr.pid,
+                   gmt_size(c, b, (int64_t)r->peak_requested), t);
+        }
         size_t nrows = shown + (rest ? 1 : 0);
         bool rounded = rest != rest_alloc || gmt_group_differ(rows, shown, 0, 2);
         struct table *tb = gmt_sites_table(rounded);
@@ -76,7 +152,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             int64_t va = i < shown ? rows[i].v[2] : rest_alloc;
             char share[16], cnt[32];
             snprintf(share, sizeof share, "%.1f%%",
-                     r->peak_requested ? 100.0 * (double)v / (double)r->peak_requested : 0);
+                     total ? 100.0 * (double)v / (double)total : 0);
             snprintf(cnt, sizeof cnt, "%" PRId64, k);
             char label[64];
             snprintf(label, sizeof label, "(%zu more sites)", n - shown);
@@ -105,16 +181,42 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
     free(rows);
 }
 
+static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
+{
+    struct peak_opts *o = ctx;
+    if (!o->at_given) {
+        table(l, c, o->layers, NULL);
+        return;
+    }
+    struct gmt_instant in = {.at = o->at};
+    struct loaded *k = gmt_at_load(l, c, &in);
+    if (k == NULL) {
+        if (in.why[0])
+            gmt_errorf("peak: %s: --at %s: %s", l->path, o->at_arg, in.why);
+        o->failed = true;
+        if (c->json) { /* the list stays one object per trace */
+            printf("{\"trace\":");
+            gmt_json_str(stdout, l->path);
+            printf(",\"pid\":%u,\"at\":null,\"sites\":[]}", l->r.hdr.pid);
+        }
+        return;
+    }
+    table(k, c, o->layers, &in);
+    gmt_unload(k);
+}
+
 int cmd_peak(int argc, char **argv)
 {
     static const struct option opts[] = {{"layers", no_argument, NULL, OPT_LAYERS},
+                                         {"at", required_argument, NULL, OPT_AT},
                                          {NULL, 0, NULL, 0}};
     static const struct gmt_command cmd = {
         .schema = "gpumemtrace.peak/1",
-        .args = {.options = opts, .option = gmt_args_flag, .usage = usage},
+        .args = {.options = opts, .option = option, .usage = usage},
         .each = one,
         .default_top = 10,
     };
-    bool layers = false;
-    return gmt_run(argc, argv, &cmd, &layers);
+    struct peak_opts o = {0};
+    int rc = gmt_run(argc, argv, &cmd, &o);
+    return rc == EXIT_OK && o.failed ? EXIT_ERROR : rc;
 }
