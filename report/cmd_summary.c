@@ -22,6 +22,7 @@
 
 #include "common.h"
 #include "kinds.h"
+#include "oomexplain.h"
 
 static void usage(FILE *f)
 {
@@ -288,6 +289,168 @@ static void fw_json(const struct replay *r)
     printf("]}");
 }
 
+/* ---- out-of-memory events (oomexplain.h) --------------------------------- */
+
+#define OOM_TEXT_SITES 5 /* rows of live sites in an event's text block */
+
+static int cmp_kind_bytes(const void *a, const void *b)
+{
+    const struct kind_row *x = *(const struct kind_row *const *)a,
+                          *y = *(const struct kind_row *const *)b;
+    return x->bytes != y->bytes ? (x->bytes > y->bytes ? -1 : 1) : strcmp(x->name, y->name);
+}
+
+/* A short block per event: the request and its site; the device's memory
+ * then; what was live by kind and by site; what the models say. */
+static void oom_text(struct loaded *l, const struct gmt_common *c, size_t i)
+{
+    const struct replay *r = &l->r;
+    const struct oom *o = &r->ooms[i];
+    char a[32], b[32], e[32];
+    printf("  #%zu at %.3f s: %s on device %u%s failed, requested at\n", i + 1,
+           at_s(r, o->time), gmt_size(c, a, (int64_t)o->size), o->device,
+           o->fw ? " (PyTorch's caching allocator)" : "");
+    struct oomx x;
+    if (!oomx_explain(l, c, i, &x)) {
+        printf("     %s\n", sym_site(l->sym, o->stack, c->grain, c->depth));
+        return;
+    }
+    printf("     %s\n", x.site);
+    printf("     device %u: %s allocated, %s reserved", o->device,
+           gmt_size(c, a, x.allocated), gmt_size(c, b, x.reserved));
+    if (x.largest_known)
+        printf(" (largest free block in it %s)", gmt_size(c, e, (int64_t)x.largest_free));
+    if (x.beyond_known)
+        printf(", %s beyond the trace", gmt_size(c, a, x.beyond));
+    if (x.total) {
+        printf(", %s free of %s", gmt_size(c, b, x.free), gmt_size(c, e, (int64_t)x.total));
+        if (x.free_reported_known)
+            printf(" (%s when it failed, as recorded)",
+                   gmt_size(c, a, (int64_t)x.free_reported));
+    }
+    printf("\n");
+    if (x.has_kinds) {
+        const struct kind_row *k[GMT_KIND_COUNT];
+        int n = 0;
+        for (int j = 0; j < GMT_KIND_COUNT; j++)
+            if (x.kinds[j].bytes)
+                k[n++] = &x.kinds[j];
+        qsort(k, (size_t)n, sizeof *k, cmp_kind_bytes);
+        printf("     live then by kind:");
+        for (int j = 0; j < n; j++)
+            printf("%s %s %s", j ? "," : "", gmt_size(c, a, k[j]->bytes), k[j]->name);
+        printf("%s\n", n ? "" : " nothing");
+    }
+    size_t shown = x.nsites < OOM_TEXT_SITES ? x.nsites : OOM_TEXT_SITES;
+    if (c->top && (size_t)c->top < shown)
+        shown = (size_t)c->top;
+    printf("     live then by site, %s in all (peak --at oom:%zu for the table):\n",
+           gmt_size(c, a, x.requested), i + 1);
+    for (size_t j = 0; j < shown; j++)
+        printf("       %10s  %s\n", gmt_size(c, a, x.sites[j].v[0]), x.sites[j].label);
+    if (shown < x.nsites) {
+        int64_t rest = 0;
+        for (size_t j = shown; j < x.nsites; j++)
+            rest += x.sites[j].v[0];
+        printf("       %10s  (%zu more sites)\n", gmt_size(c, a, rest), x.nsites - shown);
+    }
+    if (x.nwhatif) {
+        if (x.limit)
+            printf("     whatif, the same requests with %s for them:", 
+                   gmt_size(c, a, (int64_t)x.limit));
+        else
+            printf("     whatif, the same requests (the device's size unknown):");
+        for (int p = 0; p < x.nwhatif; p++) {
+            const struct wi_try *t = &x.whatif[p];
+            printf("%s %s ", p ? ";" : "", t->policy);
+            if (!x.limit)
+                printf("peak reserved %s", gmt_size(c, a, (int64_t)t->peak_reserved));
+            else if (t->earlier)
+                printf("out of memory earlier, at %.3f s", at_s(r, t->earlier_time));
+            else
+                printf("%s (peak reserved %s)", t->fits ? "fits" : "fails",
+                       gmt_size(c, a, (int64_t)t->peak_reserved));
+        }
+        printf("\n");
+    }
+    oomx_free(&x);
+}
+
+/* "oom_events": the first events in full, the others as the replay kept
+ * them. */
+static void oom_json(struct loaded *l, const struct gmt_common *c)
+{
+    const struct replay *r = &l->r;
+    printf(",\"oom_events\":[");
+    for (size_t i = 0; i < r->nooms; i++) {
+        const struct oom *o = &r->ooms[i];
+        struct oomx x;
+        bool full = i < OOMX_FULL && oomx_explain(l, c, i, &x);
+        printf("%s{\"time_ns\":%" PRIu64 ",\"device\":%u,\"size\":%" PRIu64
+               ",\"framework\":%s,\"site\":", i ? "," : "",
+               o->time > r->hdr.start_monotonic_ns ? o->time - r->hdr.start_monotonic_ns : 0,
+               o->device, o->size, o->fw ? "true" : "false");
+        gmt_json_str(stdout, sym_site(l->sym, o->stack, c->grain, c->depth));
+        printf(",\"explained\":%s", full ? "true" : "false");
+        if (!full) {
+            printf("}");
+            continue;
+        }
+        printf(",\"requested\":%" PRId64 ",\"allocated\":%" PRId64 ",\"reserved\":%" PRId64,
+               x.requested, x.allocated, x.reserved);
+        if (x.total)
+            printf(",\"device_total\":%" PRIu64 ",\"free\":%" PRId64, x.total, x.free);
+        else
+            printf(",\"device_total\":null,\"free\":null");
+        if (x.beyond_known)
+            printf(",\"beyond_trace\":%" PRId64, x.beyond);
+        else
+            printf(",\"beyond_trace\":null");
+        if (x.free_reported_known)
+            printf(",\"free_reported\":%" PRIu64, x.free_reported);
+        else
+            printf(",\"free_reported\":null");
+        if (x.largest_known)
+            printf(",\"largest_free_block\":%" PRIu64, x.largest_free);
+        else
+            printf(",\"largest_free_block\":null");
+        printf(",\"live_by_site\":[");
+        size_t shown = c->top && (size_t)c->top < x.nsites ? (size_t)c->top : x.nsites;
+        int64_t rest = 0;
+        for (size_t j = 0; j < x.nsites; j++) {
+            if (j >= shown) {
+                rest += x.sites[j].v[0];
+                continue;
+            }
+            printf("%s{\"site\":", j ? "," : "");
+            gmt_json_str(stdout, x.sites[j].label);
+            printf(",\"bytes\":%" PRId64 ",\"allocated\":%" PRId64 ",\"allocations\":%" PRId64
+                   "}", x.sites[j].v[0], x.sites[j].v[2], x.sites[j].v[1]);
+        }
+        printf("],\"live_other_bytes\":%" PRId64 ",\"live_by_kind\":", rest);
+        if (x.has_kinds)
+            gmt_kinds_json(stdout, x.kinds, false);
+        else
+            printf("null");
+        if (x.limit)
+            printf(",\"whatif_device_memory\":%" PRIu64, x.limit);
+        else
+            printf(",\"whatif_device_memory\":null");
+        printf(",\"whatif\":[");
+        for (int p = 0; p < x.nwhatif; p++) {
+            const struct wi_try *t = &x.whatif[p];
+            printf("%s{\"policy\":", p ? "," : "");
+            gmt_json_str(stdout, t->policy);
+            printf(",\"peak_reserved\":%" PRIu64 ",\"fits\":%s,\"earlier\":%s}",
+                   t->peak_reserved, !x.limit ? "null" : t->fits ? "true" : "false",
+                   t->earlier ? "true" : "false");
+        }
+        printf("]}");
+        oomx_free(&x);
+    }
+    printf("]");
+}
+
 /* One allocation holding most of a device is a framework's arena, not
  * data: say so, and how to see what is in it. */
 static void arena_hint(const struct gmt_defs *d, const struct group_row *top,
@@ -381,10 +544,11 @@ static void text(struct loaded *l, const struct gmt_common *c)
            gmt_size(c, a, (int64_t)leak), nleak,
            hleak ? ", pinned host " : "", hleak ? gmt_size(c, b, (int64_t)hleak) : "");
     printf("out of memory:   %" PRIu64 "\n", r->ooms_total);
-    for (size_t i = 0; i < r->nooms && i < 5; i++)
-        printf("  at %.3f s: %s on device %u%s\n", at_s(r, r->ooms[i].time),
-               gmt_size(c, a, (int64_t)r->ooms[i].size), r->ooms[i].device,
-               r->ooms[i].fw ? " (PyTorch's caching allocator)" : "");
+    for (size_t i = 0; i < r->nooms && i < OOMX_FULL; i++)
+        oom_text(l, c, i);
+    if (r->ooms_total > OOMX_FULL)
+        printf("  and %" PRIu64 " more (peak --at oom:N shows what was live at the "
+               "Nth)\n", r->ooms_total - OOMX_FULL);
     struct group_row *rows;
     size_t n = gmt_group(l, c, gmt_pick_peak, &rows);
     if (n) {
@@ -478,6 +642,7 @@ static void json(struct loaded *l, const struct gmt_common *c)
     free(rows);
     printf("]");
     kinds_json(l, c);
+    oom_json(l, c);
     printf("}");
 }
 

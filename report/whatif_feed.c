@@ -219,10 +219,12 @@ static void on_alloc(struct wi_feed *w, const struct replay *r, const struct gmt
 }
 
 /* A new trace begins (or one after a trace that failed): start afresh and
- * resolve where its requests come from. */
-static void begin(struct wi_feed *w, const struct replay *r)
+ * resolve where its requests come from. `again`: the record fed last may
+ * come again (wi_feed_try after wi_feed_event of the failed request). */
+static void begin(struct wi_feed *w, const struct replay *r, bool again)
 {
-    if (w->owner == r && r->records > w->last_records)
+    if (w->owner == r && (r->records > w->last_records ||
+                          (again && r->records == w->last_records)))
         return;
     wi_feed_reset(w);
     w->owner = r;
@@ -233,7 +235,7 @@ static void begin(struct wi_feed *w, const struct replay *r)
 void wi_feed_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
 {
     struct wi_feed *w = ctx;
-    begin(w, r);
+    begin(w, r, false);
     w->last_records = r->records;
     if (rec->kind == GMT_K_ALLOC) {
         on_alloc(w, r, rec);
@@ -254,7 +256,7 @@ void wi_feed_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
 int wi_feed_try(struct wi_feed *w, const struct replay *r, const struct gmt_rec *rec,
                 struct wi_try out[WI_MAX_POLICIES])
 {
-    begin(w, r);
+    begin(w, r, true);
     w->last_records = r->records;
     if (rec->kind != GMT_K_ALLOC || gmt_is_fw_backing(rec) || rec->size == 0 ||
         rec->size > GMT_SIZE_MAX || replay_mem_of(rec->api) == MEM_HOST ||
