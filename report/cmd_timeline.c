@@ -8,10 +8,12 @@
  *
  * The series are the replay's time buckets (REPLAY_BUCKETS over the run):
  * each holds the largest value seen in it, so no peak is lost however long
- * the run. A bucket in which nothing happened repeats the bucket before
- * it - nothing changed, though the level after a bucket's last event may
- * be below that bucket's maximum. The chart merges buckets into columns,
- * again by maximum, so the chart's highest point is the peak.
+ * the run. A bucket in which nothing happened holds the level at the end
+ * of the bucket before it - what was live then, which after frees is
+ * below that bucket's maximum; so this command follows the replay
+ * (replay_opts.on_event) to keep each bucket's closing level beside the
+ * replay's maxima. The chart merges buckets into columns, again by
+ * maximum, so the chart's highest point is the peak.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -26,9 +28,22 @@ enum { OPT_CSV = OPT_CMD_BASE, OPT_WIDTH, OPT_HEIGHT };
 #define TL_HEIGHT 16 /* chart rows */
 #define TL_LABEL 10  /* y-axis label width */
 
+/* The levels at the end of each of the replay's buckets: the last event
+ * in it left them (set: one was seen). Kept in step with the replay's
+ * buckets, which merge in pairs when a trace outlasts them (bucket_ns
+ * doubles). */
+struct tl_close {
+    uint64_t bucket_ns;
+    struct tl_level {
+        uint64_t requested, reserved, host;
+        bool set;
+    } at[REPLAY_BUCKETS];
+};
+
 struct tl_opts {
     bool csv;
     int width, height;
+    struct tl_close close; /* of the trace being replayed */
 };
 
 static void usage(FILE *f)
@@ -77,6 +92,40 @@ static int option(int opt, const char *arg, void *ctx)
 
 /* ---- the series ---------------------------------------------------------- */
 
+/* The replay merged its buckets in pairs: so do the closing levels (the
+ * second of a pair closes the merged bucket when it saw an event). */
+static void close_merge(struct tl_close *k)
+{
+    for (int i = 0; i < REPLAY_BUCKETS / 2; i++)
+        k->at[i] = k->at[2 * i + 1].set ? k->at[2 * i + 1] : k->at[2 * i];
+    memset(&k->at[REPLAY_BUCKETS / 2], 0, REPLAY_BUCKETS / 2 * sizeof k->at[0]);
+    k->bucket_ns *= 2;
+}
+
+/* replay_opts.on_event: after every record, the levels now are those at
+ * the end of its bucket so far. A record past the last bucket (one that
+ * moves no level: the replay merges when a level is noted there) is left
+ * to the next that does. */
+static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
+{
+    struct tl_close *k = &((struct tl_opts *)ctx)->close;
+    if (r->records == 1) { /* a trace's first record: start afresh */
+        memset(k, 0, sizeof *k);
+        k->bucket_ns = r->bucket_ns;
+    }
+    while (k->bucket_ns < r->bucket_ns)
+        close_merge(k);
+    if (r->bucket_ns == 0)
+        return;
+    uint64_t t = rec->time > r->t0 ? rec->time : r->t0;
+    uint64_t b = (t - r->t0) / r->bucket_ns;
+    if (b >= REPLAY_BUCKETS)
+        return;
+    k->at[b] = (struct tl_level){(uint64_t)(r->requested > 0 ? r->requested : 0),
+                                 (uint64_t)(r->reserved > 0 ? r->reserved : 0),
+                                 (uint64_t)(r->host > 0 ? r->host : 0), true};
+}
+
 /* One point of the series; device_used 0: not known (no sample yet). */
 struct point {
     uint64_t requested, reserved, device_used, host;
@@ -103,25 +152,38 @@ static bool sample_only(const struct bucket *b)
     return b->device_used && !b->requested && !b->reserved && !b->host;
 }
 
-/* The buckets as points, empty buckets carrying the one before forward.
- * Returns the number of points (0 with *out NULL: none, or no memory). */
-static size_t series(const struct replay *r, struct point **out)
+/* The buckets as points: a bucket with events its maxima, an empty one
+ * the levels the last event before it left (device_used: the last
+ * sample's). Returns the number of points (0 with *out NULL: none, or no
+ * memory). */
+static size_t series(const struct replay *r, const struct tl_close *k, struct point **out)
 {
     size_t n = nbuckets(r);
     *out = n ? calloc(n, sizeof **out) : NULL;
     if (*out == NULL)
         return 0;
-    struct point cur = {0, 0, 0, 0};
+    struct point level = {0, 0, 0, 0}; /* after the last event so far */
     for (size_t i = 0; i < n; i++) {
         const struct bucket *b = &r->buckets[i];
+        struct point p = level;
         if (b->used && !sample_only(b)) {
-            cur.requested = b->requested;
-            cur.reserved = b->reserved;
-            cur.host = b->host;
+            p.requested = b->requested;
+            p.reserved = b->reserved;
+            p.host = b->host;
         }
         if (b->used && b->device_used)
-            cur.device_used = b->device_used;
-        (*out)[i] = cur;
+            level.device_used = p.device_used = b->device_used;
+        if (k->bucket_ns == r->bucket_ns && k->at[i].set) {
+            level.requested = k->at[i].requested;
+            level.reserved = k->at[i].reserved;
+            level.host = k->at[i].host;
+        } else if (b->used && !sample_only(b)) {
+            /* not followed (a trace without records): its maxima */
+            level.requested = b->requested;
+            level.reserved = b->reserved;
+            level.host = b->host;
+        }
+        (*out)[i] = p;
     }
     return n;
 }
@@ -352,9 +414,10 @@ static void chart(const struct loaded *l, const struct gmt_common *c,
 
 static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
-    const struct tl_opts *o = ctx;
+    struct tl_opts *o = ctx;
     struct point *p;
-    size_t n = series(&l->r, &p);
+    size_t n = series(&l->r, &o->close, &p);
+    o->close.bucket_ns = 0; /* a next trace without records was not followed */
     if (c->json)
         json(l, p, n);
     else if (o->csv)
@@ -372,10 +435,12 @@ int cmd_timeline(int argc, char **argv)
         {"height", required_argument, NULL, OPT_HEIGHT},
         {NULL, 0, NULL, 0},
     };
-    static const struct gmt_command cmd = {
+    struct tl_opts o = {false, TL_WIDTH, TL_HEIGHT, {0, {{0, 0, 0, false}}}};
+    const struct gmt_command cmd = {
         .schema = "gpumemtrace.timeline/1",
         .args = {.options = opts, .option = option, .usage = usage},
         .each = each,
+        .replay = {.on_event = on_event, .event_ctx = &o},
     };
     /* --csv and --json both write the series: refuse the pair before any
      * output starts (gmt_run opens the JSON document at once) */
@@ -384,6 +449,5 @@ int cmd_timeline(int argc, char **argv)
         gmt_errorf("timeline: --csv and --json exclude each other");
         return EXIT_ERROR;
     }
-    struct tl_opts o = {false, TL_WIDTH, TL_HEIGHT};
     return gmt_run(argc, argv, &cmd, &o);
 }

@@ -4,6 +4,7 @@ terminal chart, on the known pattern of tests/progs/frag.c: peak requested
 allocation of 4096 bytes outside the pool."""
 import json
 import math
+import os
 import re
 
 from gmt import *
@@ -140,3 +141,33 @@ def test_corrupt_trace():
         lines = p.stderr.strip().splitlines()
         expect(len(lines) == 1 and lines[0].startswith(
             "gpumemreport: warning: bad.gmt: damaged trace, read where intact"), p.stderr)
+
+
+def test_level_after_everything_is_freed():
+    # tests/progs/idle_after.c: 16 MiB requested, all of it freed, then an
+    # idle stretch: a bucket after the frees shows what was live then
+    # (nothing), not the maximum of the bucket that held the frees
+    for pool in ("1", "0"):
+        for f in traces():
+            os.unlink(f)
+        p = run([prog("idle_after"), "400"], GPUMEMTRACE_POOL=pool)
+        expect(p.stdout.strip() == "peak 16777216", p.stdout)
+        t = one_trace()
+        tl = json.loads(report("timeline", "--json", t).stdout)["traces"][0]
+        b = tl["buckets"]
+        expect(tl["peak_requested"] == 16 << 20 and max(x["requested"] for x in b) == 16 << 20,
+               (pool, tl["peak_requested"]))
+        # the frees end before the idle stretch, most of the run: every
+        # bucket after the last that held memory shows none
+        last = max(i for i, x in enumerate(b) if x["requested"])
+        expect(last < len(b) // 2, (pool, last, len(b)))
+        expect(all(x["requested"] == 0 for x in b[last + 1:]) and len(b) - last > len(b) // 3,
+               (pool, [x["requested"] for x in b]))
+        if pool == "0":  # without the pool nothing stays reserved either
+            expect(all(x["reserved"] == 0 for x in b[last + 1:]), (pool, [x["reserved"] for x in b]))
+        rows = csv_rows(t)
+        expect([r[1:3] for r in rows] == [(x["requested"], x["reserved"]) for x in b], "CSV != JSON")
+        # the chart: the columns after the frees draw nothing requested
+        plot = chart_cols(report("timeline", "--width", "64", t).stdout)
+        col = max(i for row in plot for i, ch in enumerate(row) if ch == "#")
+        expect(col < 48, (pool, col, plot))
