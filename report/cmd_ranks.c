@@ -42,8 +42,10 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: %s ranks [options] TRACE|DIR|PATTERN...\n\n"
                "One view of a multi-process job: a row per process (rank, host,\n"
-               "pid, peaks, memory beyond the trace, out-of-memory events, when\n"
-               "and in which step the peak came), the imbalance between ranks,\n"
+               "pid, the process's peaks of requested, allocated and reserved\n"
+               "memory as summary counts them, memory beyond the trace,\n"
+               "out-of-memory events, when and in which step the peak came),\n"
+               "the imbalance between ranks,\n"
                "the first out-of-memory, the sites that differ most between\n"
                "ranks and NCCL's buffers. Traces are grouped into jobs by their\n"
                "session; a quoted pattern ('run/*.gmt') is expanded here.\n\n"
@@ -57,14 +59,14 @@ static void usage(FILE *f)
 struct mark_count {
     char *name;
     uint64_t count;   /* occurrences so far */
-    uint64_t gmt_pick_peak; /* occurrences before the peak of requested memory */
+    uint64_t at_peak; /* occurrences before the peak of requested memory */
     uint64_t at_oom;  /* occurrences before the first out-of-memory */
 };
 
 struct marks {
     struct mark_count m[RANKS_MARK_NAMES];
     int n;
-    uint64_t peak_seq; /* the peak that the gmt_pick_peak counts are for */
+    uint64_t peak_seq; /* the peak that the at_peak counts are for */
     bool oom_seen;     /* at_oom taken */
 };
 
@@ -81,7 +83,7 @@ static void marks_settle(struct marks *k, const struct replay *r)
 {
     if (r->peak_requested_seq != k->peak_seq) {
         for (int i = 0; i < k->n; i++)
-            k->m[i].gmt_pick_peak = k->m[i].count;
+            k->m[i].at_peak = k->m[i].count;
         k->peak_seq = r->peak_requested_seq;
     }
     if (r->ooms_total && !k->oom_seen) {
@@ -144,7 +146,13 @@ struct proc {
     uint32_t pid, dist, rank, local_rank, world_size;
     char host[64];
     bool closed;
+    /* the process's, as summary's: PyTorch's blocks and segments and the
+     * allocations outside its allocator alike */
     uint64_t peak_requested, peak_allocated, peak_reserved;
+    /* with PyTorch's events (r->fw): its own figures, sums of each
+     * device's peak (summary's framework object) */
+    bool fw;
+    uint64_t fw_requested, fw_allocated, fw_reserved;
     enum beyond_source beyond_source;
     int64_t beyond;
     uint64_t ooms;
@@ -225,16 +233,19 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
                                                                           : "";
     snprintf(p->host, sizeof p->host, "%s", host);
     p->closed = !r->cut;
+    /* One scope for the three peaks, the process's, as summary counts
+     * them: PyTorch's own figures leave out what was allocated outside its
+     * allocator (cuBLAS's workspaces), which the requested peak counts, so
+     * mixing them put a requested peak above the allocated one. */
     p->peak_requested = r->peak_requested;
-    p->peak_reserved = r->fw ? 0 : r->peak_reserved;
+    p->peak_reserved = r->peak_reserved;
+    p->fw = r->fw;
     for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
         const struct device_state *s = &r->dev[d];
-        /* sums of each device's peak, as summary's peak_allocated; with
-         * PyTorch's events, its own figures (max_memory_allocated and
-         * max_memory_reserved), as summary's framework object */
-        p->peak_allocated += r->fw ? s->peak_fw_allocated : s->peak_allocated;
-        if (r->fw)
-            p->peak_reserved += s->peak_fw_reserved;
+        p->peak_allocated += s->peak_allocated; /* sums of each device's peak */
+        p->fw_requested += s->peak_fw_requested;
+        p->fw_allocated += s->peak_fw_allocated;
+        p->fw_reserved += s->peak_fw_reserved;
     }
     /* beyond the trace: the process's own figure where every sampled
      * device has one, else the device-wide one (replay_beyond) */
@@ -248,7 +259,7 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
     int step = marks_step(k);
     p->has_step = step >= 0;
     if (step >= 0)
-        p->peak_step = k->m[step].gmt_pick_peak;
+        p->peak_step = k->m[step].at_peak;
     if (r->nooms) {
         p->has_oom = true;
         p->oom_time = r->ooms[0].time;
@@ -513,8 +524,14 @@ static void job_json(const struct proc *p, size_t n, const struct gmt_common *c)
             printf("%" PRIu64, q->peak_step);
         else
             printf("null");
-        printf(",\"nccl_bytes_at_peak\":%" PRIu64 ",\"closed\":%s}", q->nccl,
+        printf(",\"nccl_bytes_at_peak\":%" PRIu64 ",\"closed\":%s,\"framework\":", q->nccl,
                q->closed ? "true" : "false");
+        if (q->fw)
+            printf("{\"name\":\"pytorch\",\"peak_requested\":%" PRIu64
+                   ",\"peak_allocated\":%" PRIu64 ",\"peak_reserved\":%" PRIu64 "}}",
+                   q->fw_requested, q->fw_allocated, q->fw_reserved);
+        else
+            printf("null}");
     }
     printf("],\"imbalance\":{");
     for (int k = 0; k < 3; k++) {
@@ -629,6 +646,13 @@ static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
     }
     print_table(t, c);
     table_free(t);
+    bool fw = false;
+    for (size_t i = 0; i < n; i++)
+        fw |= p[i].fw;
+    if (fw)
+        printf("peaks are the process's: PyTorch's blocks and segments and the allocations "
+               "outside its\nallocator (cuBLAS/cuDNN/NCCL workspaces) alike; PyTorch's own "
+               "figures: summary\n");
     if (device)
         printf("* device-wide: no per-process samples in the trace, so the driver's "
                "figure for the whole GPU\n  (processes sharing a GPU each count the "

@@ -35,8 +35,9 @@ Checks per case:
   job      `gpumemreport ranks --json W`: schema gpumemtrace.ranks/1, one job
            of 2 processes, world size 2, ranks 0 and 1, each rank's pid and
            host set and its trace closed
-  peak/rN  rank N (matched by pid): peak_allocated == PyTorch's
-           max_memory_allocated(), peak_reserved == max_memory_reserved()
+  peak/rN  rank N (matched by pid): framework.peak_allocated == PyTorch's
+           max_memory_allocated(), framework.peak_reserved ==
+           max_memory_reserved() (the row's own peaks are the process's)
   losses   gloo-plain: traced losses == untraced losses, every step, every
            rank, bit for bit; the other cases print the largest difference
            (INFO)
@@ -283,14 +284,16 @@ def one_case(name, extra, exact_losses, work):
           f"{[x.get('local_rank') for x in ranks]}, hosts {[x.get('host') for x in ranks]}, "
           f"not closed {open_}")
 
-    # per rank, matched by pid: the trace's peaks are PyTorch's
+    # per rank, matched by pid: the trace's figures of PyTorch's allocator
+    # are PyTorch's (the row's peaks are the whole process's)
     by_pid = {x.get("pid"): x for x in ranks}
     for r, j in sorted(traced.items()):
         x = by_pid.get(j["pid"])
         if x is None:
             check(f"{name}/peak/r{r}", False, f"pid {j['pid']} not in the report's ranks")
             continue
-        got = (x.get("rank"), x.get("peak_allocated"), x.get("peak_reserved"))
+        fw = x.get("framework") or {}
+        got = (x.get("rank"), fw.get("peak_allocated"), fw.get("peak_reserved"))
         want = (r, j["max_memory_allocated"], j["max_memory_reserved"])
         check(f"{name}/peak/r{r}", got == want,
               f"rank, peak allocated, peak reserved: report {got}, PyTorch {want}")

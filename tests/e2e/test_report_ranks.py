@@ -190,3 +190,33 @@ def test_step_mark_is_the_step_not_the_most_frequent():
     expect(r["peak_step"] == 4, r)
     g = json.loads(report("growth", "--json", one_trace()).stdout)["traces"][0]
     expect(g["interval_mark"] == "step" and g["interval_marks"] == 4, g)
+
+
+def test_peaks_of_one_scope_on_real_ranks():
+    """tests/corpus/verdicts/ranks-r0 and -r1: two ranks of a real job with
+    PyTorch's allocator's events and cuBLAS's workspaces outside it. A
+    row's three peaks count the same memory (the process's, as summary's),
+    so requested <= allocated <= reserved; PyTorch's own are apart."""
+    import lzma
+    corpus = os.path.join(os.path.dirname(__file__), "..", "corpus", "verdicts")
+    paths = []
+    for r in ("r0", "r1"):
+        with lzma.open(os.path.join(corpus, f"ranks-{r}.gmt.xz")) as f, open(f"ranks-{r}.gmt", "wb") as o:
+            o.write(f.read())
+        paths.append(f"ranks-{r}.gmt")
+    job = json.loads(report("ranks", "--json", *paths).stdout)["jobs"][0]
+    expect([r["rank"] for r in job["ranks"]] == [0, 1], job["ranks"])
+    for row, path in zip(job["ranks"], paths):
+        s = json.loads(report("summary", "--json", path).stdout)["traces"][0]
+        got = (row["peak_requested"], row["peak_allocated"], row["peak_reserved"])
+        expect(got == (s["peak_requested"], s["peak_allocated"], s["peak_reserved"]), (got, s))
+        expect(got[0] <= got[1] <= got[2], got)
+        fw = row["framework"]
+        want = s["framework"]
+        expect(fw["peak_allocated"] == want["peak_allocated"] and
+               fw["peak_reserved"] == want["peak_reserved"] and
+               fw["peak_requested"] <= fw["peak_allocated"] <= fw["peak_reserved"], (fw, want))
+    imb = job["imbalance"]
+    expect(imb["peak_allocated"]["max"] == max(r["peak_allocated"] for r in job["ranks"]), imb)
+    text = report("ranks", *paths).stdout
+    expect("peaks are the process's" in text, text)
