@@ -33,9 +33,20 @@ static void usage(FILE *f)
                "lifetimes: docs/usage.md). Then peak requested/allocated/reserved\n"
                "device memory, memory the driver reports beyond the trace, leaks\n"
                "at exit, out-of-memory events and the top sites at the peak.\n\n"
+               "Each of the first %d out-of-memory events is explained: the failed\n"
+               "request's site (labelled per --group and --depth); allocated,\n"
+               "reserved and free memory on its device then (free: the device's\n"
+               "memory less reserved and less what is held beyond the trace), the\n"
+               "largest free block inside the reserved memory where the trace\n"
+               "shows the pool's blocks; what was live then by kind and by site (up\n"
+               "to 5 sites, fewer with --top; peak --at oom:N shows them all); and\n"
+               "whether whatif's models (pytorch, pytorch:expandable_segments:True,\n"
+               "gmt-pool, cuda-async, ideal), given the same requests up to then\n"
+               "on the device less what is beyond the trace, would have served the\n"
+               "failed request. The other events are counted.\n\n"
                "  --kinds-at MARK  the bytes by kind at the last mark named MARK\n"
                "                   (gpumemtrace_mark, NVTX), not at the peak\n"
-               GMT_COMMON_HELP, gmt_prog);
+               GMT_COMMON_HELP, gmt_prog, OOMX_FULL);
 }
 
 static double at_s(const struct replay *r, uint64_t t);
