@@ -164,13 +164,21 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
             gmt_json_str(stdout, mname);
         else
             printf("null");
-        printf(",\"interval_marks\":%u,\"sites\":[", mname ? l->r.mark[mark].count : 0);
+        printf(",\"interval_marks\":%u,\"unjudged\":", mname ? l->r.mark[mark].count : 0);
+        if (l->unjudged)
+            gmt_json_str(stdout, l->unjudged);
+        else
+            printf("null");
+        printf(",\"sites\":[");
         for (size_t i = 0; i < shown; i++) {
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
             json_site_tail(l, c, &rows[i]);
         }
         printf("]}");
+    } else if (n == 0 && l->unjudged) {
+        printf("%s: growth not judged: no steps (%s); a Python program's growth is judged "
+               "step to step\n", l->path, l->unjudged);
     } else if (n == 0) {
         printf("%s: no site grows steadily\n", l->path);
     } else {

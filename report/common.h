@@ -102,6 +102,9 @@ struct loaded {
     struct symbolizer *sym;
     struct fwd_op *fwd; /* forward lines by op, made on first use */
     bool fwd_made;
+    /* gmt_growth_steps: why growth was not judged (a Python program
+     * without steps), or NULL */
+    const char *unjudged;
 };
 struct loaded *gmt_load(const char *path, const struct gmt_common *c,
                         const struct replay_opts *ro);

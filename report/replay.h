@@ -39,7 +39,7 @@
 
 #define REPLAY_MAX_DEVICES 64
 #define REPLAY_BUCKETS 256       /* timeline */
-#define REPLAY_GROWTH_BUCKETS 32 /* per-site growth series */
+#define REPLAY_GROWTH_BUCKETS 64 /* per-site growth series: steps up to 64 each their own */
 #define REPLAY_MAX_OOMS 1000     /* details kept; all are counted */
 #define REPLAY_MARK_SLOTS 8      /* mark names followed per site */
 #define REPLAY_MAX_POOLS 64      /* stream-ordered pools followed */
@@ -82,6 +82,7 @@ struct site_growth {
     uint32_t gaps;
     double gap_sum, gap_sq;
     uint32_t first_step; /* step mode: steps begun at its first allocation */
+    int64_t at_first_step; /* step mode: live bytes as the first step began */
 };
 
 /* Live bytes of a site at the first and the latest occurrence of each

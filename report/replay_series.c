@@ -86,8 +86,12 @@ static int step_bucket(const struct replay *r, uint64_t j)
 void replay_step_begins(struct replay *r, uint64_t t)
 {
     uint64_t j = r->steps_begun++;
-    if (j == 0)
+    if (j == 0) {
         r->first_step_time = t;
+        for (size_t k = 0; k < r->nsites; k++)
+            if (r->sites[k].growth)
+                r->sites[k].growth->at_first_step = r->sites[k].live_bytes;
+    }
     if (j == 0 || j >= r->step_count)
         return;
     int b = step_bucket(r, j);

@@ -32,6 +32,10 @@ clean-mlp|mlp --steps 40|0
 clean-gpt2-marked|gpt2 --mark|0
 crash-t5-first|t5 --crash-step 1|1
 crash-gpt2-mid|gpt2 --crash-step 7|1
+crash-t5-layers|t5 --layers 6 --crash-step 1 --crash-in decoder.block.0|1
+single-vit-infer|vit-infer --steps 1|0
+clean-gpt2-long|gpt2 --steps 80|0
+list-gpt2-long|gpt2 --fault list --steps 80|0
 oom-resnet50|oom --steps 2|1
 list-gpt2|gpt2 --fault list|0
 list-resnet|resnet --fault list|0

@@ -4,8 +4,8 @@ the labelled corpus the report's verdicts are scored against
 the traces and their truth files; tests/e2e/test_verdicts.py scores).
 
 usage: verdict_corpus.py WORKLOAD [--fault KIND] [--steps N] [--from K]
-                         [--crash-step K] [--batch N] [--truth FILE]
-                         [--mark]
+                         [--crash-step K] [--crash-in MODULE] [--layers N]
+                         [--batch N] [--truth FILE] [--mark]
 
 Workloads (models built from configs, random weights, no download):
   gpt2      transformers GPT2LMHeadModel, 4 layers, bf16 autocast, AdamW
@@ -30,7 +30,9 @@ Faults, each at one line of this file marked "FAULT <kind>", from step
   closure   a closure holding a tensor kept in a list of callbacks
   global    a global tensor grown by concatenation every step
 --crash-step K raises an exception inside layer 2's forward in step K
-(K = 1: a single crashed forward).
+(K = 1: a single crashed forward), or inside --crash-in MODULE's (a
+name of model.named_modules(): decoder.block.0 crashes T5 after all of
+its encoder's layers ran).
 
 The truth file (JSON, rewritten after every step and at a crash or out
 of memory, so a dying run leaves it behind) holds the loop's step count,
@@ -110,8 +112,10 @@ def inject(step, model_out):
         HELD.append(lambda: float(kept.sum()))
         return 1 << 20
     if k == "global":
+        if HISTORY is None:
+            HISTORY = torch.empty(0, device="cuda")
         new = torch.full((1 << 18,), float(step), device="cuda")
-        HISTORY = new if HISTORY is None else torch.cat([HISTORY, new])  # FAULT global
+        HISTORY = torch.cat([HISTORY, new])  # FAULT global
         return 1 << 20
     return 0
 
@@ -203,7 +207,7 @@ def bert(batch):
 
 def t5(batch):
     from transformers import T5Config, T5ForConditionalGeneration
-    cfg = T5Config(num_layers=4, num_decoder_layers=4, d_model=256, d_ff=1024, num_heads=4,
+    cfg = T5Config(num_layers=ARGS.layers, num_decoder_layers=ARGS.layers, d_model=256, d_ff=1024, num_heads=4,
                    d_kv=64, vocab_size=8192, dropout_rate=0.0,
                    decoder_start_token_id=0, pad_token_id=0)
     model = T5ForConditionalGeneration(cfg).cuda()
@@ -326,8 +330,9 @@ WORKLOADS = {"gpt2": gpt2, "bert": bert, "t5": t5, "resnet": resnet, "mobilenet"
 
 
 def crash_target(model):
-    """Layer 2 of the model's repeated blocks (the crash's place)."""
-    names = ["transformer.h.1", "bert.encoder.layer.1", "encoder.block.1", "layer2",
+    """Layer 2 of the model's repeated blocks (the crash's place), or the
+    module --crash-in names."""
+    names = [ARGS.crash_in] if ARGS.crash_in else ["transformer.h.1", "bert.encoder.layer.1", "encoder.block.1", "layer2",
              "features.2", "blocks.1", "2"]
     mods = dict(model.named_modules())
     for n in names:
@@ -363,6 +368,8 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--from", dest="from_step", type=int, default=3)
     ap.add_argument("--crash-step", type=int, default=0)
+    ap.add_argument("--crash-in", help="the module to crash in (default: layer 2)")
+    ap.add_argument("--layers", type=int, default=4, help="T5's layers (encoder and decoder)")
     ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--truth")
     ap.add_argument("--mark", action="store_true", help="mark each step (gpumemtrace_mark)")

@@ -1,0 +1,91 @@
+"""The report's verdicts against the truth of real runs: the labelled
+corpus of tests/corpus/verdicts/ (real models recorded on an H200 by
+scripts/gpu-verdict-corpus.sh, clean and with faults injected at a known
+line, size and step; each truth file written by the program itself) and
+the clean real runs of tests/corpus/, scored by scripts/score-verdicts.py.
+The floor (tests/corpus/verdicts/floor.json) holds the scores: a change
+that finds a step less, misses a fault or flags a clean run fails here."""
+import json
+import lzma
+import os
+import subprocess
+import sys
+
+from gmt import REPORT, expect, report
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCORER = os.path.join(ROOT, "scripts", "score-verdicts.py")
+CORPUS = os.path.join(ROOT, "tests", "corpus", "verdicts")
+
+
+def score(*args):
+    p = subprocess.run([sys.executable, SCORER, "--report", REPORT, "--json", *args],
+                       capture_output=True, text=True, timeout=600)
+    return p, (json.loads(p.stdout) if p.stdout.strip() else None)
+
+
+def corpus_trace(name, folder=CORPUS):
+    with lzma.open(os.path.join(folder, name + ".gmt.xz")) as f, open(name + ".gmt", "wb") as o:
+        o.write(f.read())
+    return name + ".gmt"
+
+
+def test_verdicts_hold_their_floor():
+    """Every score at least the floor's: no clean run with a growing site,
+    every injected fault found at its line within 5% of its bytes per step
+    from its first step, every loop's step count exact, the OOM's request
+    and line named."""
+    with open(os.path.join(CORPUS, "floor.json")) as f:
+        floor = json.load(f)
+    p, doc = score("--floor", os.path.join(CORPUS, "floor.json"))
+    expect(p.returncode == 0 and doc, f"rc {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr}")
+    card = doc["scorecard"]
+    expect(card["clean_runs_with_false_growth"] == 0 and card["growth_false_positives"] == 0,
+           f"false growth: {card}")
+    expect(card["growth_hits"] == card["growth_faults"] == floor["growth_faults"], f"{card}")
+    expect(card["steps_exact"] == card["steps_total"] == floor["steps_total"], f"{card}")
+    expect(card["oom_hits"] == card["oom_total"] >= 1, f"{card}")
+
+
+def test_scorer_fails_below_the_floor():
+    """The gate can fail: a floor above today's scores exits 1 naming the
+    score."""
+    with open(os.path.join(CORPUS, "floor.json")) as f:
+        floor = json.load(f)
+    floor["steps_exact"] += 1
+    with open("floor.json", "w") as f:
+        json.dump(floor, f)
+    p, _ = score("--floor", "floor.json", "--trace", "list-gpt2")
+    expect(p.returncode == 1 and "steps_exact" in p.stderr, f"rc {p.returncode}: {p.stderr}")
+
+
+def test_layers_of_one_forward_are_not_steps():
+    """One inference of a 12-block ViT, a T5 that crashed in its decoder
+    after its 6 encoder layers, GPT-2 inference of 3 steps (6 blocks
+    each): the blocks recur regularly, but inside one forward pass - no
+    steps, and no growth said of what one pass builds."""
+    for name, folder in [("single-vit-infer", CORPUS), ("crash-t5-layers", CORPUS),
+                         ("gpt2-infer", os.path.join(ROOT, "tests", "corpus"))]:
+        t = corpus_trace(name, folder)
+        g = json.loads(report("growth", "--json", "--no-symbols", t).stdout)["traces"][0]
+        expect(not g.get("steps") and g["sites"] == [] and g["unjudged"], f"{name}: {g}")
+        text = report("growth", "--no-symbols", t).stdout
+        expect("growth not judged: no steps" in text, text)
+        os.unlink(t)
+
+
+def test_kept_graph_found_whole():
+    """backward(retain_graph=True) with each step's output kept: the input
+    (4 KiB at the step's randn line) and the four activations the graph
+    saves (16 KiB at the forward line), from step 3 on, 40 steps - both
+    lines, their bytes per step to the byte, from step 3."""
+    t = corpus_trace("retain-mlp")
+    with open(os.path.join(CORPUS, "retain-mlp.truth.json")) as f:
+        truth = json.load(f)
+    g = json.loads(report("growth", "--json", "--no-symbols", t).stdout)["traces"][0]
+    x, fwd = truth["kept_lines"][:2]
+    got = sorted((s["site"].split(" > ")[0], s["per_step"], s["first_step"]) for s in g["sites"])
+    want = sorted([(f"mlp.<locals>.step (verdict_corpus.py:{x})", 4096, 3),
+                   (f"mlp.<locals>.step (verdict_corpus.py:{fwd})", 16384, 3)])
+    expect(g["steps"] == 40 and got == want, f"{got}\nwant {want}")
