@@ -133,15 +133,57 @@ static uint64_t pages_needed(const struct space *s, uint64_t addr, uint64_t size
     return n;
 }
 
-/* The largest bounded free range of either space: at the peak, the
- * largest request the pool could serve without another page. */
+/* The longest stretch of the free range [a, e) of s that needs at most
+ * `spare` pages no live block is on: the bytes of it on pages in use are
+ * held already, and a held page nothing lives on can be mapped under any
+ * one page of the range. */
+static uint64_t range_servable(const struct space *s, uint64_t a, uint64_t e, uint64_t spare)
+{
+    uint64_t best = 0, sum = 0, unused = 0;
+    uint64_t lo = a / AS_PAGE, hi = (e - 1) / AS_PAGE; /* the window's pages [w, p] */
+    for (uint64_t p = lo, w = lo; p <= hi; p++) {
+        uint64_t from = p == lo ? a : p * AS_PAGE, to = p == hi ? e : (p + 1) * AS_PAGE;
+        bool used = p < s->npages && s->users[p] > 0;
+        sum += to - from;
+        unused += !used;
+        while (unused > spare) { /* drop pages from the window's start */
+            uint64_t wf = w == lo ? a : w * AS_PAGE, wt = w == hi ? e : (w + 1) * AS_PAGE;
+            sum -= wt - wf;
+            unused -= !(w < s->npages && s->users[w] > 0);
+            w++;
+        }
+        if (sum > best)
+            best = sum;
+    }
+    return best;
+}
+
+/* The largest request the pool could serve from what it holds, without
+ * another page. Not the largest free range of address space: a range
+ * spans pages no block is on, which the pool holds only as many of as
+ * it holds beyond the pages in use (none at a new peak), so a range can
+ * be far larger than the free memory - fragmentation, 1 - largest free /
+ * free, went below zero. Counted this way it is at most the free bytes:
+ * those of the pages in use not covered by blocks, plus the spare pages. */
 static uint64_t largest_free(const struct as *m)
 {
-    uint64_t best = 0;
-    for (int i = 0; i < 2; i++)
-        for (size_t k = 0; k + 1 < m->sp[i].nfree; k++)
-            if (m->sp[i].free[k].size > best)
-                best = m->sp[i].free[k].size;
+    uint64_t best = 0, spare = m->pages - m->pages_used;
+    for (int i = 0; i < 2; i++) {
+        const struct space *s = &m->sp[i];
+        for (size_t k = 0; k < s->nfree; k++) {
+            uint64_t a = s->free[k].addr, e;
+            if (k + 1 < s->nfree) {
+                e = a + s->free[k].size;
+            } else { /* the open end: no block lies past its start's page */
+                e = (a / AS_PAGE + 1 + spare) * AS_PAGE;
+            }
+            if (e > a) {
+                uint64_t n = range_servable(s, a, e, spare);
+                if (n > best)
+                    best = n;
+            }
+        }
+    }
     return best;
 }
 
