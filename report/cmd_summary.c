@@ -349,7 +349,7 @@ static void oom_text(struct loaded *l, const struct gmt_common *c, size_t i)
         qsort(k, (size_t)n, sizeof *k, cmp_kind_bytes);
         printf("     live then by kind:");
         for (int j = 0; j < n; j++)
-            printf("%s %s %s", j ? "," : "", gmt_size(c, a, k[j]->bytes), k[j]->name);
+            printf("%s %s %s", j ? ";" : "", gmt_size(c, a, k[j]->bytes), k[j]->name);
         printf("%s\n", n ? "" : " nothing");
     }
     size_t shown = x.nsites < OOM_TEXT_SITES ? x.nsites : OOM_TEXT_SITES;

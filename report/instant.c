@@ -31,6 +31,13 @@ int gmt_at_parse(const char *arg, struct gmt_at *at, char *why, size_t whylen)
         at->ns = (uint64_t)llround(v * (unit[0] == 'm' ? 1e6 : 1e9));
         return 0;
     }
+    /* a number without its unit, or a negative time: no mark is named so */
+    if ((digits == len && strchr("0123456789", arg[0])) ||
+        (arg[0] == '-' && strchr("0123456789.", arg[1] ? arg[1] : 'x'))) {
+        snprintf(why, whylen, "'%s' is no time: seconds from the trace's start with the "
+                              "unit, such as 1.5s or 250ms", arg);
+        return -1;
+    }
     /* oom or MARK, then :N */
     const char *colon = strrchr(arg, ':');
     size_t name_len = len;
