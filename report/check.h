@@ -13,8 +13,9 @@
 
 #include "common.h"
 
-/* The figures, in the order rows and output follow. */
-enum metric { M_PEAK, M_RESERVED, M_LEAKED, M_GROWTH, M_OOMS, NMETRICS };
+/* The figures, in the order rows and output follow. M_STEP_GROWTH is
+ * judged per growing site, not per process (struct step_site). */
+enum metric { M_PEAK, M_RESERVED, M_LEAKED, M_GROWTH, M_STEP_GROWTH, M_OOMS, NMETRICS };
 
 struct metric_info {
     const char *key;  /* JSON name */
@@ -25,12 +26,31 @@ struct metric_info {
 /* Ranks are what the trace header records: 0 to 2^32-1; -1: none. */
 #define NO_RANK (-1)
 
-/* One process's figures. Growth is in bytes per second, rounded. */
+/* A site that grows step after step (gmt_growth_steps by steps). */
+struct step_site {
+    char *label;         /* owned */
+    int64_t per_step;    /* bytes a step, rounded */
+    uint32_t first_step; /* 1-based; 0: before the first step */
+};
+
+/* One process's figures. Growth is in bytes per second, rounded; growth
+ * per step is its largest site's. */
 struct figures {
     char *trace, *command; /* owned */
     uint32_t pid;
     int64_t rank;          /* the process's rank in its job, or NO_RANK */
-    bool closed;
+    bool closed;           /* the header says the process closed it */
+    uint64_t events;       /* events read */
+    /* owned: what the reader skipped or found missing (a damaged or
+     * cut file), one line; NULL: nothing */
+    char *damage;
+    /* with growth asked: whether the run was judged by steps, how many
+     * there were, and its sites growing step after step, most per step
+     * first */
+    bool steps_found;
+    uint32_t steps;
+    struct step_site *grow; /* owned, ngrow entries */
+    size_t ngrow;
     int64_t v[NMETRICS];
 };
 
@@ -52,6 +72,12 @@ struct baseline {
     bool ranked;
     struct base_rank *ranks; /* owned; nranks entries when ranked */
     size_t nranks;
+    /* a baseline read from traces: those damaged (figures_damaged), each
+     * with its account; owned */
+    struct base_damage {
+        char *trace, *how;
+    } *damaged;
+    size_t ndamaged;
 };
 
 /* ---- check_baseline.c ----------------------------------------------------- */
@@ -63,6 +89,11 @@ extern const struct metric_info metric_info[NMETRICS]; /* by enum metric */
 int load_figures(int argc, char **argv, const struct gmt_common *c, bool growth,
                  struct figures **out, size_t *nout);
 void figures_free(struct figures *f, size_t n);
+/* Is f's trace one a gate must not judge as it is: not closed normally
+ * (the process was killed or crashed), damaged or cut short (the reader
+ * skipped parts, or the file is shorter than its writer left it), or
+ * nothing read from it at all? True with a one-line account in buf. */
+bool figures_damaged(const struct figures *f, char *buf, size_t len);
 
 /* BASE: a directory (traces), a JSON file (--save or `summary --json`
  * output), or a trace. 0, or -1 after an error line. */

@@ -18,6 +18,12 @@
  * The entries' figures are read (and must be valid) only when every entry
  * has a rank: they are then what the ranks are compared with.
  *
+ * A trace's figures also say whether it can be judged as it is
+ * (figures_damaged): a trace the process never closed, one the reader
+ * read only where intact, one shorter than its writer left it, or one
+ * it read nothing from gives figures that are low for no fault of the
+ * program - a gate passing on them would pass on a broken artifact.
+ *
  * Hostile input: the baseline JSON is read by a small strict parser
  * (RFC 8259 grammar, depth, size and value-count limits, valid UTF-8, no
  * duplicate fields we read, whole non-negative numbers for the figures and
@@ -29,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include "check.h"
 
@@ -42,8 +49,85 @@ const struct metric_info metric_info[NMETRICS] = {
     {"peak_reserved", "peak reserved", "--max-reserved"},
     {"leaked", "leaked at exit", "--max-leaked"},
     {"growth", "growth", "--max-growth"},
+    {"growth_per_step", "growth per step", "--max-growth"},
     {"ooms", "out of memory", "--max-ooms"},
 };
+
+static int cmp_per_step(const void *a, const void *b)
+{
+    const struct step_site *x = a, *y = b;
+    if (x->per_step != y->per_step)
+        return x->per_step > y->per_step ? -1 : 1;
+    return strcmp(x->label, y->label);
+}
+
+static int64_t round_bytes(double v)
+{
+    return !(v > 0) ? 0 : v >= 9.2e18 ? INT64_MAX : (int64_t)llround(v);
+}
+
+/* Growth: the rate per second (the sum of the growing sites', as
+ * `growth` prints it) and, when the run has steps, its sites growing step
+ * after step. A run judged by steps is one gmt_growth_steps replayed by
+ * steps (*stepped), or whose rows say so. -1: out of memory. */
+static int growth_of(struct loaded *l, const struct gmt_common *c, struct figures *f)
+{
+    struct growth_row *rows;
+    struct loaded *stepped;
+    size_t n = gmt_growth_steps(l, c, &rows, &stepped);
+    double total = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++)
+        total += rows[i].bytes_per_s;
+    f->v[M_GROWTH] = round_bytes(total);
+    f->steps_found = stepped != NULL || (n > 0 && rows[0].by_step);
+    f->steps = stepped ? stepped->r.step_count : 0;
+    if (f->steps_found && n > 0 && (f->grow = calloc(n, sizeof *f->grow)) == NULL)
+        rc = -1;
+    for (size_t i = 0; f->grow && i < n; i++) {
+        if (!rows[i].by_step)
+            continue;
+        struct step_site *s = &f->grow[f->ngrow++];
+        /* the label is the replay's: it goes with it */
+        if ((s->label = strdup(rows[i].label)) == NULL)
+            rc = -1;
+        s->per_step = round_bytes(rows[i].per_step);
+        s->first_step = rows[i].first_step;
+    }
+    if (rc == 0 && f->ngrow > 1)
+        qsort(f->grow, f->ngrow, sizeof *f->grow, cmp_per_step);
+    f->v[M_STEP_GROWTH] = rc == 0 && f->ngrow ? f->grow[0].per_step : 0;
+    free(rows);
+    gmt_unload(stepped);
+    return rc;
+}
+
+/* What the reader skipped (r->damage) and what it could not see: a
+ * closed trace whose file is shorter than the data its writer counted at
+ * close (header data_end) lost whole chunks - a copy cut at a chunk's
+ * edge, which leaves no partial chunk behind. NULL: nothing, or out of
+ * memory (*oom). */
+static char *damage_of(const struct loaded *l, bool *oom)
+{
+    const struct replay *r = &l->r;
+    char buf[sizeof r->damage + 160];
+    size_t n = 0;
+    struct stat st;
+    buf[0] = '\0';
+    if (r->damage[0])
+        n += (size_t)snprintf(buf, sizeof buf, "%s", r->damage);
+    if (!r->cut && r->hdr.data_end && stat(l->path, &st) == 0 && S_ISREG(st.st_mode) &&
+        (uint64_t)st.st_size < r->hdr.data_end && n < sizeof buf)
+        snprintf(buf + n, sizeof buf - n,
+                 "%sthe file has %llu of the %llu bytes its writer left%s", n ? "; " : "",
+                 (unsigned long long)st.st_size, (unsigned long long)r->hdr.data_end,
+                 n ? "" : " (cut while copying?)");
+    if (buf[0] == '\0')
+        return NULL;
+    char *s = strdup(buf);
+    *oom = s == NULL;
+    return s;
+}
 
 /* Fill f from a loaded trace; growth only when asked (it needs the replay
  * with growth series and site labels). -1: out of memory. */
@@ -52,28 +136,46 @@ static int figures_of(struct loaded *l, const struct gmt_common *c, bool growth,
 {
     memset(f, 0, sizeof *f);
     const struct replay *r = &l->r;
+    bool oom = false;
     f->trace = strdup(l->path);
     f->command = strdup(r->defs.process.present ? r->defs.process.cmdline : "");
     f->pid = r->hdr.pid;
     f->rank = r->hdr.dist_flags & GMT_DIST_RANK ? (int64_t)r->hdr.rank : NO_RANK;
     f->closed = !r->cut;
+    f->events = r->events;
+    f->damage = damage_of(l, &oom);
     f->v[M_PEAK] = (int64_t)r->peak_requested;
     f->v[M_RESERVED] = (int64_t)r->peak_reserved;
     f->v[M_LEAKED] = (int64_t)replay_leaked(r, NULL, NULL);
     f->v[M_OOMS] = (int64_t)r->ooms_total;
-    if (growth) {
-        struct growth_row *rows;
-        struct loaded *stepped;
-        size_t n = gmt_growth_steps(l, c, &rows, &stepped);
-        double total = 0;
-        for (size_t i = 0; i < n; i++)
-            total += rows[i].bytes_per_s;
-        free(rows);
-        gmt_unload(stepped);
-        f->v[M_GROWTH] = !(total > 0) ? 0 : total >= 9.2e18 ? INT64_MAX
-                                                             : (int64_t)llround(total);
-    }
-    return f->trace && f->command ? 0 : -1;
+    if (growth && growth_of(l, c, f) != 0)
+        oom = true;
+    return f->trace && f->command && !oom ? 0 : -1;
+}
+
+bool figures_damaged(const struct figures *f, char *buf, size_t len)
+{
+    if (f->closed && f->damage == NULL)
+        return false;
+    size_t n = 0;
+    const char *sep = "";
+#define ADD(...)                                                              \
+    do {                                                                      \
+        int k_ = snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__);      \
+        n += k_ > 0 ? (size_t)k_ : 0;                                         \
+        sep = "; ";                                                           \
+    } while (0)
+    if (len)
+        buf[0] = '\0';
+    if (f->events == 0)
+        ADD("%snothing could be read from it (0 events)", sep);
+    if (!f->closed)
+        ADD("%snot closed normally (the process was killed or crashed, or is still "
+            "running)", sep);
+    if (f->damage)
+        ADD("%scut short or damaged, read where intact: %s", sep, f->damage);
+#undef ADD
+    return true;
 }
 
 void figures_free(struct figures *f, size_t n)
@@ -81,6 +183,10 @@ void figures_free(struct figures *f, size_t n)
     for (size_t i = 0; f && i < n; i++) {
         free(f[i].trace);
         free(f[i].command);
+        free(f[i].damage);
+        for (size_t k = 0; k < f[i].ngrow; k++)
+            free(f[i].grow[k].label);
+        free(f[i].grow);
     }
     free(f);
 }
@@ -589,6 +695,13 @@ static void rank_finish(struct rank_set *rs, struct baseline *b)
 
 void baseline_free(struct baseline *b)
 {
+    for (size_t i = 0; i < b->ndamaged; i++) {
+        free(b->damaged[i].trace);
+        free(b->damaged[i].how);
+    }
+    free(b->damaged);
+    b->damaged = NULL;
+    b->ndamaged = 0;
     free(b->ranks);
     b->ranks = NULL;
     b->nranks = 0;
@@ -823,12 +936,21 @@ int load_baseline(const char *path, const struct gmt_common *c, struct baseline 
     if (load_figures(1, &arg, c, false, &f, &n) != 0)
         return -1;
     struct rank_set rs = {.all = true};
-    int rc = 0;
+    int rc = (b->damaged = calloc(n ? n : 1, sizeof *b->damaged)) ? 0 : -1;
     for (size_t i = 0; i < n; i++) {
         for (size_t k = 0; k < NKEPT; k++)
             base_take(b, kept[k], f[i].v[kept[k]]);
         if (rank_add(&rs, f[i].rank, f[i].v) != 0)
             rc = -1;
+        /* the command refuses a damaged baseline as it does a damaged run */
+        char how[1024];
+        if (rc == 0 && figures_damaged(&f[i], how, sizeof how)) {
+            struct base_damage *d = &b->damaged[b->ndamaged++];
+            d->trace = strdup(f[i].trace);
+            d->how = strdup(how);
+            if (d->trace == NULL || d->how == NULL)
+                rc = -1;
+        }
     }
     b->processes = n;
     b->kind = "traces";
@@ -873,7 +995,12 @@ int save_baseline(const char *path, const struct figures *f, size_t n)
             fprintf(o, ",\"rank\":%" PRId64, f[i].rank);
         fprintf(o, ",\"command\":");
         gmt_json_str(o, f[i].command);
-        fprintf(o, ",\"closed\":%s", f[i].closed ? "true" : "false");
+        fprintf(o, ",\"closed\":%s,\"damage\":", f[i].closed ? "true" : "false");
+        char how[1024];
+        if (figures_damaged(&f[i], how, sizeof how))
+            gmt_json_str(o, how);
+        else
+            fprintf(o, "null");
         for (size_t k = 0; k < NKEPT; k++)
             fprintf(o, ",\"%s\":%" PRId64, metric_info[kept[k]].key, f[i].v[kept[k]]);
         fprintf(o, "}");

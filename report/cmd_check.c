@@ -1,13 +1,26 @@
 /* cmd_check.c - `gpumemreport check`: the CI memory-regression gate.
  *
  *   gpumemreport check [limits] [--baseline BASE [--tolerance PCT]
- *                      [--metric M]] [--save FILE] TRACE|DIR...
+ *                      [--metric M]] [--save FILE] [--allow-damaged]
+ *                      TRACE|DIR...
  *
  * A CI job runs its workload under the tracer and then this command; the
  * exit status is the verdict: 0 every check passed, 1 a check failed (a
  * regression), 2 an error - bad arguments, a trace or baseline that cannot
- * be read, or no check asked for at all (a gate that checks nothing must
- * not pass silently).
+ * be read, a damaged trace, or no check asked for at all (a gate that
+ * checks nothing must not pass silently).
+ *
+ * Damaged traces: a trace the process did not close (killed, crashed),
+ * one the reader could read only where intact (a copy cut short, a
+ * damaged chunk), one shorter than its writer left it, or one it read
+ * nothing from, gives figures that are low because the artifact is
+ * broken, not because the program is good: a gate judging them would
+ * pass on a broken artifact. So any such trace, of the run or of a
+ * baseline given as traces, is an error (exit 2, one line naming it and
+ * what is wrong) - unless --allow-damaged: then it is judged on what was
+ * read, and the output says which traces are damaged and how. The trace
+ * format records no lost events (a writer that stops on a full disk
+ * still closes the trace), so there is nothing more to check.
  *
  * Figures, per process (trace):
  *   peak requested  the most device (and managed) memory the program had
@@ -24,10 +37,16 @@
  *                   rates of the sites growth.c finds growing (as `growth`
  *                   prints it). It depends on timing; gate it with a
  *                   generous limit.
+ *   growth per step bytes per step of each site growing step after step,
+ *                   when the run has steps (gmt_growth_steps): the same
+ *                   from run to run, unlike a rate. Judged site by site,
+ *                   one row for each site above the limit (else one for
+ *                   the largest); a run without steps cannot be judged
+ *                   per step and fails (a gate must not pass silently).
  *   out of memory   allocations that failed for lack of memory.
  *
  * Limits: --max-peak, --max-reserved, --max-leaked SIZE; --max-growth
- * RATE; --max-ooms N. A check passes when its value is at most the limit.
+ * RATE or SIZE/step; --max-ooms N. A check passes when its value is at most the limit.
  * Each limit option also takes RANK=VALUE: the limit of the processes of
  * that rank in a distributed job, in place of the plain one (rank 0 often
  * holds more); repeat it for other ranks, and for a rank given twice the
@@ -71,7 +90,8 @@
  * 1024; KB = 1000; M, MiB = 1024^2; MB = 1000^2; G, GiB; GB; T, TiB; TB
  * (the bare letter is binary, as in SIM_CUDA_MEM and most GPU tools). At
  * most 6 digits after the point, rounded down to whole bytes, at most
- * 2^63-1. RATE is a SIZE optionally followed by "/s" (bytes per second).
+ * 2^63-1. RATE is a SIZE optionally followed by "/s" (bytes per second);
+ * SIZE/step, a SIZE followed by "/step", is a limit per step instead.
  *
  * Hostile input: the baseline JSON is read by a small strict parser
  * (RFC 8259 grammar, depth, size and value-count limits, valid UTF-8, no
@@ -92,6 +112,8 @@
 #include "check.h"
 
 #define DEFAULT_TOLERANCE 5.0
+/* A per-step limit on a run without steps: its row fails, saying this. */
+#define NO_STEPS "no steps found: growth per step cannot be judged"
 
 /* ---- SIZE, RATE, percentages (counts: parse_count, check_baseline.c) --------- */
 
@@ -151,6 +173,10 @@ static int parse_size(const char *arg, bool rate, int64_t *out, const char **why
     while (isalpha((unsigned char)*p) && ul < sizeof u - 1)
         u[ul++] = (char)tolower((unsigned char)*p++);
     u[ul] = '\0';
+    if (!strcmp(p, "/step")) {
+        *why = "a size per step (/step) is for --max-growth";
+        return -1;
+    }
     if (p[0] == '/' && p[1] == 's' && p[2] == '\0') {
         if (!rate) {
             *why = "a rate (/s) is for --max-growth; a size has no /s";
@@ -224,6 +250,7 @@ struct options {
     bool tolerance_given, metric_given;
     double tolerance;
     bool metric[NMETRICS]; /* compared with the baseline */
+    bool allow_damaged;    /* judge damaged traces on what was read */
 };
 
 struct row {
@@ -234,6 +261,10 @@ struct row {
     int64_t base_rank;  /* the baseline rank compared with; NO_RANK: the largest */
     bool base_fallback; /* rank by rank, but the baseline lacks this rank */
     int64_t limit, value, base;
+    /* growth per step: the site judged (NULL: none grows), or no steps
+     * to judge by (unjudged: the row fails) */
+    const struct step_site *site;
+    bool unjudged;
     bool passed;
 };
 
@@ -246,6 +277,15 @@ static const struct rank_limit *rank_limit_of(const struct options *op, enum met
         if (op->rl[i].m == m && op->rl[i].rank == rank)
             return &op->rl[i];
     return NULL;
+}
+
+/* Is figure m limited, plainly or for some rank? */
+static bool limited(const struct options *op, enum metric m)
+{
+    bool any = op->has_limit[m];
+    for (size_t i = 0; i < op->nrl; i++)
+        any |= op->rl[i].m == m;
+    return any;
 }
 
 /* The baseline's value plus the tolerance, rounded down: value passes
@@ -267,6 +307,8 @@ static const char *value_fmt(const struct gmt_common *c, char *buf, enum metric 
     gmt_size(c, buf, v);
     if (m == M_GROWTH)
         strcat(buf, "/s"); /* buf has 48 bytes, sizes at most 25 */
+    else if (m == M_STEP_GROWTH)
+        strcat(buf, "/step");
     return buf;
 }
 
@@ -301,6 +343,17 @@ static const char *process_fmt(const struct figures *f, bool ranks, char *buf, s
     return buf;
 }
 
+/* "from step 3", or "from set-up" for a site first allocated before the
+ * first step; buf of 32. */
+static const char *first_step_fmt(const struct step_site *s, char *buf)
+{
+    if (s->first_step)
+        snprintf(buf, 32, "from step %u", s->first_step);
+    else
+        snprintf(buf, 32, "from set-up");
+    return buf;
+}
+
 static void explain(const struct gmt_common *c, const struct options *op,
                     const struct figures *f, const struct row *r, bool md)
 {
@@ -316,23 +369,69 @@ static void explain(const struct gmt_common *c, const struct options *op,
         snprintf(share, sizeof share, pc < 1 ? " (%.3f%%)" : " (%.1f%%)", pc);
     }
     if (md)
-        printf("- **%s** in `%s` (%s): %s is %s%s above %s\n", metric_info[r->m].name,
-               f->trace, who, value_fmt(c, v, r->m, r->value), over, share, lim);
+        printf("- **%s** in `%s` (%s): ", metric_info[r->m].name, f->trace, who);
     else
-        printf("FAIL %s in %s (%s): %s is %s%s above %s\n", metric_info[r->m].name,
-               f->trace, who, value_fmt(c, v, r->m, r->value), over, share, lim);
+        printf("FAIL %s in %s (%s): ", metric_info[r->m].name, f->trace, who);
+    if (r->unjudged) {
+        printf(NO_STEPS " (limit %s)\n", lim);
+        return;
+    }
+    if (r->site) {
+        char from[32];
+        printf(md ? "`%s` grows %s %s, " : "%s grows %s %s, ", r->site->label,
+               value_fmt(c, v, r->m, r->value), first_step_fmt(r->site, from));
+        printf("%s%s above %s\n", over, share, lim);
+        return;
+    }
+    printf("%s is %s%s above %s\n", value_fmt(c, v, r->m, r->value), over, share, lim);
+}
+
+/* The check column: growth per step names its site. */
+static const char *check_fmt(const struct row *r, bool md, char *buf, size_t len)
+{
+    char from[32];
+    if (r->m == M_STEP_GROWTH && r->site)
+        snprintf(buf, len, md ? "%s: `%s` (%s)" : "%s: %s (%s)", metric_info[r->m].name,
+                 r->site->label, first_step_fmt(r->site, from));
+    else
+        snprintf(buf, len, "%s", metric_info[r->m].name);
+    return buf;
+}
+
+/* Which traces are damaged and how: one line each (md: a list item),
+ * after the verdict, so that a pass on them is not read as a clean one. */
+static void print_damaged(const struct figures *f, size_t nf, const struct baseline *b,
+                          bool md)
+{
+    char how[1024];
+    for (size_t i = 0; i < nf; i++)
+        if (figures_damaged(&f[i], how, sizeof how))
+            printf(md ? "- **damaged trace** `%s`: %s; judged on what was read "
+                        "(--allow-damaged)\n"
+                      : "damaged trace %s: %s; judged on what was read (--allow-damaged)\n",
+                   f[i].trace, how);
+    for (size_t i = 0; i < b->ndamaged; i++)
+        printf(md ? "- **damaged baseline trace** `%s`: %s; judged on what was read "
+                    "(--allow-damaged)\n"
+                  : "damaged baseline trace %s: %s; judged on what was read "
+                    "(--allow-damaged)\n",
+               b->damaged[i].trace, b->damaged[i].how);
 }
 
 static void print_text(const struct gmt_common *c, const struct options *op,
                        const struct figures *f, size_t nf, const struct row *rows,
                        size_t nrows, size_t failed, const struct baseline *b,
-                       bool by_rank)
+                       bool by_rank, size_t damaged)
 {
     bool md = c->markdown;
+    char on[64] = "";
+    if (damaged)
+        snprintf(on, sizeof on, " (judged on %zu damaged trace%s)", damaged,
+                 damaged == 1 ? "" : "s");
     if (md)
-        printf("## gpumemtrace check: %s\n\n", failed ? "FAIL" : "PASS");
+        printf("## gpumemtrace check: %s%s\n\n", failed ? "FAIL" : "PASS", on);
     else
-        printf("gpumemtrace check: %s\n", failed ? "FAIL" : "PASS");
+        printf("gpumemtrace check: %s%s\n", failed ? "FAIL" : "PASS", on);
     if (failed)
         printf("%zu of %zu checks failed", failed, nrows);
     else
@@ -343,6 +442,10 @@ static void print_text(const struct gmt_common *c, const struct options *op,
                md ? "`" : "", b->kind, b->processes, b->processes == 1 ? "" : "es",
                by_rank ? ", rank by rank" : "");
     printf(".\n\n");
+    if (damaged) {
+        print_damaged(f, nf, b, md);
+        printf("\n");
+    }
     bool ranks = false; /* a process has a rank: the column names processes */
     for (size_t i = 0; i < nf; i++)
         ranks |= f[i].rank != NO_RANK;
@@ -352,11 +455,11 @@ static void print_text(const struct gmt_common *c, const struct options *op,
     struct table *t = table_new(6, h, right);
     for (size_t i = 0; i < nrows; i++) {
         const struct row *r = &rows[i];
-        char who[48], lim[200], v[48];
+        char who[48], lim[200], v[48], what[1200];
         process_fmt(&f[r->trace], ranks, who, sizeof who);
         limit_fmt(c, op, &f[r->trace], r, lim, sizeof lim);
-        table_row(t, metric_info[r->m].name, f[r->trace].trace, who, lim,
-                  value_fmt(c, v, r->m, r->value),
+        table_row(t, check_fmt(r, md, what, sizeof what), f[r->trace].trace, who, lim,
+                  r->unjudged ? "no steps found" : value_fmt(c, v, r->m, r->value),
                   r->passed ? "PASS" : md ? "**FAIL**" : "FAIL");
     }
     table_print(t, md);
@@ -372,8 +475,9 @@ static void print_text(const struct gmt_common *c, const struct options *op,
                "baseline by more than the tolerance. Peak requested: the most device "
                "memory the program asked for at once; peak reserved: what the process "
                "held from the driver; leaked: device memory still allocated at exit; "
-               "growth: steady rise in bytes per second; out of memory: failed "
-               "allocations.\n");
+               "growth: steady rise in bytes per second; growth per step: the rise of "
+               "a site step after step (a run without steps cannot be judged, and "
+               "fails); out of memory: failed allocations.\n");
 }
 
 static void json_rank(int64_t rank)
@@ -388,9 +492,32 @@ static void print_json(const struct options *op, const struct figures *f, size_t
                        const struct row *rows, size_t nrows, size_t failed,
                        const struct baseline *b, bool by_rank)
 {
+    char how[1024];
     printf("{\"schema\":\"gpumemtrace.check/1\",\"passed\":%s,\"checks_run\":%zu"
-           ",\"checks_failed\":%zu,\"baseline\":",
-           failed ? "false" : "true", nrows, failed);
+           ",\"checks_failed\":%zu,\"allow_damaged\":%s,\"damaged\":[",
+           failed ? "false" : "true", nrows, failed, op->allow_damaged ? "true" : "false");
+    /* what was judged although damaged (only with --allow-damaged: without
+     * it a damaged trace is an error and there is no JSON) */
+    bool first = true;
+    for (size_t i = 0; i < nf; i++) {
+        if (!figures_damaged(&f[i], how, sizeof how))
+            continue;
+        printf("%s{\"trace\":", first ? "" : ",");
+        gmt_json_str(stdout, f[i].trace);
+        printf(",\"baseline\":false,\"damage\":");
+        gmt_json_str(stdout, how);
+        printf("}");
+        first = false;
+    }
+    for (size_t i = 0; i < b->ndamaged; i++) {
+        printf("%s{\"trace\":", first ? "" : ",");
+        gmt_json_str(stdout, b->damaged[i].trace);
+        printf(",\"baseline\":true,\"damage\":");
+        gmt_json_str(stdout, b->damaged[i].how);
+        printf("}");
+        first = false;
+    }
+    printf("],\"baseline\":");
     if (op->baseline) {
         printf("{\"source\":");
         gmt_json_str(stdout, op->baseline);
@@ -417,11 +544,23 @@ static void print_json(const struct options *op, const struct figures *f, size_t
         json_rank(f[i].rank);
         printf(",\"command\":");
         gmt_json_str(stdout, f[i].command);
-        printf(",\"closed\":%s", f[i].closed ? "true" : "false");
+        printf(",\"closed\":%s,\"events\":%" PRIu64 ",\"damage\":",
+               f[i].closed ? "true" : "false", f[i].events);
+        if (figures_damaged(&f[i], how, sizeof how))
+            gmt_json_str(stdout, how);
+        else
+            printf("null");
         for (int m = 0; m < NMETRICS; m++)
-            if (m != M_GROWTH || op->has_limit[M_GROWTH])
+            if ((m != M_GROWTH && m != M_STEP_GROWTH) || limited(op, (enum metric)m))
                 printf(",\"%s\":%" PRId64, m == M_GROWTH ? "growth_bytes_per_s"
                                                          : metric_info[m].key, f[i].v[m]);
+        if (limited(op, M_STEP_GROWTH)) {
+            printf(",\"steps\":");
+            if (f[i].steps_found)
+                printf("%u", f[i].steps);
+            else
+                printf("null");
+        }
         printf("}");
     }
     printf("],\"checks\":[");
@@ -431,9 +570,27 @@ static void print_json(const struct options *op, const struct figures *f, size_t
         gmt_json_str(stdout, f[r->trace].trace);
         printf(",\"pid\":%u,\"rank\":", f[r->trace].pid);
         json_rank(f[r->trace].rank);
-        printf(",\"source\":\"%s\",\"limit\":%" PRId64 ",\"value\":%" PRId64,
+        printf(",\"source\":\"%s\",\"limit\":%" PRId64 ",\"value\":",
                r->from_baseline ? "baseline" : r->implicit ? "default" : "limit",
-               r->limit, r->value);
+               r->limit);
+        if (r->unjudged)
+            printf("null");
+        else
+            printf("%" PRId64, r->value);
+        if (r->m == M_STEP_GROWTH) {
+            printf(",\"site\":");
+            if (r->site)
+                gmt_json_str(stdout, r->site->label);
+            else
+                printf("null");
+            printf(",\"first_step\":");
+            if (r->site)
+                printf("%u", r->site->first_step);
+            else
+                printf("null");
+            printf(",\"judged\":%s,\"reason\":%s", r->unjudged ? "false" : "true",
+                   r->unjudged ? "\"" NO_STEPS "\"" : "null");
+        }
         if (r->from_baseline) {
             printf(",\"baseline\":%" PRId64 ",\"tolerance_pct\":%.10g,\"baseline_rank\":",
                    r->base, op->tolerance);
@@ -450,14 +607,18 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: %s check [limits] [--baseline BASE [--tolerance PCT] [--metric M]]\n"
-            "                [--save FILE] [options] TRACE|DIR...\n\n"
+            "                [--save FILE] [--allow-damaged] [options] TRACE|DIR...\n\n"
             "The CI memory gate. Exit status 0: every check passed; 1: a check\n"
-            "failed; 2: error (bad arguments, unreadable trace or baseline, no check).\n\n"
+            "failed; 2: error (bad arguments, unreadable trace or baseline, a damaged\n"
+            "trace, no check).\n\n"
             "limits (a check passes when the value is at most the limit):\n"
             "  --max-peak SIZE      peak requested device memory\n"
             "  --max-reserved SIZE  peak reserved device memory\n"
             "  --max-leaked SIZE    device memory still allocated at exit\n"
             "  --max-growth RATE    steady growth, bytes per second (e.g. 10MiB/s)\n"
+            "  --max-growth SIZE/step  growth of each site per step, when the run\n"
+            "                       has steps (e.g. 512KiB/step): a site growing\n"
+            "                       more fails; a run without steps fails too\n"
             "  --max-ooms N         out-of-memory failures (default 0: any OOM fails)\n"
             "  each also as RANK=SIZE (RANK=N): the limit of that rank's processes,\n"
             "  e.g. --max-peak 10GiB --max-peak 0=20GiB (repeat for other ranks)\n"
@@ -469,7 +630,11 @@ static void usage(FILE *f)
             "  --tolerance PCT      allowed rise in percent (default 5)\n"
             "  --metric M           peak, reserved, leaked or all (default), or a\n"
             "                       comma-separated list\n"
-            "  --save FILE          write this run's figures as a baseline (JSON)\n\n"
+            "  --save FILE          write this run's figures as a baseline (JSON)\n"
+            "damaged traces (not closed: killed or crashed; cut short or damaged;\n"
+            "nothing read), of the run or a baseline, are an error, unless:\n"
+            "  --allow-damaged      judge them on what was read; the output says\n"
+            "                       which are damaged and how\n\n"
             "SIZE: bytes, or a number with B, K/KiB (1024), KB (1000), M/MiB, MB,\n"
             "G/GiB, GB, T/TiB, TB; RATE: a SIZE, optionally ending in /s.\n"
             "Several traces: every process is checked; the worst decides.\n\n"
@@ -490,6 +655,7 @@ enum {
     OPT_TOLERANCE,
     OPT_METRIC,
     OPT_SAVE,
+    OPT_ALLOW_DAMAGED,
 };
 
 static int parse_metrics(const char *arg, bool metric[NMETRICS])
@@ -536,14 +702,31 @@ static int limit_option(struct options *op, enum metric m, const char *arg)
             return -1;
         }
     }
-    if (m == M_OOMS) {
+    size_t vlen = strlen(val);
+    if (m == M_GROWTH && vlen >= 5 && !strcmp(val + vlen - 5, "/step")) {
+        /* SIZE/step: a limit per step, a figure of its own */
+        char size[64];
+        if (vlen - 5 >= sizeof size) {
+            gmt_value_error("--max-growth: '%s' is not a size per step: too long", val);
+            return -1;
+        }
+        memcpy(size, val, vlen - 5);
+        size[vlen - 5] = '\0';
+        if (parse_size(size, false, &v, &why) != 0) {
+            gmt_value_error("--max-growth: '%s' is not a size per step (SIZE/step): %s",
+                            val, why);
+            return -1;
+        }
+        m = M_STEP_GROWTH;
+    } else if (m == M_OOMS) {
         if (parse_count(val, &v) != 0) {
             gmt_value_error("--max-ooms needs a count (0, 1, ...) or RANK=COUNT, not '%s'", arg);
             return -1;
         }
     } else if (parse_size(val, m == M_GROWTH, &v, &why) != 0) {
         gmt_value_error("%s: '%s' is not a %s: %s", metric_info[m].opt, val,
-                   m == M_GROWTH ? "rate" : "size", why);
+                   m == M_GROWTH ? "rate (SIZE or SIZE/s) or a size per step (SIZE/step)"
+                                 : "size", why);
         return -1;
     }
     if (rank == NO_RANK) {
@@ -574,6 +757,9 @@ static int option(int o, const char *arg, void *ctx)
         return 1;
     case OPT_SAVE:
         op->save = arg;
+        return 1;
+    case OPT_ALLOW_DAMAGED:
+        op->allow_damaged = true;
         return 1;
     case OPT_TOLERANCE:
         if (parse_pct(arg, &op->tolerance) != 0) {
@@ -629,6 +815,74 @@ static int sort_by_rank(struct figures *f, size_t nf)
     return 0;
 }
 
+/* Growth per step of process f (rows[trace]) against limit: a row for
+ * each site growing by more than the limit, else one for the site growing
+ * most (value 0 and no site: none grows); a run without steps, one row
+ * that fails, saying so - a per-step limit cannot pass on a run it cannot
+ * judge. Returns the new row count (the caller sized rows for
+ * f->ngrow + 1). */
+static size_t step_rows(struct row *rows, size_t n, const struct figures *f, size_t trace,
+                        int64_t limit, bool rank_limit)
+{
+    struct row r = {.m = M_STEP_GROWTH, .trace = trace, .rank_limit = rank_limit,
+                    .base_rank = NO_RANK, .limit = limit};
+    if (!f->steps_found) {
+        r.unjudged = true;
+        rows[n++] = r;
+        return n;
+    }
+    size_t over = 0;
+    for (size_t k = 0; k < f->ngrow; k++) {
+        if (f->grow[k].per_step <= limit)
+            continue;
+        r.site = &f->grow[k];
+        r.value = r.site->per_step;
+        rows[n++] = r;
+        over++;
+    }
+    if (over == 0) {
+        r.site = f->ngrow ? &f->grow[0] : NULL;
+        r.value = r.site ? r.site->per_step : 0;
+        rows[n++] = r;
+    }
+    return n;
+}
+
+/* The damaged traces of the run and of a baseline read from traces. With
+ * refuse, the first is an error: one line naming it and what is wrong,
+ * with how many others there are (gmt_load has warned of each already). */
+static size_t count_damaged(const struct figures *f, size_t nf, const struct baseline *b,
+                            bool refuse)
+{
+    char how[1024], first[1024];
+    const char *trace = NULL, *what = NULL, *role = "";
+    size_t n = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if (!figures_damaged(&f[i], how, sizeof how))
+            continue;
+        if (n++ == 0) {
+            trace = f[i].trace;
+            what = memcpy(first, how, sizeof first);
+        }
+    }
+    for (size_t i = 0; i < b->ndamaged; i++) {
+        if (n++ == 0) {
+            trace = b->damaged[i].trace;
+            what = b->damaged[i].how;
+            role = "baseline ";
+        }
+    }
+    if (n && refuse) {
+        char more[64] = "";
+        if (n > 1)
+            snprintf(more, sizeof more, " (and %zu other damaged trace%s)", n - 1,
+                     n == 2 ? "" : "s");
+        gmt_errorf("%s%s: damaged trace, not judged: %s; --allow-damaged judges what was "
+                   "read%s", role, trace, what, more);
+    }
+    return n;
+}
+
 /* One warning line naming the RANK=SIZE limits no process has the rank
  * of: they apply to nothing (a typo, or a job smaller than planned). */
 static void warn_unused_rank_limits(const struct options *op, const struct figures *f,
@@ -671,6 +925,7 @@ int cmd_check(int argc, char **argv)
         {"tolerance", required_argument, NULL, OPT_TOLERANCE},
         {"metric", required_argument, NULL, OPT_METRIC},
         {"save", required_argument, NULL, OPT_SAVE},
+        {"allow-damaged", no_argument, NULL, OPT_ALLOW_DAMAGED},
         {NULL, 0, NULL, 0},
     };
     static const struct gmt_args args = {.options = opts, .option = option, .usage = usage};
@@ -711,10 +966,11 @@ int cmd_check(int argc, char **argv)
     }
     if (op.baseline && load_baseline(op.baseline, &c, &b) != 0)
         goto out;
-    bool growth = op.has_limit[M_GROWTH];
-    for (size_t i = 0; i < op.nrl; i++)
-        growth |= op.rl[i].m == M_GROWTH;
+    bool growth = limited(&op, M_GROWTH) || limited(&op, M_STEP_GROWTH);
     if (load_figures(argc - optind, argv + optind, &c, growth, &f, &nf) != 0)
+        goto out;
+    size_t damaged = count_damaged(f, nf, &b, !op.allow_damaged);
+    if (damaged && !op.allow_damaged)
         goto out;
     if (sort_by_rank(f, nf) != 0) {
         gmt_errorf("out of memory");
@@ -726,6 +982,8 @@ int cmd_check(int argc, char **argv)
         by_rank &= f[i].rank != NO_RANK;
     /* rows: per trace, per figure, the limit then the baseline */
     size_t cap = nf * 2 * NMETRICS, nrows = 0, failed = 0;
+    for (size_t i = 0; i < nf; i++)
+        cap += f[i].ngrow; /* growth per step: a row per site at most */
     if ((rows = calloc(cap ? cap : 1, sizeof *rows)) == NULL) {
         gmt_errorf("out of memory");
         goto out;
@@ -733,6 +991,12 @@ int cmd_check(int argc, char **argv)
     for (size_t i = 0; i < nf; i++) {
         for (int m = 0; m < NMETRICS; m++) {
             const struct rank_limit *rl = rank_limit_of(&op, (enum metric)m, f[i].rank);
+            if (m == M_STEP_GROWTH) {
+                if (rl || op.has_limit[m])
+                    nrows = step_rows(rows, nrows, &f[i], i, rl ? rl->v : op.limit[m],
+                                      rl != NULL);
+                continue;
+            }
             bool implicit = m == M_OOMS && !op.has_limit[M_OOMS] && rl == NULL;
             if (rl || op.has_limit[m] || implicit)
                 rows[nrows++] = (struct row){.m = (enum metric)m, .trace = i,
@@ -753,7 +1017,7 @@ int cmd_check(int argc, char **argv)
         }
     }
     for (size_t i = 0; i < nrows; i++) {
-        rows[i].passed = rows[i].value <= rows[i].limit;
+        rows[i].passed = !rows[i].unjudged && rows[i].value <= rows[i].limit;
         failed += !rows[i].passed;
     }
     if (op.save && save_baseline(op.save, f, nf) != 0)
@@ -762,7 +1026,7 @@ int cmd_check(int argc, char **argv)
     if (c.json)
         print_json(&op, f, nf, rows, nrows, failed, &b, by_rank);
     else
-        print_text(&c, &op, f, nf, rows, nrows, failed, &b, by_rank);
+        print_text(&c, &op, f, nf, rows, nrows, failed, &b, by_rank, damaged);
     if (op.save && !c.json)
         printf("\nsaved this run's figures as a baseline: %s\n", op.save);
     rc = gmt_finish_output(failed ? EXIT_CHECK_FAILED : EXIT_OK);
