@@ -90,6 +90,9 @@ struct kind_row {
     int nlayers;
 };
 
+/* The kind of block k of l's snapshot (the rules above). */
+enum gmt_mem_kind gmt_kind_of(struct loaded *l, const struct kept *k);
+
 /* The bytes live at the peak by kind (rows in enum order, all of them);
  * false when the replay took no snapshot (no kinds_seq, or no Python
  * stacks to infer from). */

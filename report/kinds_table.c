@@ -32,6 +32,24 @@ static bool workspace_frame(const struct sym *f, int index)
     return false;
 }
 
+enum gmt_mem_kind gmt_kind_of(struct loaded *l, const struct kept *k)
+{
+    bool backward = k->call != 0 || (k->flags & KEPT_ENGINE);
+    if (sym_native_any(l->sym, k->stack, workspace_frame))
+        return GMT_KIND_WORKSPACE;
+    if (k->flags & KEPT_PARAMS)
+        return GMT_KIND_PARAMS;
+    if (k->step)
+        return k->freed && k->free_step == k->step ? GMT_KIND_TEMPS : GMT_KIND_OPTIM;
+    if (backward)
+        return k->freed && k->call && k->free_call == k->call ? GMT_KIND_TEMPS : GMT_KIND_GRADS;
+    if (k->freed && k->free_call)
+        return GMT_KIND_ACTS;
+    if (k->freed && k->ended <= k->begun)
+        return GMT_KIND_TEMPS;
+    return GMT_KIND_HELD; /* never given back, or kept across a whole backward call */
+}
+
 bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT])
 {
     static const struct kind_row names[GMT_KIND_COUNT] = {
@@ -69,23 +87,7 @@ bool gmt_kinds(struct loaded *l, struct kind_row rows[GMT_KIND_COUNT])
     } *by_layer[GMT_KIND_COUNT] = {0};
     for (size_t i = 0; i < n; i++) {
         const struct kept *k = &kept[i];
-        enum gmt_mem_kind kind;
-        bool backward = k->call != 0 || (k->flags & KEPT_ENGINE);
-        if (sym_native_any(l->sym, k->stack, workspace_frame))
-            kind = GMT_KIND_WORKSPACE;
-        else if (k->flags & KEPT_PARAMS)
-            kind = GMT_KIND_PARAMS;
-        else if (k->step)
-            kind = k->freed && k->free_step == k->step ? GMT_KIND_TEMPS : GMT_KIND_OPTIM;
-        else if (backward)
-            kind = k->freed && k->call && k->free_call == k->call ? GMT_KIND_TEMPS
-                                                                  : GMT_KIND_GRADS;
-        else if (k->freed && k->free_call)
-            kind = GMT_KIND_ACTS;
-        else if (k->freed && k->ended <= k->begun)
-            kind = GMT_KIND_TEMPS;
-        else /* never given back, or kept across a whole backward call */
-            kind = GMT_KIND_HELD;
+        enum gmt_mem_kind kind = gmt_kind_of(l, k);
         rows[kind].bytes += (int64_t)k->size;
         rows[kind].blocks++;
         const char *layer = sym_layer(l->sym, k->stack);

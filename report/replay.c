@@ -640,6 +640,7 @@ static void apply(struct replay *r, struct gmt_rec *rec)
         return;
     }
     r->events++;
+    r->last_seq = rec->seq;
     if (r->first_time == 0)
         r->first_time = rec->time;
     r->last_time = rec->time;

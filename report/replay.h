@@ -170,6 +170,7 @@ struct replay {
     bool pool;                    /* the pool was on */
     bool fw;                      /* a framework allocator's events are in it */
     uint64_t records, events, first_time, last_time;
+    uint64_t last_seq;            /* of the last event (kinds at the end) */
     struct live_table live;       /* live allocations */
     /* CUDA allocations under the framework's segments (GMT_ALLOC_FW_BACKING):
      * apart, because a block at a segment's start shares its address */

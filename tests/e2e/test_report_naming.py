@@ -287,3 +287,31 @@ def test_growth_names_the_layer_that_keeps_memory():
              [{"layer": f"Attention.forward (__init__.py:{M['attention_mm']})",
                "bytes_at_end": 12 * 64 * 1024, "allocations": 12}])]
     expect(g["steps"] == 12 and got == want, f"{g}")
+
+
+def test_leaks_split_by_kind():
+    """train_app.py --leave gives nothing back: at exit the model's state
+    (parameters 16 MiB, the gradient 8 MiB, Adam's state 16 MiB) and the
+    workspaces (PyTorch's cuBLAS workspace, cuBLAS's own handle: 2 MiB)
+    are one line each, and the table is the program's own: the tensor it
+    kept (3 MiB) first, then its input (512 KiB)."""
+    os.mkdir("cache", 0o700)
+    app = os.path.join(HERE, "py", "train_app.py")
+    p = run([sys.executable, app, "--leave"], SIM_TORCH_LIB=STANDIN, GMT_BUILD=BUILD,
+            GPUMEMTRACE_OUTPUT="k.gmt", GPUMEMTRACE_CACHE=os.path.abspath("cache"))
+    expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
+    L = lines(app)
+    d = json.loads(report("leaks", "--json", "k.gmt").stdout)["traces"][0]
+    ms, ws = d["model_state"], d["workspaces"]
+    expect((ms["parameters"], ms["gradients"], ms["optimizer_state"], ms["bytes"]) ==
+           (16 * MiB, 8 * MiB, 16 * MiB, 40 * MiB) and ws["bytes"] == 2 * MiB, f"{d}")
+    got = [(s["site"].split(" > ")[0], s["bytes"]) for s in d["sites"]]
+    want = [(f"main (train_app.py:{L['leak']})", 3 * MiB),
+            (f"main (train_app.py:{L['input']})", 512 * 1024)]
+    expect(got == want and d["program"]["bytes"] == 3 * MiB + 512 * 1024 and
+           d["leaked"] == 40 * MiB + 2 * MiB + 3 * MiB + 512 * 1024, f"{got}\n{d}")
+    text = report("leaks", "k.gmt").stdout
+    expect(re.search(r"model state, alive by design \(not leaks\): 40\.00 MiB", text) and
+           re.search(r"library workspaces and caches: 2\.00 MiB", text) and
+           re.search(r"the program's own, never given back: 3\.50 MiB", text) and
+           "Module" not in text.split("never given back")[1], text)
