@@ -104,6 +104,8 @@ struct side {
     bool ranked;                /* every trace has a rank */
     struct rank_fig *ranks;     /* owned: sorted by rank, one entry per rank */
     size_t nranks;
+    char *fw_missing;           /* owned: gmt_fw_missing's why, of its first such trace */
+    size_t fw_missing_n;        /* its traces without PyTorch's block events */
 };
 
 static bool pick(const struct site *s, int64_t v[GROUP_VALUES])
@@ -177,6 +179,9 @@ static int load_side(struct side *sd, int k, const struct gmt_common *c,
         if (l == NULL)
             return -1;
         totals(&l->r, sd->t);
+        char why[512];
+        if (gmt_fw_missing(&l->r, why, sizeof why) != NULL && sd->fw_missing_n++ == 0)
+            sd->fw_missing = strdup(why);
         const struct gmt_file_header *h = &l->r.hdr;
         if (h->dist_flags & GMT_DIST_RANK)
             sd->ranks[sd->nranks++] = (struct rank_fig){
@@ -332,6 +337,14 @@ static void describe_side(const char *name, const struct side *sd)
                sd->command && *sd->command ? sd->command : "command unknown");
     else
         printf("%s: %s (%zu processes, summed)\n", name, sd->arg, sd->npaths);
+    if (sd->fw_missing) {
+        char who[64];
+        if (sd->npaths == 1)
+            snprintf(who, sizeof who, "%s", name);
+        else
+            snprintf(who, sizeof who, "%s, %zu of its processes", name, sd->fw_missing_n);
+        gmt_fw_note_of(who, sd->fw_missing);
+    }
 }
 
 /* The per-rank table (both sides ranked). */
@@ -575,6 +588,7 @@ out:
             gmt_trace_list_free(sd[k].paths, sd[k].npaths);
         free(sd[k].command);
         free(sd[k].ranks);
+        free(sd[k].fw_missing);
     }
     return rc;
 }

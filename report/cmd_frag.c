@@ -378,8 +378,9 @@ static void text_no_pool(const struct gmt_common *c, const struct replay *r,
                          const struct scan *sc)
 {
     char a[32];
-    printf("recorded without gpumemtrace's pool (GPUMEMTRACE_POOL=0)\n"
-           "no pool state to report: the driver does the caching, out of the trace's sight\n");
+    printf("recorded without gpumemtrace's pool (GPUMEMTRACE_POOL=0)\n");
+    gmt_fw_note(r);
+    printf("no pool state to report: the driver does the caching, out of the trace's sight\n");
     if (sc->nsnaps == 0 || !sc->snaps[0].taken) {
         printf("no device allocations\n");
         return;
@@ -405,6 +406,7 @@ static void text(const struct loaded *l, const struct gmt_common *c, const struc
                : r->fw          ? "PyTorch's caching allocator (its block and segment events)"
                                 : "gpumemtrace's pool on",
                r->ooms_total);
+        gmt_fw_note(r);
         if (sc->nsnaps == 0)
             printf("no device allocations\n");
         for (size_t i = 0, n = 0; i < sc->nsnaps; i++)

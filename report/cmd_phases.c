@@ -566,9 +566,11 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
                "ctypes (preload/gpumemtrace_markers.py), or as NVTX ranges with\n"
                "NVTX_INJECTION64_PATH=libgpumemtrace.so; see docs/usage.md.\n",
                l->path, r->hdr.pid);
+        gmt_fw_note(r);
     } else {
         printf("%s: %" PRIu64 " markers (pid %u): %zu mark name%s, %zu region%s\n", l->path,
                r->markers, r->hdr.pid, nm, nm == 1 ? "" : "s", nr, nr == 1 ? "" : "s");
+        gmt_fw_note(r);
         if (nm) {
             printf("\nmarks (each runs to the next mark of the same name, or to the end):\n");
             text_table(c, mv, nm, sm);

@@ -153,6 +153,7 @@ struct proc {
      * device's peak (summary's framework object) */
     bool fw;
     uint64_t fw_requested, fw_allocated, fw_reserved;
+    char *fw_missing; /* gmt_fw_missing's why, or NULL */
     enum beyond_source beyond_source;
     int64_t beyond;
     uint64_t ooms;
@@ -209,6 +210,7 @@ static void proc_free(struct proc *p)
 {
     free(p->path);
     free(p->oom_site);
+    free(p->fw_missing);
     for (size_t i = 0; i < p->nsites; i++)
         free(p->sites[i].label);
     free(p->sites);
@@ -240,6 +242,9 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
     p->peak_requested = r->peak_requested;
     p->peak_reserved = r->peak_reserved;
     p->fw = r->fw;
+    char why[512];
+    if (gmt_fw_missing(r, why, sizeof why) != NULL)
+        p->fw_missing = strdup(why);
     for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
         const struct device_state *s = &r->dev[d];
         p->peak_allocated += s->peak_allocated; /* sums of each device's peak */
@@ -653,6 +658,9 @@ static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
         printf("peaks are the process's: PyTorch's blocks and segments and the allocations "
                "outside its\nallocator (cuBLAS/cuDNN/NCCL workspaces) alike; PyTorch's own "
                "figures: summary\n");
+    for (size_t i = 0; i < n; i++)
+        if (p[i].fw_missing)
+            gmt_fw_note_of(who(a, sizeof a, &p[i]), p[i].fw_missing);
     if (device)
         printf("* device-wide: no per-process samples in the trace, so the driver's "
                "figure for the whole GPU\n  (processes sharing a GPU each count the "

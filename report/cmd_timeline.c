@@ -386,6 +386,7 @@ static void chart(const struct loaded *l, const struct gmt_common *c,
     char a[32];
     printf("%s (pid %u): device memory over %s\n", l->path, r->hdr.pid,
            gmt_seconds(a, replay_duration(r)));
+    gmt_fw_note(r);
     struct point *col = calloc((size_t)o->width, sizeof *col);
     if (n == 0 || col == NULL) {
         printf("no device memory events\n");

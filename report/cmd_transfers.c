@@ -59,6 +59,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
         return;
     }
     printf("%s (pid %u)\n", l->path, r->hdr.pid);
+    gmt_fw_note(r);
     static const char *const h[] = {"direction", "host memory", "bytes", "count", "average"};
     static const bool right[] = {false, false, true, true, true};
     struct table *t = table_new(5, h, right);

@@ -273,6 +273,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             printf("; %" PRIu64 " %s allocation%s held outside the models", w->outside_n,
                    w->source == WI_REQ_RUNTIME ? "driver" : "runtime", w->outside_n == 1 ? "" : "s");
         printf("\n");
+        gmt_fw_note(r);
     }
     static const char *const hd[] = {"policy", "device", "peak reserved", "peak requested",
                                      "frag at peak", "largest free", "device calls",

@@ -329,6 +329,58 @@ struct loaded *gmt_load(const char *path, const struct gmt_common *c,
     return l;
 }
 
+/* PyTorch's bridge. The recorder leaves notes (preload/fw.c): "block
+ * events recorded" when the bridge attached (and the trace's feature
+ * bit), "no block events (WHY); the trace shows its segments..." when it
+ * could not be built or attached, PYTORCH_NO_CUDA_MEMORY_CACHING when
+ * PyTorch's cache was off. A trace without any of them (the bridge turned
+ * off, GPUMEMTRACE_FRAMEWORK=0, or a recorder older than the bridge)
+ * still names libc10_cuda.so among its modules when PyTorch was there. */
+const char *gmt_fw_missing(const struct replay *r, char *buf, size_t len)
+{
+    if (r->fw)
+        return NULL;
+    const struct gmt_defs *d = &r->defs;
+    for (size_t i = 0; i < d->nnotes_kept; i++) {
+        const char *n = d->notes[i];
+        if (strstr(n, "PYTORCH_NO_CUDA_MEMORY_CACHING") || strstr(n, "backend is cudaMallocAsync"))
+            return NULL; /* every tensor an allocation of its own: nothing missing */
+        const char *why = strstr(n, "no block events (");
+        if (why != NULL) {
+            why += strlen("no block events (");
+            const char *end = strstr(why, "); the trace shows");
+            int w = end ? (int)(end - why) : (int)strlen(why);
+            snprintf(buf, len, "%.*s", w, why);
+            return buf;
+        }
+    }
+    for (size_t i = 0; i < d->nmodules; i++) {
+        const char *path = d->modules[i].path;
+        const char *base = path ? strrchr(path, '/') : NULL;
+        base = base ? base + 1 : path;
+        if (base && strncmp(base, "libc10_cuda.so", 14) == 0) {
+            snprintf(buf, len, "its block events were not recorded: GPUMEMTRACE_FRAMEWORK=0, "
+                               "or a recorder without the bridge");
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+void gmt_fw_note_of(const char *who, const char *why)
+{
+    printf("note: %s%sPyTorch's bridge did not attach (%s):\n"
+           "      the figures are PyTorch's segments as it took them from CUDA, not its "
+           "tensors\n", who ? who : "", who ? ": " : "", why);
+}
+
+void gmt_fw_note(const struct replay *r)
+{
+    char why[512];
+    if (gmt_fw_missing(r, why, sizeof why) != NULL)
+        gmt_fw_note_of(NULL, why);
+}
+
 /* The forward line that made an autograd node's input (issue 18): the
  * node is named for its op (MulBackward0: mul, NativeLayerNormBackward0:
  * native_layer_norm), and when the program made that op at one line

@@ -169,6 +169,20 @@ void gmt_json_layers(struct loaded *l, const struct gmt_common *c,
 bool gmt_pick_peak(const struct site *s, int64_t v[GROUP_VALUES]);
 bool gmt_pick_live(const struct site *s, int64_t v[GROUP_VALUES]);
 bool gmt_pick_transfers(const struct site *s, int64_t v[GROUP_VALUES]);
+/* A process with PyTorch's caching allocator whose trace holds none of
+ * its block events (the bridge did not attach): the figures are its
+ * segments' cudaMalloc calls, "requested" is what PyTorch asked CUDA for,
+ * not the program's tensors. gmt_fw_missing: why, in a few words, into
+ * buf (returned), or NULL when the trace is not such a one (the bridge
+ * attached; no PyTorch; its cache off or its cudaMallocAsync backend,
+ * where every tensor is an allocation of its own). gmt_fw_note: the
+ * header line that says so ("note: ...\n"), nothing for other traces -
+ * every text report prints it under its first line. */
+const char *gmt_fw_missing(const struct replay *r, char *buf, size_t len);
+void gmt_fw_note(const struct replay *r);
+/* The same for one of several processes (ranks, diff): `who` names it,
+ * `why` is gmt_fw_missing's. */
+void gmt_fw_note_of(const char *who, const char *why);
 /* Does v[a] differ from v[b] in any of the first n rows? */
 bool gmt_group_differ(const struct group_row *rows, size_t n, int a, int b);
 

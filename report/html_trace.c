@@ -489,6 +489,9 @@ int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c)
             replay_duration(r), r->pool ? "true" : "false", r->fw ? "true" : "false",
             r->cut ? "true" : "false");
     html_kv_str(f, true, "damage", r->damage);
+    /* a PyTorch process whose bridge did not attach: why ("" for others) */
+    char why[512];
+    html_kv_str(f, true, "fw_missing", gmt_fw_missing(r, why, sizeof why) ? why : "");
     summary(f, l);
     kinds(f, l, c);
     struct html_timeline tl;

@@ -843,6 +843,8 @@
                          (t.cmdline ? ': ' + t.cmdline : '')));
       if (t.cut) sec.appendChild(el('div', { 'class': 'sub warn' }, 'the process ended without closing the trace: read up to its last complete event'));
       if (t.damage) sec.appendChild(el('div', { 'class': 'sub warn' }, 'damaged trace, read where intact: ' + t.damage));
+      if (t.fw_missing) sec.appendChild(el('div', { 'class': 'sub warn' }, "PyTorch's bridge did not attach (" + t.fw_missing +
+                                           "): the figures are PyTorch's segments as it took them from CUDA, not its tensors"));
       summary(sec, t);
       if (t.kinds) kinds(sec, t);
       sec.appendChild(el('h3', null, 'Device memory over time, by site (top ' + t.timeline.sites.length + ' at the peak)'));

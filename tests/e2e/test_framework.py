@@ -377,6 +377,43 @@ def test_fw_no_compiler():
     expect(not bridge_sos("bridge-cache"), os.listdir("bridge-cache"))
 
 
+NOTE = "PyTorch's bridge did not attach ("
+# the text reports that say so under their first line (summary, peak,
+# leaks, growth and check print it too once they call gmt_fw_note)
+NOTED = (["timeline"], ["transfers"], ["frag"], ["phases"], ["whatif"], ["ranks"],
+         ["diff", "t.gmt"])
+
+
+def test_fw_not_attached_is_said_in_every_header():
+    # a PyTorch process whose bridge could not be built: its trace holds
+    # PyTorch's segments (as the cudaMalloc calls it made), not its tensors;
+    # every report says so, with why, rather than calling the segments
+    # what the program asked for
+    for env, why in (({"GPUMEMTRACE_CXX": "/nonexistent/c++"}, "no C++ compiler"),
+                     ({"GPUMEMTRACE_FRAMEWORK": "0"}, "GPUMEMTRACE_FRAMEWORK=0")):
+        if os.path.exists("t.gmt"):
+            os.unlink("t.gmt")
+        run_app(traced=True, **env)
+        for cmd in NOTED:
+            out = report(*cmd, "t.gmt").stdout
+            said = [l for l in out.splitlines() if NOTE in l]
+            # diff: one for each side (here both the same trace)
+            expect(len(said) == (2 if cmd[0] == "diff" else 1) and all(why in l for l in said),
+                   (cmd, env, out))
+        report("html", "-o", "p.html", "t.gmt")
+        page = open("p.html", encoding="utf-8").read()
+        m = re.search(r'"fw_missing":"([^"]*)"', page)
+        expect(m and why in m.group(1), (env, m and m.group(1)))
+    # attached: nothing to say
+    os.unlink("t.gmt")
+    run_app(traced=True)
+    for cmd in NOTED:
+        out = report(*cmd, "t.gmt").stdout
+        expect(NOTE not in out, (cmd, out))
+    report("html", "-o", "p.html", "t.gmt")
+    expect('"fw_missing":""' in open("p.html", encoding="utf-8").read(), "fw_missing on an attached trace")
+
+
 def test_fw_bridge_cached():
     p1, r1 = run_app(traced=True, out="a.gmt")
     expect("building" in p1.stderr, f"the first run does not say it builds the bridge:\n{p1.stderr}")
