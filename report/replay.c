@@ -312,6 +312,33 @@ static void let_go(struct replay *r, struct live *l, uint64_t time, bool freed)
     live_remove(&r->live, l);
 }
 
+/* Count a device allocation of the recording thread `thread` and return
+ * its ordinal among that thread's: a step's period is counted in its own
+ * thread's allocations, which another thread's (a data loader's, a
+ * second training loop's) do not disturb. */
+static uint64_t count_thread_alloc(struct replay *r, uint32_t thread)
+{
+    uint32_t i = thread < REPLAY_THREADS ? thread : REPLAY_THREADS - 1;
+    if (i >= r->nthread_allocs) {
+        uint32_t n = r->nthread_allocs ? r->nthread_allocs : 8;
+        while (n <= i)
+            n *= 2;
+        uint64_t *t = realloc(r->thread_allocs, n * sizeof *t);
+        if (t == NULL)
+            return r->allocs; /* no memory: the process's count */
+        memset(t + r->nthread_allocs, 0, (n - r->nthread_allocs) * sizeof *t);
+        r->thread_allocs = t;
+        r->nthread_allocs = n;
+    }
+    return ++r->thread_allocs[i];
+}
+
+uint64_t replay_thread_allocs(const struct replay *r, uint32_t thread)
+{
+    uint32_t i = thread < REPLAY_THREADS ? thread : REPLAY_THREADS - 1;
+    return i < r->nthread_allocs ? r->thread_allocs[i] : 0;
+}
+
 static void on_alloc(struct replay *r, const struct gmt_rec *rec)
 {
     if (gmt_is_fw_backing(rec)) {
@@ -392,6 +419,7 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
         }
         fw_peaks(d, rec->time);
         r->allocs++;
+        uint64_t ord = count_thread_alloc(r, rec->thread);
         r->alloc_bytes += l->size;
         changed(r, l->device, l->stack, (int64_t)l->size);
         if (s) {
@@ -402,15 +430,19 @@ static void on_alloc(struct replay *r, const struct gmt_rec *rec)
                     g->first_time = rec->time;
                 g->last_time = rec->time;
                 if (g->ord_first == 0) {
-                    g->ord_first = r->allocs;
+                    g->ord_first = ord;
+                    g->thread = rec->thread;
                     g->first_step = r->steps_begun;
+                } else if (rec->thread != g->thread) {
+                    g->mixed = true;
                 } else if (g->ord_last != g->ord_first) { /* not the first gap */
-                    double gap = (double)(r->allocs - g->ord_last);
+                    double gap = (double)(ord - g->ord_last);
                     g->gaps++;
                     g->gap_sum += gap;
                     g->gap_sq += gap * gap;
                 }
-                g->ord_last = r->allocs;
+                if (rec->thread == g->thread)
+                    g->ord_last = ord;
             }
             s->live_bytes += (int64_t)rec->size;
             s->live_alloc_bytes += (int64_t)LIVE_BLOCK(l);
@@ -803,6 +835,7 @@ uint64_t replay_leaked(const struct replay *r, uint64_t *count, uint64_t *host)
 
 void replay_free(struct replay *r)
 {
+    free(r->thread_allocs);
     for (size_t i = 0; i < r->nsites; i++) {
         free(r->sites[i].rare);
         free(r->sites[i].growth);

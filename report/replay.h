@@ -39,6 +39,7 @@
 
 #define REPLAY_MAX_DEVICES 64
 #define REPLAY_BUCKETS 256       /* timeline */
+#define REPLAY_THREADS 4096       /* threads whose allocations are counted apart */
 #define REPLAY_GROWTH_BUCKETS 64 /* per-site growth series: steps up to 64 each their own */
 #define REPLAY_MAX_OOMS 1000     /* details kept; all are counted */
 #define REPLAY_MARK_SLOTS 8      /* mark names followed per site */
@@ -75,10 +76,13 @@ struct site_rare {
 struct site_growth {
     int64_t live[REPLAY_GROWTH_BUCKETS]; /* live bytes at the end of each bucket */
     uint64_t first_time, last_time; /* of its allocations and frees */
-    /* its device allocations' ordinals (replay.allocs): the first, the
+    /* its device allocations' ordinals among its thread's (the thread of
+     * its first; mixed: it allocated on another too): the first, the
      * latest, and the gaps between them after the first gap - how
      * regularly it recurs (gmt_growth_anchor) */
     uint64_t ord_first, ord_last;
+    uint32_t thread;
+    bool mixed;
     uint32_t gaps;
     double gap_sum, gap_sq;
     uint32_t first_step; /* step mode: steps begun at its first allocation */
@@ -171,6 +175,10 @@ struct replay {
     bool fw;                      /* a framework allocator's events are in it */
     uint64_t records, events, first_time, last_time;
     uint64_t last_seq;            /* of the last event (kinds at the end) */
+    /* device allocations per recording thread (index < REPLAY_THREADS;
+     * the others share the last slot) */
+    uint64_t *thread_allocs;
+    uint32_t nthread_allocs;
     struct live_table live;       /* live allocations */
     /* CUDA allocations under the framework's segments (GMT_ALLOC_FW_BACKING):
      * apart, because a block at a segment's start shares its address */
@@ -323,6 +331,10 @@ enum beyond_source { BEYOND_NONE, BEYOND_DEVICE, BEYOND_PROCESS };
 int64_t replay_beyond(const struct replay *r, int dev, enum beyond_source *source);
 /* Duration of the traced run in ns, as well as it is known. */
 uint64_t replay_duration(const struct replay *r);
+/* Device allocations the recording thread `thread` made (its count in
+ * thread_allocs). */
+uint64_t replay_thread_allocs(const struct replay *r, uint32_t thread);
+
 /* Number of growth buckets in use and their width. */
 int replay_growth_buckets(const struct replay *r, uint64_t *width_ns);
 /* Live bytes of site s at the first and the latest occurrence of mark

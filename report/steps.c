@@ -98,32 +98,59 @@ static size_t divided(const struct loaded *l, uint64_t c)
     return n;
 }
 
+/* A regular site, its span over its thread's allocations (count times
+ * period, as a share of them) and its period. */
 static bool regular(const struct loaded *l, const struct site *s, double *cover, double *period)
 {
     const struct site_growth *g = s->growth;
-    if (g == NULL || s->total_count < 4 || g->gaps < 2 || s->total_count > UINT32_MAX)
+    if (g == NULL || g->mixed || s->total_count < 4 || g->gaps < 2 ||
+        s->total_count > UINT32_MAX)
         return false;
     double mean = g->gap_sum / g->gaps;
     double var = g->gap_sq / g->gaps - mean * mean;
     if (mean < 1 || var > 0.0625 * mean * mean) /* sd <= 25% of the mean */
         return false;
-    *period = mean;
-    *cover = (double)(g->ord_last - g->ord_first) + mean; /* count periods */
-    return *cover * 2 >= (double)l->r.allocs;
+    double all = (double)replay_thread_allocs(&l->r, g->thread);
+    if (all < 1)
+        return false;
+    *period = mean / all;
+    *cover = ((double)(g->ord_last - g->ord_first) + mean) / all; /* count periods */
+    return *cover * 2 >= 1;
+}
+
+/* In a Python program the loop is Python's: a site without Python frames
+ * (autograd's engine thread, whose gradients recur once a layer) is no
+ * step's. */
+static bool loop_thread(const struct loaded *l, const struct site *s, struct gmt_stack_def *def)
+{
+    return l->r.defs.npycodes == 0 || (gmt_defs_stack(&l->r.defs, s->stack, def) && def->npy > 0);
 }
 
 bool gmt_growth_anchor(const struct loaded *l, uint32_t *anchor, uint32_t *count)
 {
     double best_cover = 0, cover, period;
-    for (size_t i = 0; i < l->r.nsites; i++)
-        if (regular(l, &l->r.sites[i], &cover, &period) && cover > best_cover)
+    struct gmt_stack_def *def = malloc(sizeof *def);
+    if (def == NULL)
+        return false;
+    /* the regular sites that can be the loop's, marked once */
+    bool *cand = calloc(l->r.nsites ? l->r.nsites : 1, sizeof *cand);
+    if (cand == NULL) {
+        free(def);
+        return false;
+    }
+    for (size_t i = 0; i < l->r.nsites; i++) {
+        cand[i] = regular(l, &l->r.sites[i], &cover, &period) &&
+                  loop_thread(l, &l->r.sites[i], def);
+        if (cand[i] && cover > best_cover)
             best_cover = cover;
+    }
+    free(def);
     /* the candidates' counts, and how many sites each divides */
     uint64_t counts[64];
     size_t ndiv[64], nc = 0, most = 0;
     for (size_t i = 0; i < l->r.nsites && nc < 64; i++) {
         const struct site *s = &l->r.sites[i];
-        if (!regular(l, s, &cover, &period) || best_cover - cover > period / 2)
+        if (!cand[i] || !regular(l, s, &cover, &period) || best_cover - cover > period / 2)
             continue;
         size_t k = 0;
         while (k < nc && counts[k] != s->total_count)
@@ -143,11 +170,12 @@ bool gmt_growth_anchor(const struct loaded *l, uint32_t *anchor, uint32_t *count
     const struct site *best = NULL;
     for (size_t i = 0; i < l->r.nsites && want; i++) {
         const struct site *s = &l->r.sites[i];
-        if (s->total_count == want && regular(l, s, &cover, &period) &&
+        if (s->total_count == want && cand[i] && regular(l, s, &cover, &period) &&
             best_cover - cover <= period / 2 &&
-            (best == NULL || s->growth->ord_first < best->growth->ord_first))
+            (best == NULL || s->growth->first_time < best->growth->first_time))
             best = s;
     }
+    free(cand);
     if (best == NULL)
         return false;
     *anchor = best->stack;

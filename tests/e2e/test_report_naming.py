@@ -136,6 +136,25 @@ def steps_trace(steps, leak, *extra):
     return json.loads(report("growth", "--json", name).stdout)["traces"][0], name
 
 
+def test_steps_counted_per_thread():
+    """A 12-step loop with a 1 MiB leak on the main thread while another
+    thread allocates at an irregular pace: the step's period is counted
+    in the main thread's own allocations, so the steps and the leak are
+    found however the threads interleave (counted over the process's
+    allocations, the period varied with the other thread's)."""
+    app = os.path.join(HERE, "py", "thread_app.py")
+    L = lines(app)
+    for i in range(3):
+        t = f"t{i}.gmt"
+        p = run([sys.executable, app], PYALLOC_LIB=prog("libpyalloc.so"), GPUMEMTRACE_OUTPUT=t)
+        expect(p.stdout.strip() == "ok", p.stdout + p.stderr)
+        g = json.loads(report("growth", "--json", t).stdout)["traces"][0]
+        got = [(s["site"], s["per_step"], s["first_step"]) for s in g["sites"]]
+        expect(g["steps"] == 12 and
+               got == [(f"<module> (thread_app.py:{L['leak']}) > pyalloc_alloc", MiB, 1)],
+               f"run {i}: {g}")
+
+
 def test_growth_per_step_found_without_marks():
     """A leak of 1 MiB a step over 10 steps is found per step, marked or
     not, and over 50 steps the same; 8 KiB a step too; a flat loop is
