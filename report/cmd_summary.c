@@ -355,8 +355,11 @@ static void oom_text(struct loaded *l, const struct gmt_common *c, size_t i)
     size_t shown = x.nsites < OOM_TEXT_SITES ? x.nsites : OOM_TEXT_SITES;
     if (c->top && (size_t)c->top < shown)
         shown = (size_t)c->top;
-    printf("     live then by site, %s in all (peak --at oom:%zu for the table):\n",
-           gmt_size(c, a, x.requested), i + 1);
+    int ndev = 0;
+    for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++)
+        ndev += r->dev[dv].seen;
+    printf("     live then by site, %s in all%s (peak --at oom:%zu for the table):\n",
+           gmt_size(c, a, x.requested), ndev > 1 ? " on every device" : "", i + 1);
     for (size_t j = 0; j < shown; j++)
         printf("       %10s  %s\n", gmt_size(c, a, x.sites[j].v[0]), x.sites[j].label);
     if (shown < x.nsites) {
@@ -365,18 +368,16 @@ static void oom_text(struct loaded *l, const struct gmt_common *c, size_t i)
             rest += x.sites[j].v[0];
         printf("       %10s  (%zu more sites)\n", gmt_size(c, a, rest), x.nsites - shown);
     }
-    if (x.nwhatif) {
-        if (x.limit)
-            printf("     whatif, the same requests with %s for them:", 
-                   gmt_size(c, a, (int64_t)x.limit));
-        else
-            printf("     whatif, the same requests (the device's size unknown):");
+    if (x.nwhatif && !x.limit) {
+        printf("     whatif: the device's size is unknown, so no model can say whether "
+               "it would have fit\n");
+    } else if (x.nwhatif) {
+        printf("     whatif, the same requests with %s for them:",
+               gmt_size(c, a, (int64_t)x.limit));
         for (int p = 0; p < x.nwhatif; p++) {
             const struct wi_try *t = &x.whatif[p];
             printf("%s %s ", p ? ";" : "", t->policy);
-            if (!x.limit)
-                printf("peak reserved %s", gmt_size(c, a, (int64_t)t->peak_reserved));
-            else if (t->earlier)
+            if (t->earlier)
                 printf("out of memory earlier, at %.3f s", at_s(r, t->earlier_time));
             else
                 printf("%s (peak reserved %s)", t->fits ? "fits" : "fails",

@@ -45,7 +45,8 @@ static void then(struct replay *r, const struct gmt_rec *rec, void *ctx)
     if (p->pool) {
         struct pv_state st;
         if (pv_state(&p->pv, x->oom->device, &st)) {
-            x->largest_known = !p->pv.nomem;
+            /* no segment on the device: no pool there to have a block */
+            x->largest_known = !p->pv.nomem && st.nsegs > 0;
             x->largest_free = st.largest_free;
             pv_state_free(&st);
         }
