@@ -60,7 +60,9 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
                      size_t n, size_t shown)
 {
     const struct replay *r = &l->r;
-    const char *step = sym_site(l->sym, r->step_anchor, c->grain, c->depth);
+    char marked[300];
+    snprintf(marked, sizeof marked, "mark \"%.256s\"", r->step_mark ? r->step_mark : "");
+    const char *step = r->step_mark ? marked : sym_site(l->sym, r->step_anchor, c->grain, c->depth);
     int mark = gmt_growth_mark(l);
     const char *mname = mark >= 0 ? r->mark[mark].name : NULL;
     char a[32], b[32], e[32];
@@ -90,16 +92,16 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
         return;
     }
     if (n == 0) {
-        printf("%s: no site grows step after step (%u steps; a step: one allocation at %s)\n",
-               l->path, r->step_count, step);
+        printf("%s: no site grows step after step (%u steps; a step: %s%s)\n", l->path,
+               r->step_count, r->step_mark ? "" : "one allocation at ", step);
         return;
     }
     double total = 0;
     for (size_t i = 0; i < n; i++)
         total += rows[i].per_step;
-    printf("%s: %zu growing site%s, %s per step in all over %u steps (a step: one "
-           "allocation at %s)", l->path, n, n == 1 ? "" : "s",
-           gmt_size(c, a, (int64_t)total), r->step_count, step);
+    printf("%s: %zu growing site%s, %s per step in all over %u steps (a step: %s%s)",
+           l->path, n, n == 1 ? "" : "s", gmt_size(c, a, (int64_t)total), r->step_count,
+           r->step_mark ? "" : "one allocation at ", step);
     /* a step mark of another period gets its own column */
     bool other = mname && r->mark[mark].count != r->step_count;
     if (mname)

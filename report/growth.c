@@ -212,7 +212,7 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
     }
     uint64_t t0 = l->r.t0;
     int mark = gmt_growth_mark(l);
-    bool by_step = l->r.step_anchor != 0;
+    bool by_step = l->r.by_steps;
     double step_s = 0; /* seconds a step, for the rate per second */
     if (by_step && l->r.last_time > l->r.first_step_time)
         step_s = (double)(l->r.last_time - l->r.first_step_time) / 1e9 / l->r.step_count;

@@ -427,8 +427,11 @@ static void growth(FILE *f, struct loaded *l, const struct gmt_common *c)
     size_t shown = top_of(c, n, HTML_ROWS);
     fprintf(f, ",\"growth\":{\"by\":\"%s\",\"steps\":%u,\"sites\":%zu", ls ? "steps" : "time",
             ls ? ls->r.step_count : 0, n);
+    char marked[300];
+    snprintf(marked, sizeof marked, "mark \"%.256s\"", ls && ls->r.step_mark ? ls->r.step_mark : "");
     html_kv_str(f, true, "step_site",
-                ls ? sym_site(ls->sym, ls->r.step_anchor, c->grain, c->depth) : "");
+                !ls ? "" : ls->r.step_mark ? marked
+                                           : sym_site(ls->sym, ls->r.step_anchor, c->grain, c->depth));
     fprintf(f, ",\"rows\":[");
     for (size_t i = 0; i < shown; i++) {
         fprintf(f, "%s{", i ? "," : "");

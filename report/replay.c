@@ -676,7 +676,7 @@ static void apply(struct replay *r, struct gmt_rec *rec)
     if (r->first_time == 0)
         r->first_time = rec->time;
     r->last_time = rec->time;
-    if (r->want_growth && !r->step_anchor)
+    if (r->want_growth && !r->by_steps)
         replay_growth_advance(r, rec->time);
     switch (rec->kind) {
     case GMT_K_ALLOC:
@@ -731,9 +731,11 @@ int replay_trace(const char *path, struct replay *r,
     memset(r, 0, sizeof *r);
     r->want_growth = opts && opts->growth;
     r->kinds_seq = opts ? opts->kinds_seq : 0;
-    if (r->want_growth && opts->step_anchor && opts->step_count >= 2) {
-        r->step_anchor = opts->step_anchor;
+    if (r->want_growth && (opts->step_anchor || opts->step_mark) && opts->step_count >= 2) {
+        r->step_anchor = opts->step_mark ? 0 : opts->step_anchor;
+        r->step_mark = opts->step_mark;
         r->step_count = opts->step_count;
+        r->by_steps = true;
     }
     r->want_marks = opts && opts->mark_sites;
     r->on_marker = opts ? opts->on_marker : NULL;
@@ -774,7 +776,7 @@ int replay_trace(const char *path, struct replay *r,
         gmt_reader_close(rd);
         return -1;
     }
-    if (r->want_growth && r->step_anchor)
+    if (r->want_growth && r->by_steps)
         replay_growth_fill_to(r, replay_step_buckets(r) - 1);
     else if (r->want_growth)
         replay_growth_advance(r, r->last_time);

@@ -244,8 +244,10 @@ struct replay {
     /* blocks of autograd's engine counted under the backward call's line
      * (backward.h): the synthetic stack ids the sites may carry */
     struct bw_state *bw;
-    /* growth by steps (replay_opts.step_anchor) */
+    /* growth by steps (replay_opts.step_anchor or step_mark; by_steps) */
     uint32_t step_anchor, step_count, steps_begun;
+    const char *step_mark;
+    bool by_steps;
     uint64_t first_step_time;
     /* memory kinds at the peak (replay_opts.kinds_seq; kinds.c) */
     uint64_t kinds_seq;
@@ -276,6 +278,10 @@ struct replay_opts {
      * occurs step_count times (gmt_growth_anchor found both in a first
      * replay); bucket b ends where step b * step_count / buckets begins. */
     uint32_t step_anchor, step_count;
+    /* Or: a step begins at each occurrence of the mark of this name (a
+     * mark, or a region's start), which occurs step_count times - the
+     * program's own steps. The name must outlive the replay. */
+    const char *step_mark;
     /* Memory kinds at the peak (kinds.h): the seq of the event of the
      * peak of requested memory, from a first replay; 0: none. */
     uint64_t kinds_seq;

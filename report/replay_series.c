@@ -167,6 +167,11 @@ bool replay_site_mark(const struct replay *r, const struct site *s, int slot,
 void replay_on_marker(struct replay *r, const struct gmt_rec *rec)
 {
     r->markers++;
+    if (r->step_mark && (rec->api == GMT_MARK || rec->api == GMT_MARK_PUSH)) {
+        const char *name = gmt_defs_string(&r->defs, rec->value);
+        if (name && strcmp(name, r->step_mark) == 0)
+            replay_step_begins(r, rec->time);
+    }
     /* a region's start counts as an occurrence of its name too: NVTX
      * users mark steps with ranges */
     if (r->want_marks && (rec->api == GMT_MARK || rec->api == GMT_MARK_PUSH)) {

@@ -59,7 +59,7 @@ static uint64_t replay_mark_count(int i, const void *ctx)
 int gmt_growth_mark(const struct loaded *l)
 {
     int m = gmt_step_mark(l->r.nmarks, replay_mark_name, replay_mark_count, &l->r);
-    if (m >= 0 && l->r.step_anchor && !gmt_step_like(l->r.mark[m].name) &&
+    if (m >= 0 && l->r.by_steps && !gmt_step_like(l->r.mark[m].name) &&
         l->r.mark[m].count != l->r.step_count)
         return -1;
     return m;
@@ -108,7 +108,9 @@ static bool regular(const struct loaded *l, const struct site *s, double *cover,
         return false;
     double mean = g->gap_sum / g->gaps;
     double var = g->gap_sq / g->gaps - mean * mean;
-    if (mean < 1 || var > 0.0625 * mean * mean) /* sd <= 25% of the mean */
+    /* sd <= 25% of the mean; and a step does more than one allocation
+     * (a loop that fills a list, one tensor an iteration, is set-up) */
+    if (mean < 2 || var > 0.0625 * mean * mean)
         return false;
     double all = (double)replay_thread_allocs(&l->r, g->thread);
     if (all < 1)
@@ -353,6 +355,20 @@ size_t gmt_growth_steps(struct loaded *l, const struct gmt_common *c,
     *stepped = NULL;
     l->unjudged = NULL;
     const char *why = "no loop found in its allocations";
+    /* the program's own steps: a mark named like a step, at least 4 times */
+    int m = gmt_step_mark(l->r.nmarks, replay_mark_name, replay_mark_count, &l->r);
+    if (m >= 0 && gmt_step_like(l->r.mark[m].name) && l->r.mark[m].count >= 4) {
+        struct replay_opts o = {.growth = true, .mark_sites = l->r.want_marks,
+                                .step_mark = l->r.mark[m].name,
+                                .step_count = l->r.mark[m].count};
+        struct loaded *ls = gmt_load(l->path, c, &o);
+        if (ls && ls->r.by_steps) {
+            *stepped = ls;
+            return gmt_growth(ls, c, out);
+        }
+        if (ls)
+            gmt_unload(ls);
+    }
     struct loop_check *k;
     if (gmt_growth_anchor(l, &anchor, &count) && (k = calloc(1, sizeof *k)) != NULL) {
         k->anchor = anchor;
@@ -363,7 +379,7 @@ size_t gmt_growth_steps(struct loaded *l, const struct gmt_common *c,
         struct loaded *ls = gmt_load(l->path, c, &o);
         bool loop = loop_verdict(k);
         loop_free(k);
-        if (ls && ls->r.step_anchor && loop) {
+        if (ls && ls->r.by_steps && loop) {
             *stepped = ls;
             return gmt_growth(ls, c, out);
         }
@@ -372,7 +388,7 @@ size_t gmt_growth_steps(struct loaded *l, const struct gmt_common *c,
         if (!loop)
             why = "what recurs is layers inside one forward pass, not a loop";
     }
-    if (l->r.defs.npycodes > 0 && !l->r.step_anchor) {
+    if (l->r.defs.npycodes > 0 && !l->r.by_steps) {
         l->unjudged = why;
         *out = calloc(1, sizeof **out);
         return 0;

@@ -37,6 +37,7 @@ single-vit-infer|vit-infer --steps 1|0
 clean-gpt2-long|gpt2 --steps 80|0
 list-gpt2-long|gpt2 --fault list --steps 80|0
 oom-resnet50|oom --steps 2|1
+oom-frag|fragoom --steps 1|1
 list-gpt2|gpt2 --fault list|0
 list-resnet|resnet --fault list|0
 list-gpt2-marked|gpt2 --fault list --mark|0

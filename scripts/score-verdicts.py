@@ -22,7 +22,9 @@ Verdicts scored, per trace and in all:
           positive
   oom     an out-of-memory trace: `summary` reports the out-of-memory,
           its request within 1% of the size PyTorch names, at the line of
-          the program on the error's traceback
+          the program on the error's traceback, and whatif's word on each
+          setting the program was run again under (fits or not) is what
+          that run did
 The scorecard: per verdict the hits, misses and false positives, recall
 and precision, and the clean runs with any verdict. --floor FILE: exit 1
 when a score is below the floor's (a JSON scorecard of an earlier run);
@@ -114,9 +116,16 @@ def score_trace(tool, path, t):
         got = ev[0].get("size", 0) if ev else 0
         line = t["oom"].get("line")
         at = site_lines(ev[0].get("site", ""), t.get("file", "")) if ev else set()
-        res["oom"] = {"hit": bool(ev) and abs(got - want) <= 0.01 * want and line in at,
-                      "want": want, "got": got, "want_line": line,
-                      "site": ev[0].get("site") if ev else None}
+        # what whatif says each setting would have done with the same
+        # requests, against the program run again under that setting
+        said = {w["policy"]: w["fits"] for w in (ev[0].get("whatif") or [])} if ev else {}
+        reruns = t.get("oom_reruns", {}).get("fits", {})
+        wrong = [k for k, fits in reruns.items()
+                 if said.get("pytorch" + (":" + k if k else "")) != fits]
+        res["oom"] = {"hit": bool(ev) and abs(got - want) <= 0.01 * want and line in at and
+                      not wrong, "want": want, "got": got, "want_line": line,
+                      "site": ev[0].get("site") if ev else None,
+                      "whatif_wrong": wrong, "whatif_checked": len(reruns)}
     return res
 
 

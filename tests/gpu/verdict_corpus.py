@@ -19,6 +19,8 @@ Workloads (models built from configs, random weights, no download):
   mlp       4 x Linear 1024, fp32, plain SGD by hand (the classic leak's
             program)
   oom       timm resnet50 training at a batch the card cannot hold
+  fragoom   an out-of-memory by fragmentation that expandable segments
+            avoid (see fragoom())
 
 Faults, each at one line of this file marked "FAULT <kind>", from step
 --from (default 3) on:
@@ -325,7 +327,39 @@ def oom(batch):
     return model, opt, step
 
 
-WORKLOADS = {"gpt2": gpt2, "bert": bert, "t5": t5, "resnet": resnet, "mobilenet": mobilenet,
+def fragoom(batch):
+    """An out-of-memory by fragmentation: the card filled but for 1 GiB,
+    which 102 tensors of 8 MiB then take, two to each of PyTorch's 20 MiB
+    segments (1020 MiB); every other one is given back (12 MiB free in
+    each segment, 612 MiB in all) and a 16 MiB tensor asked for. PyTorch's
+    default segments cannot serve it from holes of 12 MiB, and give back
+    no segment (each holds a live tensor): out of memory. With
+    expandable_segments:True the same requests take 816 MiB, and the
+    16 MiB fits."""
+    free, _ = torch.cuda.mem_get_info()
+    budget = 1 << 30
+    ballast = torch.empty(max(free - budget, 0), dtype=torch.uint8, device="cuda")
+    TRUTH["fragoom_ballast"] = ballast.numel()
+    held = [ballast]  # alive to the end: its memory is no cache to split
+
+    def step(i):
+        # the same requests under every setting (whatif's question): as
+        # many pairs as the default's 20 MiB segments fit in the budget
+        pairs = budget // (20 << 20)
+        small = [torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+                 for _ in range(2 * pairs)]
+        for j in range(1, 2 * pairs, 2):
+            small[j] = None
+        held.extend(t for t in small if t is not None)
+        TRUTH["fragoom_held"] = len(held) - 1
+        TRUTH["fragoom_free_before"] = torch.cuda.mem_get_info()[0]
+        big = torch.empty(16 << 20, dtype=torch.uint8, device="cuda")  # FAULT fragoom
+        TRUTH["fragoom_fit"] = True
+        return big
+    return None, None, step
+
+
+WORKLOADS = {"fragoom": fragoom, "gpt2": gpt2, "bert": bert, "t5": t5, "resnet": resnet, "mobilenet": mobilenet,
              "generate": generate, "vit-infer": vit_infer, "mlp": mlp, "oom": oom}
 
 
@@ -413,7 +447,8 @@ def main():
         save_truth()
         raise
     torch.cuda.synchronize()
-    TRUTH["alive_at_end"] = dict(model_state(model, opt), fault=fault_bytes_alive(),
+    TRUTH["alive_at_end"] = dict(model_state(model, opt) if model is not None else {},
+                                 fault=fault_bytes_alive(),
                                  allocated=torch.cuda.memory_allocated())
     TRUTH["max_memory_allocated"] = torch.cuda.max_memory_allocated()
     TRUTH["max_memory_reserved"] = torch.cuda.max_memory_reserved()
