@@ -105,6 +105,10 @@ def test_requested_allocated_reserved_in_every_row():
                 ordered((t, "framework at the end", d["ordinal"]), d["allocated"], d["reserved"])
         for x in s["top_sites"]:
             ordered((t, "summary top site", x["site"]), x["bytes"], x["allocated"])
+        for e in s.get("oom_events") or []:
+            ordered((t, "summary out-of-memory event"), e["requested"], e["allocated"], e["reserved"])
+            for x in e.get("live_by_site") or []:
+                ordered((t, "summary out-of-memory site", x["site"]), x["bytes"], x["allocated"])
     for t, p in by_trace("peak").items():
         for x in p["sites"]:
             ordered((t, "peak site", x["site"]), x["bytes"], x["allocated"])
