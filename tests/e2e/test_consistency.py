@@ -6,7 +6,8 @@ every trace (--json):
 - requested <= allocated <= reserved in every row that has them (a row's
   figures count the same memory: the process's, or PyTorch's own);
 - the same trace has the same peak requested, allocated and reserved in
-  summary, peak, ranks, timeline and the page;
+  summary, peak, ranks, timeline and the page, and the same memory live
+  at exit in summary and leaks;
 - every key of their JSON (and of transfers') is documented in
   docs/report-json.md, in the command's section (or the part that all
   commands share).
@@ -131,7 +132,8 @@ def test_requested_allocated_reserved_in_every_row():
 
 
 def test_same_peaks_everywhere():
-    summary, peak, ranks, timeline = (by_trace(c) for c in ("summary", "peak", "ranks", "timeline"))
+    summary, peak, ranks, timeline, leaks = (by_trace(c) for c in
+                                             ("summary", "peak", "ranks", "timeline", "leaks"))
     pages = {d["path"]: d for d in page()["traces"]}
     for t, s in summary.items():
         want = (s["peak_requested"], s["peak_allocated"], s["peak_reserved"])
@@ -148,6 +150,9 @@ def test_same_peaks_everywhere():
         }
         for cmd, g in got.items():
             expect(all(x is None or x == w for x, w in zip(g, want)), (t, cmd, g, "summary", want))
+        lk = leaks[t]
+        expect((lk["leaked"], lk["allocations"], lk["host"]) ==
+               (s["leaked"], s["leaked_allocations"], s["leaked_host"]), (t, "leaks", lk, "summary", s))
         if s["framework"] and r["framework"]:
             fw, rf = s["framework"], r["framework"]
             expect((rf["peak_requested"], rf["peak_allocated"], rf["peak_reserved"]) ==
