@@ -247,12 +247,10 @@ def resnet(batch):
     return model, opt, step
 
 
-def mobilenet(batch):
-    import torchvision
-    model = torchvision.models.mobilenet_v3_small(weights=None, num_classes=100).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(batch or 16, 3, 160, 160, device="cuda")
-    y = torch.randint(0, 100, (batch or 16,), device="cuda")
+def classifier(model, opt, n, size, classes):
+    """An image classifier's fp32 training step on one random batch."""
+    x = torch.randn(n, 3, size, size, device="cuda")
+    y = torch.randint(0, classes, (n,), device="cuda")
 
     def step(i):
         opt.zero_grad(set_to_none=True)
@@ -261,6 +259,12 @@ def mobilenet(batch):
         opt.step()
         return out
     return model, opt, step
+
+
+def mobilenet(batch):
+    import torchvision
+    model = torchvision.models.mobilenet_v3_small(weights=None, num_classes=100).cuda()
+    return classifier(model, torch.optim.SGD(model.parameters(), lr=0.01), batch or 16, 160, 100)
 
 
 def generate(batch):
@@ -313,18 +317,8 @@ def mlp(batch):
 def oom(batch):
     import timm
     model = timm.create_model("resnet50", num_classes=1000).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    n = batch or 2048
-    x = torch.randn(n, 3, 224, 224, device="cuda")
-    y = torch.randint(0, 1000, (n,), device="cuda")
-
-    def step(i):
-        opt.zero_grad(set_to_none=True)
-        out = model(x)
-        torch.nn.functional.cross_entropy(out, y).backward()
-        opt.step()
-        return out
-    return model, opt, step
+    return classifier(model, torch.optim.SGD(model.parameters(), lr=0.1), batch or 2048, 224,
+                      1000)
 
 
 def fragoom(batch):
