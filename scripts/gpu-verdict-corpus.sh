@@ -9,7 +9,10 @@
 #
 # Writes OUTDIR/NAME.gmt.xz and OUTDIR/NAME.truth.json for each case
 # (tests/corpus/verdicts/ takes them as they are), each run's stdout and
-# stderr, and OUTDIR/cases.txt. CASES="name ..." records a subset.
+# stderr, and OUTDIR/cases.txt. CASES="name ..." records a subset. A
+# truth file holds the lines of verdict_corpus.py as the run saw them
+# (its fault's line, the OOM's), so traces recorded by older versions of
+# the script stay right beside newer ones.
 # Exit 1 if a run that should succeed failed or left no trace.
 set -u
 cd "$(dirname "$0")/.."
