@@ -359,7 +359,7 @@ static void oom_text(struct loaded *l, const struct gmt_common *c, size_t i)
     for (int dv = 0; dv < REPLAY_MAX_DEVICES; dv++)
         ndev += r->dev[dv].seen;
     printf("     live then by site, %s in all%s (peak --at oom:%zu for the table):\n",
-           gmt_size(c, a, x.requested), ndev > 1 ? " on every device" : "", i + 1);
+           gmt_size(c, a, x.live), ndev > 1 ? " on every device" : "", i + 1);
     for (size_t j = 0; j < shown; j++)
         printf("       %10s  %s\n", gmt_size(c, a, x.sites[j].v[0]), x.sites[j].label);
     if (shown < x.nsites) {
@@ -408,8 +408,8 @@ static void oom_json(struct loaded *l, const struct gmt_common *c)
             printf("}");
             continue;
         }
-        printf(",\"requested\":%" PRId64 ",\"allocated\":%" PRId64 ",\"reserved\":%" PRId64,
-               x.requested, x.allocated, x.reserved);
+        printf(",\"requested\":%" PRId64 ",\"allocated\":%" PRId64 ",\"reserved\":%" PRId64
+               ",\"live_requested\":%" PRId64, x.requested, x.allocated, x.reserved, x.live);
         if (x.total)
             printf(",\"device_total\":%" PRIu64 ",\"free\":%" PRId64, x.total, x.free);
         else

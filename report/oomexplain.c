@@ -96,7 +96,8 @@ bool oomx_explain(struct loaded *l, const struct gmt_common *c, size_t i, struct
         oomx_free(x);
         return false;
     }
-    x->requested = in.requested;
+    x->live = in.requested;
+    x->requested = in.dev.requested;
     x->allocated = in.dev.allocated;
     x->reserved = in.dev.reserved;
     x->beyond_known = in.beyond_source != BEYOND_NONE;

@@ -23,8 +23,8 @@ struct oomx {
     const struct oom *oom;  /* the event (the trace's replay) */
     const char *site;       /* the failed request's label */
     uint64_t at_ns;         /* from the trace's start */
-    int64_t requested;      /* live requested bytes then, process-wide */
-    int64_t allocated, reserved; /* on the event's device then */
+    int64_t live;           /* live requested bytes then, every device's */
+    int64_t requested, allocated, reserved; /* on the event's device then */
     uint64_t total;         /* the device's memory; 0: unknown */
     int64_t beyond;         /* beyond the trace on the device, up to then */
     bool beyond_known;

@@ -73,9 +73,11 @@ def test_summary_names_the_failed_request():
     expect(held == [20 * MiB], live)
     expect(not any(f"oom_app.py:{lines['peak']})" in s_ for s_ in live), live)
     # live by site adds up to what was live, and so do the kinds
-    expect(sum(live.values()) + e["live_other_bytes"] == e["requested"] == 20 * MiB, e)
+    expect(sum(live.values()) + e["live_other_bytes"] == e["live_requested"] == 20 * MiB, e)
+    expect(e["requested"] == e["live_requested"], e)  # one device
     if e["live_by_kind"] is not None:
-        expect(sum(k["bytes"] for k in e["live_by_kind"]) == e["requested"], e["live_by_kind"])
+        expect(sum(k["bytes"] for k in e["live_by_kind"]) == e["live_requested"],
+               e["live_by_kind"])
     # the device: its size from the trace, PyTorch's reserved memory then
     expect(e["device_total"] == 128 * MiB, e)
     expect(e["reserved"] >= e["allocated"] >= 20 * MiB, e)
@@ -204,7 +206,8 @@ def test_real_oom_resnet50():
         expect(e["reserved"] >= truth["oom"]["reserved"], (e["reserved"], truth["oom"]))
         expect(e["free_reported"] == 500301824, e)
         expect(sum(x["bytes"] for x in e["live_by_site"]) + e["live_other_bytes"] ==
-               e["requested"], e)
+               e["live_requested"], e)
+        expect(e["requested"] <= e["allocated"] <= e["reserved"], e)
     text = report("summary", "r.gmt").stdout
     expect("1.53 GiB on device 0 (PyTorch's caching allocator) failed" in text and
            "verdict_corpus.py:317)" in text, text)
