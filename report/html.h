@@ -6,8 +6,8 @@
  * trace's data as JSON in a <script type="application/json"> element that
  * the page's script reads. html_trace.c writes a trace's JSON object;
  * html_pass.c is the second pass over a trace behind its timeline by site
- * and its pool pictures; html_json.c writes JSON that is safe inside a
- * <script> element.
+ * and its pool pictures; html_oom.c its out-of-memory events, explained;
+ * html_json.c writes JSON that is safe inside a <script> element.
  */
 #ifndef GMT_HTML_H
 #define GMT_HTML_H
@@ -80,6 +80,12 @@ struct html_timeline {
 int html_pass(const struct loaded *l, const uint32_t *ids, const int *band, size_t nids,
               int nsites, struct html_timeline *tl, char *err, size_t errlen);
 void html_timeline_free(struct html_timeline *tl);
+
+/* ---- html_oom.c ------------------------------------------------------- */
+/* ,"oom_events":[...]: summary's out-of-memory events (the first
+ * OOMX_FULL explained, one more pass over the trace each), with at most
+ * `rows` live sites each and the rest's bytes summed. */
+void html_oom(FILE *f, struct loaded *l, const struct gmt_common *c, size_t rows);
 
 /* ---- html_trace.c ------------------------------------------------------ */
 /* Write trace l's JSON object. 0, or -1 after one error line. */

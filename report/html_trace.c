@@ -3,10 +3,11 @@
  * What the page draws and lists, computed here so the page only lays it
  * out: the summary's figures, the timeline by site (html_pass.c), the
  * folded stacks of the flame graph at the peak and in total, the pool's
- * pictures at the peak and at each out-of-memory event, and the peak,
- * leaks, growth and transfers tables as those commands compute them
- * (gmt_group with the same picks; gmt_growth_steps). Byte figures are
- * exact integers; the page formats them.
+ * pictures at the peak and at each out-of-memory event, what summary says
+ * of the out-of-memory events (html_oom.c), and the peak, leaks, growth
+ * and transfers tables as those commands compute them (gmt_group with
+ * the same picks; gmt_growth_steps). Byte figures are exact integers; the
+ * page formats them.
  *
  * Bounded output for huge traces: the timeline has HTML_BUCKETS columns;
  * the flame graph keeps the HTML_FOLDS heaviest stacks and sums the rest
@@ -497,6 +498,7 @@ int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c)
     html_kv_str(f, true, "fw_missing", gmt_fw_missing(r, why, sizeof why) ? why : "");
     summary(f, l);
     kinds(f, l, c);
+    html_oom(f, l, c, top_of(c, SIZE_MAX, HTML_ROWS));
     struct html_timeline tl;
     if (timeline(f, l, c, peak, npeak, &tl, err, sizeof err) != 0) {
         gmt_errorf("%s: %s", l->path, err);
