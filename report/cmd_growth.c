@@ -94,6 +94,7 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
     if (n == 0) {
         printf("%s: no site grows step after step (%u steps; a step: %s%s)\n", l->path,
                r->step_count, r->step_mark ? "" : "one allocation at ", step);
+        gmt_fw_note(r);
         return;
     }
     double total = 0;
@@ -107,6 +108,7 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
     if (mname)
         printf("; per interval of mark \"%s\" (%u marks)", mname, r->mark[mark].count);
     printf("\n");
+    gmt_fw_note(r);
     char per[48];
     snprintf(per, sizeof per, "per %.40s", mname ? mname : "");
     const char *h[] = {"per step", "rate/s", "rise", "from", "to", "from step", per, "site"};
@@ -181,8 +183,10 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
     } else if (n == 0 && l->unjudged) {
         printf("%s: growth not judged: no steps (%s); a Python program's growth is judged "
                "step to step\n", l->path, l->unjudged);
+        gmt_fw_note(&l->r);
     } else if (n == 0) {
         printf("%s: no site grows steadily\n", l->path);
+        gmt_fw_note(&l->r);
     } else {
         printf("%s: %zu growing site%s, %s/s in all", l->path, n, n == 1 ? "" : "s",
                gmt_size(c, a, (int64_t)total));
@@ -190,6 +194,7 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
             printf("; per interval of mark \"%s\" (%u marks)", mname,
                    l->r.mark[mark].count);
         printf("\n");
+        gmt_fw_note(&l->r);
         /* the per-interval column is named after the mark: "per step" */
         char per[48];
         snprintf(per, sizeof per, "per %.40s", mname ? mname : "");

@@ -218,6 +218,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
                gmt_size(c, a, total), count, host ? ", pinned host " : "",
                host ? gmt_size(c, b, host) : "",
                l->r.cut ? " (the trace was cut short: the process did not exit)" : "");
+        gmt_fw_note(&l->r);
         if (sp.known) {
             printf("  model state, alive by design (not leaks): %s in %" PRId64
                    " allocations (parameters and buffers %s, gradients %s, optimizer state %s)\n",
