@@ -3,11 +3,12 @@
  * One HTML file that opens from disk with no network: the timeline
  * stacked by site (the top sites at the peak as bands, the rest as
  * "other"), with allocated, reserved and driver-reported memory, marks,
- * phases and out-of-memory events; a flame graph of the bytes at the peak
- * or in total; the pool's segments at the peak and at each out-of-memory
- * event; the summary, peak, leaks, growth and transfers tables. Several
- * traces (ranks, processes) are sections of the same page on one time
- * axis.
+ * phases and out-of-memory events; what summary says of each of the
+ * first out-of-memory events (html_oom.c); a flame graph of the bytes at
+ * the peak or in total; the pool's segments at the peak and at each
+ * out-of-memory event; the summary, peak, leaks, growth and transfers
+ * tables. Several traces (ranks, processes) are sections of the same
+ * page on one time axis.
  *
  * The page is report/html/report.html, .css and .js, compiled in as
  * strings (the Makefile generates $(O)/report/html_page.c). The template
@@ -38,9 +39,11 @@ static void usage(FILE *f)
                "the timeline stacked by the top sites at the peak (hover for the\n"
                "site's stack, drag to zoom), a flame graph of the bytes at the\n"
                "peak or in total, the pool's segments at the peak and at each\n"
-               "out-of-memory event, and the summary, peak, leaks, growth and\n"
-               "transfers tables. Several traces: one section each, on one time\n"
-               "axis. Without -o the page goes to stdout (not to a terminal).\n\n"
+               "out-of-memory event, what summary says of the out-of-memory\n"
+               "events (the request, its site, the device's memory, what was\n"
+               "live, whatif's verdicts), and the summary, peak, leaks, growth\n"
+               "and transfers tables. Several traces: one section each, on one\n"
+               "time axis. Without -o the page goes to stdout (not to a terminal).\n\n"
                "  -o, --output FILE  write the page to FILE\n"
                "  --top N            sites drawn as bands and rows per table\n"
                "                     (default 10, at most 30 bands; 0: the most)\n"

@@ -5,8 +5,8 @@
  * summary cards, the timeline stacked by site (hover: the site, its
  * stack, bytes and time; drag: zoom; double-click or the button: reset),
  * the flame graph (peak or total; click a frame to zoom into it), the
- * pool's segments at the peak and at each out-of-memory event, and the
- * tables. No framework and no network. Figures come exact from the
+ * pool's segments at the peak and at each out-of-memory event, what
+ * summary says of each out-of-memory event, and the tables. No framework and no network. Figures come exact from the
  * program; the page only formats them (exact bytes on hover).
  *
  * Decimation: the program sends up to 2000 time buckets, each with its
@@ -168,6 +168,114 @@
                 { h: 'kind', get: function (r) { return r.what; } },
                 { h: 'known by', get: function (r) { return r.basis; } }],
           flat, null, 'nothing live at the peak');
+  }
+
+  /* ---- out-of-memory events ------------------------------------------------------ */
+
+  /* What summary says of each explained out-of-memory event, one tab each:
+   * the failed request and its site, the device's memory then (the
+   * largest free block and the free memory in red when the request was
+   * bigger), what was live by kind and by site, and whether whatif's
+   * models - the same requests, then the failed one - would have served
+   * it. Nothing for a trace without out-of-memory events. */
+  function ooms(sec, t) {
+    var evs = t.oom_events.filter(function (e) { return e.explained; });
+    if (!t.summary.ooms) return;
+    var box = el('div', { 'class': 'oom' });
+    sec.appendChild(el('h3', null, 'Out of memory: ' + t.summary.ooms + ' failed allocation' +
+                       (t.summary.ooms === 1 ? '' : 's')));
+    sec.appendChild(box);
+    if (!evs.length) {
+      box.appendChild(el('p', { 'class': 'empty' }, 'not explained: the trace could not be read again up to them'));
+      return;
+    }
+    var tabs = el('div', { 'class': 'tabs' }), body = el('div', { 'class': 'oombody' }), buttons = [];
+    box.appendChild(tabs);
+    box.appendChild(body);
+    evs.forEach(function (e, i) {
+      var n = t.oom_events.indexOf(e) + 1;
+      var b = el('button', { type: 'button', 'data-oom': n }, '#' + n + ': ' + fmtBytes(e.size) + ' at ' + fmtTime(e.time_ns));
+      b.addEventListener('click', function () { show(i); });
+      tabs.appendChild(b);
+      buttons.push(b);
+    });
+    var rest = t.summary.ooms - evs.length;
+    if (rest > 0)
+      box.appendChild(el('p', { 'class': 'hint' }, 'and ' + rest + ' more (peak --at oom:N shows what was live at the Nth)'));
+    function show(i) {
+      buttons.forEach(function (b, j) { b.classList.toggle('on', i === j); });
+      body.textContent = '';
+      oomEvent(body, t, evs[i], t.oom_events.indexOf(evs[i]));
+    }
+    show(0);
+  }
+
+  function oomEvent(body, t, e, k) {
+    var req = el('p', { 'class': 'oomreq' });
+    req.appendChild(el('b', null, fmtBytes(e.size)));
+    req.appendChild(document.createTextNode(' (' + fmtExact(e.size) + ') on device ' + e.device +
+      (e.framework ? " (PyTorch's caching allocator)" : ' (a CUDA allocation)') + ' failed at ' +
+      fmtTime(e.time_ns) + ', requested at'));
+    body.appendChild(req);
+    /* the timeline's list is the same events in the same order: its stack */
+    var o = t.timeline.ooms[k], site = el('div', { 'class': 'oomsite' });
+    if (o && o.site === e.site && o.stack && o.stack.length) {
+      var det = el('details');
+      det.appendChild(el('summary', null, e.site));
+      det.appendChild(el('pre', null, frames(o.stack).join('\n')));
+      site.appendChild(det);
+    } else site.textContent = e.site;
+    body.appendChild(site);
+    var cards = el('div', { 'class': 'cards' }), dev = 'on device ' + e.device + ' then';
+    card(cards, 'allocated', fmtBytes(e.allocated), 'blocks handed out ' + dev);
+    card(cards, 'reserved', fmtBytes(e.reserved), 'held from the driver ' + dev);
+    if (e.largest_free_block !== null)
+      card(cards, 'largest free block', fmtBytes(e.largest_free_block), 'inside the reserved memory',
+           e.largest_free_block < e.size);
+    if (e.free !== null)
+      card(cards, 'free', fmtBytes(e.free), 'of ' + fmtBytes(e.device_total) +
+           (e.free_reported !== null ? '; ' + fmtBytes(e.free_reported) + ' when it failed, as recorded' : ''),
+           e.free < e.size);
+    if (e.beyond_trace !== null)
+      card(cards, 'beyond the trace', fmtBytes(e.beyond_trace), 'context, libraries');
+    body.appendChild(cards);
+    if (e.live_by_kind) {
+      var ks = e.live_by_kind.filter(function (x) { return x.bytes > 0; })
+        .sort(function (a, b) { return b.bytes - a.bytes || (a.name < b.name ? -1 : 1); });
+      body.appendChild(el('div', { 'class': 'oomkinds' }, 'live then by kind: ' + (ks.length ? ks.map(function (x) {
+        return fmtBytes(x.bytes) + ' ' + x.name;
+      }).join('; ') : 'nothing')));
+    }
+    var live = e.live_requested;
+    body.appendChild(el('h4', null, 'Live then by site, ' + fmtBytes(live) + ' in all'));
+    var sites = el('div', { 'class': 'oomsites' });
+    body.appendChild(sites);
+    var rounded = e.live_by_site.some(function (r) { return r.allocated !== r.bytes; });
+    var cols = [{ h: 'bytes', n: true, get: function (r) { return fmtBytes(r.bytes); }, exact: function (r) { return fmtExact(r.bytes); } }];
+    if (rounded) cols.push({ h: 'allocated', n: true, get: function (r, m) { return m ? '' : fmtBytes(r.allocated); } });
+    cols.push({ h: 'share', n: true, get: function (r) { return pct(r.bytes, live); } },
+              { h: 'allocations', n: true, get: function (r, m) { return m ? '' : String(r.allocations); } },
+              { h: 'site', site: true, get: function (r, m) { return m ? '(other sites)' : r.site; } });
+    table(sites, cols, e.live_by_site, e.live_other_bytes ? { sites: 1, bytes: e.live_other_bytes } : null,
+          'nothing live');
+    var wi = el('div', { 'class': 'oomwhatif' });
+    body.appendChild(wi);
+    if (!e.whatif.length) {
+      wi.appendChild(el('p', { 'class': 'hint' }, "whatif: the failed request is none its models serve (an allocation outside PyTorch's allocator)"));
+      return;
+    }
+    if (e.whatif_device_memory === null) {
+      wi.appendChild(el('p', { 'class': 'hint' }, "whatif: the device's size is unknown, so no model can say whether it would have fit"));
+      return;
+    }
+    wi.appendChild(el('h4', null, 'whatif: the same requests with ' + fmtBytes(e.whatif_device_memory) +
+                      ' for them (the device less the memory beyond the trace), then the failed one'));
+    table(wi, [{ h: 'setting', get: function (r) { return r.policy; } },
+               { h: 'the failed request', cls: function (r) { return 'verdict ' + (r.earlier ? 'earlier' : r.fits ? 'fits' : 'fails'); },
+                 get: function (r) { return r.earlier ? 'out of memory earlier' : r.fits ? 'fits' : 'fails'; } },
+               { h: 'peak reserved', n: true, get: function (r) { return fmtBytes(r.peak_reserved); },
+                 exact: function (r) { return fmtExact(r.peak_reserved); } }],
+          e.whatif, null, '');
   }
 
   /* ---- the timeline ------------------------------------------------------------ */
@@ -771,7 +879,8 @@
             det.appendChild(el('pre', null, frames(r.stack).join('\n')));
             td.appendChild(det);
           } else td.textContent = v;
-        } else td = el('td', c.n ? { 'class': 'n', title: c.exact ? c.exact(r) : '' } : null, v);
+        } else td = el('td', c.n ? { 'class': 'n', title: c.exact ? c.exact(r) : '' } :
+                       c.cls ? { 'class': c.cls(r) } : null, v);
         tr2.appendChild(td);
       });
       tb.appendChild(tr2);
@@ -847,6 +956,7 @@
                                            "): the figures are PyTorch's segments as it took them from CUDA, not its tensors"));
       summary(sec, t);
       if (t.kinds) kinds(sec, t);
+      ooms(sec, t);
       sec.appendChild(el('h3', null, 'Device memory over time, by site (top ' + t.timeline.sites.length + ' at the peak)'));
       var tv = new Timeline(sec, t, i);
       shared.views.push(tv);
