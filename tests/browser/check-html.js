@@ -3,7 +3,8 @@
  * Chromium and report, as JSON on stdout, what a person would see:
  *
  *   node check-html.js PAGE.html [--screenshot FILE.png] [--chromium PATH]
- *                      [--segments-shot FILE.png] [--no-interact]
+ *                      [--segments-shot FILE.png] [--oom-shot FILE.png]
+ *                      [--no-interact]
  *
  * Per trace section: the site bands the timeline draws (and whether an
  * "other" band is drawn), the peak card's text, the tooltip shown when
@@ -12,7 +13,10 @@
  * graph's frames before and after a click on its widest frame; the pool
  * map's segment boxes, the memory-by-kind bar and table, their pieces (blocks and free runs), and the
  * tooltip over the widest allocated block (--segments-shot: a picture of
- * the map with it showing). Page-wide: console errors and warnings, uncaught
+ * the map with it showing); the out-of-memory section, if any: its tabs,
+ * and for each (clicked) its request line, site, cards, live-by-kind
+ * line, live sites and whatif's rows (--oom-shot: a picture of the first
+ * trace's section). Page-wide: console errors and warnings, uncaught
  * page errors, failed requests (the page must load nothing), the page
  * text, and load_ms: from navigation until the page says it has drawn
  * (body[data-ready]). Exit status 0 whenever the page could be opened;
@@ -34,6 +38,7 @@ function args(argv) {
     else if (a === '--chromium') o.chromium = argv[++i];
     else if (a === '--no-interact') o.interact = false;
     else if (a === '--segments-shot') o.segshot = argv[++i];
+    else if (a === '--oom-shot') o.oomshot = argv[++i];
     else if (!o.page) o.page = a;
     else throw new Error('unexpected argument ' + a);
   }
@@ -134,6 +139,42 @@ async function flameChecks(page, sectionSel) {
   return out;
 }
 
+/* The out-of-memory section of a trace as it reads: null when there is
+ * none; else its heading, its tabs and, per tab after a click on it, the
+ * event's lines and tables as text. */
+async function oomChecks(page, sec) {
+  const head = await page.evaluate((s) => {
+    const box = document.querySelector(s + ' div.oom');
+    if (!box) return null;
+    return { heading: box.previousElementSibling.innerText,
+             tabs: [...box.querySelectorAll('.tabs button')].map((b) => b.innerText),
+             hint: [...box.querySelectorAll(':scope > p')].map((p) => p.innerText) };
+  }, sec);
+  if (!head) return null;
+  head.events = [];
+  for (let i = 0; i < head.tabs.length; i++) {
+    head.events.push(await page.evaluate(([s, i]) => {
+      const box = document.querySelector(s + ' div.oom');
+      box.querySelectorAll('.tabs button')[i].click();
+      const body = box.querySelector('.oombody'), txt = (q) => { const e = body.querySelector(q); return e ? e.innerText : null; };
+      const rows = (q) => [...body.querySelectorAll(q + ' table tr')].slice(1).map((tr) =>
+        [...tr.querySelectorAll('td')].map((td) => td.innerText));
+      return { on: box.querySelector('.tabs button.on').innerText, request: txt('.oomreq'),
+               site: body.querySelector('.oomsite summary') ? txt('.oomsite summary') : txt('.oomsite'),
+               stack: body.querySelector('.oomsite pre') ? body.querySelector('.oomsite pre').textContent : null,
+               cards: [...body.querySelectorAll('.card')].map((c) => ({
+                 k: c.querySelector('.k').innerText, v: c.querySelector('.v').innerText,
+                 x: c.querySelector('.x') ? c.querySelector('.x').innerText : '', bad: c.classList.contains('bad') })),
+               kinds: txt('.oomkinds'), sites_heading: txt('h4'), sites: rows('.oomsites'),
+               whatif_heading: txt('.oomwhatif h4') || txt('.oomwhatif p'), whatif: rows('.oomwhatif'),
+               verdict_colors: [...body.querySelectorAll('.oomwhatif td.verdict')].map((td) => getComputedStyle(td).color) };
+    }, [sec, i]));
+  }
+  if (head.tabs.length)
+    await page.evaluate((s) => document.querySelector(s + ' div.oom .tabs button').click(), sec);
+  return head;
+}
+
 async function main() {
   const o = args(process.argv.slice(2));
   const result = { console: [], page_errors: [], requests_failed: [], requests: [], traces: [] };
@@ -174,6 +215,15 @@ async function main() {
                    [...tr.querySelectorAll('td')].map((td) => td.innerText)) };
       }, sec);
       t.pieces = await page.evaluate((s) => document.querySelectorAll(s + ' .segmap .seg .pc').length, sec);
+      t.oom = await oomChecks(page, sec);
+      if (t.oom && i === 0 && o.oomshot)
+        await page.screenshot({ path: o.oomshot, clip: await page.evaluate((s) => {
+          const box = document.querySelector(s + ' div.oom'), h = box.previousElementSibling;
+          h.scrollIntoView({ block: 'start' });
+          window.scrollBy(0, -60); /* clear of the sticky header */
+          const a = h.getBoundingClientRect(), b = box.getBoundingClientRect();
+          return { x: 0, y: Math.max(0, a.top - 10), width: 1400, height: Math.min(900, b.bottom - a.top + 20) };
+        }, sec) });
       if (o.interact) {
         /* the pointer on the widest allocated block of the pool's map */
         const at = await page.evaluate((s) => {

@@ -9,9 +9,12 @@ escaping of trace strings inside the page, and bad input.
 
 The programs: tests/progs/report_known.c (peak 25 MiB in three sites:
 weights 12 MiB, scratch 8 MiB, history 5 MiB) and tests/progs/frag.c
-(a fragmented pool and one out-of-memory event).
+(a fragmented pool and one out-of-memory event); and a real trace,
+tests/corpus/verdicts/oom-frag (PyTorch on an H200, out of memory by
+fragmentation), for the page's out-of-memory section.
 """
 import json
+import lzma
 import os
 import re
 import shutil
@@ -49,7 +52,7 @@ def page_data(path):
     return json.loads(m.group(1)), text
 
 
-def browse(page, screenshot=None, segshot=None):
+def browse(page, screenshot=None, segshot=None, oomshot=None):
     """What headless Chromium shows of the page (check-html.js's JSON)."""
     expect(os.access(CHROMIUM, os.X_OK), f"no {CHROMIUM}: run scripts/install-deps.sh (package chromium)")
     expect(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
@@ -59,6 +62,8 @@ def browse(page, screenshot=None, segshot=None):
         cmd += ["--screenshot", screenshot]
     if segshot:
         cmd += ["--segments-shot", segshot]
+    if oomshot:
+        cmd += ["--oom-shot", oomshot]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
                        env=dict(os.environ, CHROMIUM=CHROMIUM))
     expect(p.returncode == 0, f"check-html.js exited {p.returncode}: {p.stderr[-3000:]}")
@@ -220,6 +225,8 @@ def test_several_traces_and_oom():
         sites = peak_json(d["path"])["sites"]
         expect(tr["bands"] == min(len(sites), 10), (d["path"], tr["bands"], len(sites)))
         expect(tr["ooms"] == d["summary"]["ooms"], (tr["ooms"], d["summary"]["ooms"]))
+        # an out-of-memory section where the trace has an event, none where not
+        expect((tr["oom"] is not None) == bool(d["summary"]["ooms"]), (d["path"], tr["oom"]))
         # the pool at the peak, and at the out-of-memory event
         expect([p["what"] for p in d["pools"]] == ["peak"] + ["oom"] * d["summary"]["ooms"], d["pools"])
     # the out-of-memory picture is frag's
@@ -316,3 +323,74 @@ def test_memory_by_kind():
     html("-o", "plain.html", t)
     doc, _ = page_data("plain.html")
     expect(doc["traces"][0]["kinds"] is None, doc["traces"][0]["kinds"])
+
+
+def test_out_of_memory_tab():
+    """The page says what summary says of an out-of-memory event: a real one,
+    PyTorch on an H200 out of memory by fragmentation (the failed 16 MiB
+    request at verdict_corpus.py:356 fits nowhere in the reserved memory;
+    with expandable segments it would have), beside a trace without one."""
+    t = known()
+    src = os.path.join(HERE, "..", "corpus", "verdicts", "oom-frag.gmt.xz")
+    with lzma.open(src) as f, open("of.gmt", "wb") as o:
+        shutil.copyfileobj(f, o)
+    html("--no-symbols", "-o", "oom.html", "of.gmt", t)
+    doc, _ = page_data("oom.html")
+    d, plain = doc["traces"]
+    # the data: summary's events, the same fields and figures (the live
+    # sites cut at the page's --top, 10)
+    s = json.loads(report("summary", "--json", "--no-symbols", "--top", "10",
+                          "of.gmt").stdout)["traces"][0]
+    expect(d["oom_events"] == s["oom_events"], (d["oom_events"], s["oom_events"]))
+    e = s["oom_events"][0]
+    expect(len(s["oom_events"]) == 1 and e["explained"] and e["size"] == 16 << 20, e)
+    expect(plain["oom_events"] == [], plain["oom_events"])
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    shot = os.path.join(ARTIFACTS, "html-oom.png")
+    if os.path.exists(shot):
+        os.unlink(shot)
+    got = browse("oom.html", oomshot=shot)
+    oom = got["traces"][0]["oom"]
+    expect(oom is not None, "no out-of-memory section")
+    expect(oom["heading"] == "Out of memory: 1 failed allocation", oom["heading"])
+    expect(oom["tabs"] == ["#1: 16.00 MiB at 2.094 s"] and oom["hint"] == [], oom)
+    ev = oom["events"][0]
+    # the failed request and its site, with its stack
+    expect(ev["request"] == "16.00 MiB (16777216 bytes) on device 0 (PyTorch's caching "
+           "allocator) failed at 2.094 s, requested at", ev["request"])
+    expect(ev["site"] == e["site"] and ev["site"].startswith(
+        "fragoom.<locals>.step (verdict_corpus.py:356)"), ev["site"])
+    expect(ev["stack"].splitlines()[0] == "fragoom.<locals>.step (verdict_corpus.py:356)",
+           ev["stack"])
+    # the device then: the largest free block (12 MiB) and the free memory
+    # are smaller than the request, and say so
+    cards = {c["k"]: c for c in ev["cards"]}
+    expect(list(cards) == ["allocated", "reserved", "largest free block", "free",
+                           "beyond the trace"], list(cards))
+    expect(cards["largest free block"]["v"] == "12.00 MiB" and cards["largest free block"]["bad"],
+           cards["largest free block"])
+    expect(cards["reserved"]["v"] == "139.28 GiB" and not cards["reserved"]["bad"], cards["reserved"])
+    expect(cards["free"]["v"] == "11.94 MiB" and cards["free"]["bad"] and
+           "of 139.80 GiB" in cards["free"]["x"], cards["free"])
+    expect(ev["kinds"] == "live then by kind: 138.68 GiB temporaries", ev["kinds"])
+    # what was live, by site: summary's sites, in its order
+    expect(ev["sites_heading"] == "Live then by site, 138.68 GiB in all", ev["sites_heading"])
+    expect([r[-1] for r in ev["sites"]] == [x["site"] for x in e["live_by_site"]], ev["sites"])
+    expect(ev["sites"][0][:4] == ["138.29 GiB", "138.29 GiB", "99.7%", "1"], ev["sites"][0])
+    # whatif: PyTorch as it ran fails, with expandable segments it fits
+    verdicts = {r[0]: r[1] for r in ev["whatif"]}
+    expect(verdicts["pytorch"] == "fails", verdicts)
+    expect(verdicts["pytorch:expandable_segments:True"] == "fits", verdicts)
+    expect([r[0] for r in ev["whatif"]] == [w["policy"] for w in e["whatif"]], ev["whatif"])
+    expect(ev["whatif"][0][2] == "139.28 GiB", ev["whatif"][0])
+    expect(ev["whatif_heading"].startswith("whatif: the same requests with 139.29 GiB"),
+           ev["whatif_heading"])
+    expect(ev["verdict_colors"][0] != ev["verdict_colors"][1], ev["verdict_colors"])
+    # every figure shown has a value behind it
+    shown = json.dumps(ev)
+    expect(not any(w in shown for w in ("undefined", "NaN", "null")), ev)
+    # the trace without an out-of-memory event: no section
+    expect(got["traces"][1]["oom"] is None, got["traces"][1]["oom"])
+    expect(got["text"].count("Out of memory:") == 1, "an out-of-memory section for the other trace")
+    with open(shot, "rb") as fh:
+        expect(fh.read(8) == b"\x89PNG\r\n\x1a\n", f"{shot} is no PNG")
