@@ -174,8 +174,8 @@ void wi_feed_reset(struct wi_feed *w);
  * served, by each policy, after the records fed so far? out[p] for
  * policy p; returns npol, or 0 when rec is no request of the models (an
  * allocation held outside them, pinned host memory). A policy that ran
- * out of memory earlier never got to it. Each model then holds the
- * request: feed nothing more to that device. */
+ * out of memory earlier never got to it; one that served it gives it
+ * back at once (its peak keeps it). */
 struct wi_try {
     const char *policy;     /* its label */
     bool fits;

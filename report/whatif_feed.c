@@ -270,12 +270,12 @@ int wi_feed_try(struct wi_feed *w, const struct replay *r, const struct gmt_rec 
     uint64_t stream = gmt_alloc_stream(rec);
     for (int p = 0; p < w->npol; p++) {
         struct wi_try *t = &out[p];
+        uint64_t id = 0;
         *t = (struct wi_try){.policy = w->pol[p].label};
         if (dv->oom[p].hit) { /* ran out before: never reached this request */
             t->earlier = true;
             t->earlier_time = dv->oom[p].time;
         } else {
-            uint64_t id;
             t->fits = w->pol[p].ops->alloc(dv->m[p], rec->size, stream, &id) == 0;
             if (!t->fits)
                 dv->oom[p] = (struct wi_oom){true, rec->seq, rec->time, rec->size, stream,
@@ -284,6 +284,10 @@ int wi_feed_try(struct wi_feed *w, const struct replay *r, const struct gmt_rec 
         struct wi_stats s;
         w->pol[p].ops->stats(dv->m[p], &s);
         t->peak_reserved = s.peak_reserved;
+        /* no live request holds it: given back at once, as the models let
+         * go only of blocks they are told about */
+        if (t->fits)
+            w->pol[p].ops->free(dv->m[p], id);
     }
     return w->npol;
 }
