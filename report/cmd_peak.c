@@ -143,6 +143,7 @@ static void table(struct loaded *l, const struct gmt_common *c, bool layers,
                    gmt_size(c, a, in->requested), at_t, r->hdr.pid,
                    gmt_size(c, b, (int64_t)r->peak_requested), t);
         }
+        gmt_fw_note(r);
         size_t nrows = shown + (rest ? 1 : 0);
         bool rounded = rest != rest_alloc || gmt_group_differ(rows, shown, 0, 2);
         struct table *tb = gmt_sites_table(rounded);

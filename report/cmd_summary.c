@@ -502,6 +502,7 @@ static void text(struct loaded *l, const struct gmt_common *c)
            gmt_seconds(a, replay_duration(r)), r->events, total_allocs(r),
            r->pool && r->segments_taken ? ", gpumemtrace pool on" : "",
            r->cut ? ", CUT SHORT" : "");
+    gmt_fw_note(r);
     kinds_text(l, c);
     printf("\npeak requested:  %-12s at %.3f s (what the program asked for)\n",
            gmt_size(c, a, (int64_t)r->peak_requested), at_s(r, r->peak_requested_time));

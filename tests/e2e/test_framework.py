@@ -380,7 +380,7 @@ def test_fw_no_compiler():
 NOTE = "PyTorch's bridge did not attach ("
 # the text reports that say so under their first line (summary, peak,
 # leaks, growth and check print it too once they call gmt_fw_note)
-NOTED = (["leaks"], ["growth"], ["timeline"], ["transfers"], ["frag"], ["phases"], ["whatif"], ["ranks"],
+NOTED = (["summary"], ["peak"], ["leaks"], ["growth"], ["timeline"], ["transfers"], ["frag"], ["phases"], ["whatif"], ["ranks"],
          ["diff", "t.gmt"])
 
 
