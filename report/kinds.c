@@ -200,6 +200,11 @@ void gmt_kinds_release(struct kinds_state *st)
 }
 
 
+uint32_t gmt_kinds_calls_begun(const struct kinds_state *st)
+{
+    return st ? st->begun : 0;
+}
+
 size_t gmt_kinds_kept(const struct kinds_state *st, const struct kept **out)
 {
     *out = st && st->snapped ? st->kept : NULL;

@@ -57,6 +57,8 @@ void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec);
 void gmt_kinds_free(struct replay *r, const struct gmt_rec *rec);
 void gmt_kinds_snapshot(struct replay *r);
 void gmt_kinds_release(struct kinds_state *st);
+/* Backward calls begun so far (by the end of the replay: in all). */
+uint32_t gmt_kinds_calls_begun(const struct kinds_state *st);
 /* The blocks kept at the snapshot, by address; 0 and NULL before it. */
 size_t gmt_kinds_kept(const struct kinds_state *st, const struct kept **out);
 

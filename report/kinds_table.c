@@ -47,6 +47,11 @@ enum gmt_mem_kind gmt_kind_of(struct loaded *l, const struct kept *k)
         return GMT_KIND_ACTS;
     if (k->freed && k->ended <= k->begun)
         return GMT_KIND_TEMPS;
+    /* never given back, and no backward call began after it was made: the
+     * run ended (a crash, an out-of-memory in the forward pass) before
+     * anything showed what it was - not memory held across steps */
+    if (!k->freed && gmt_kinds_calls_begun(l->r.kinds) == k->begun)
+        return GMT_KIND_OTHER;
     return GMT_KIND_HELD; /* never given back, or kept across a whole backward call */
 }
 
