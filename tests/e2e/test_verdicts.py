@@ -89,3 +89,15 @@ def test_kept_graph_found_whole():
     want = sorted([(f"mlp.<locals>.step (verdict_corpus.py:{x})", 4096, 3),
                    (f"mlp.<locals>.step (verdict_corpus.py:{fwd})", 16384, 3)])
     expect(g["steps"] == 40 and got == want, f"{got}\nwant {want}")
+
+
+def test_a_forward_that_ran_out_is_not_held_across_steps():
+    """resnet50 ran out of memory in its first forward pass: what was live
+    then (its activations, 137.8 GiB) was never given back and no backward
+    call came after it - nothing shows what it was, and it was held across
+    no step. Its kind is "other", not "held"; the parameters stay theirs."""
+    t = corpus_trace("oom-resnet50")
+    s = json.loads(report("summary", "--json", "--no-symbols", t).stdout)["traces"][0]
+    kinds = {k["kind"]: k["bytes"] for k in s["oom_events"][0]["live_by_kind"]}
+    expect(kinds["held"] == 0 and kinds["other"] > 137 * (1 << 30) and
+           kinds["parameters"] == 102441032, f"{kinds}")
