@@ -74,6 +74,18 @@ def dump(path, *args):
     return report("dump", *args, path).stdout.splitlines()
 
 
+def site_lines(path):
+    """name -> line number of a test program's "# SITE name" comments."""
+    import re
+    lines = {}
+    with open(path) as f:
+        for no, text in enumerate(f, 1):
+            m = re.search(r"# SITE (\w+)", text)
+            if m:
+                lines[m.group(1)] = no
+    return lines
+
+
 def expect(cond, msg):
     if not cond:
         raise AssertionError(msg)

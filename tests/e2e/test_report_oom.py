@@ -22,15 +22,6 @@ MiB = 1 << 20
 _made = {}
 
 
-def site_lines():
-    """name -> line number of oom_app.py's "# SITE name" comments."""
-    lines = {}
-    with open(APP) as f:
-        for no, text in enumerate(f, 1):
-            m = re.search(r"# SITE (\w+)", text)
-            if m:
-                lines[m.group(1)] = no
-    return lines
 
 
 def trace():
@@ -60,7 +51,7 @@ def peak(path, *args, rc=0):
 
 
 def test_summary_names_the_failed_request():
-    t, lines = trace(), site_lines()
+    t, lines = trace(), site_lines(APP)
     s = summary(t)
     expect(s["ooms"] == 1 and len(s["oom_events"]) == 1, s["oom_events"])
     e = s["oom_events"][0]
@@ -94,7 +85,7 @@ def test_summary_names_the_failed_request():
 
 
 def test_summary_text_block():
-    t, lines = trace(), site_lines()
+    t, lines = trace(), site_lines(APP)
     text = report("summary", t).stdout
     expect("out of memory:   1\n" in text, text)
     expect("200.00 MiB on device 0 (PyTorch's caching allocator) failed" in text, text)
@@ -116,7 +107,7 @@ def test_summary_oom_site_follows_group():
 
 
 def test_peak_at_oom_is_not_the_peak():
-    t, lines = trace(), site_lines()
+    t, lines = trace(), site_lines(APP)
     p = peak(t, "--json")
     expect(any(f"oom_app.py:{lines['peak']})" in s["site"] for s in p["sites"]), p)
     for arg in ("oom", "oom:1"):
@@ -138,7 +129,7 @@ def test_peak_at_oom_is_not_the_peak():
 
 
 def test_peak_at_mark_and_time():
-    t, lines = trace(), site_lines()
+    t, lines = trace(), site_lines(APP)
     a = peak(t, "--json", "--at", "before_oom")
     expect(a["at"]["instant"] == "mark" and a["at"]["mark"] == "before_oom" and
            a["at"]["requested"] == 20 * MiB, a["at"])
