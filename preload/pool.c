@@ -142,8 +142,10 @@ int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t req,
     struct pdev *d = pool_get_dev(p, dev);
     if (d == NULL)
         return 2;
+    if (req > POOL_MAX_REQUEST)
+        return 2; /* rounded up below, it would wrap to a small block */
     size_t size = (req + POOL_ROUND - 1) & ~(size_t)(POOL_ROUND - 1);
-    if (size == 0 || size < req)
+    if (size == 0)
         size = POOL_ROUND;
     /* One arena serves every thread until threads contend for it: PyTorch's
      * forward thread and its autograd thread take turns, and arenas of

@@ -55,6 +55,10 @@
 #define POOL_MEDIUM_TOP (24u << 20)           /* request within these */
 #define POOL_LARGE_ROUND (2u << 20)           /* larger: own segment */
 #define POOL_WHOLE_KEEP ((size_t)256 << 20)   /* pool_upstream.whole */
+/* The largest request the pool serves. No device has this much, and
+ * nothing the pool computes from a request up to it wraps (its rounding
+ * to blocks, segments and pages; the multiples it compares with). */
+#define POOL_MAX_REQUEST (SIZE_MAX >> 4)
 
 /* Where memory comes from. Functions return 0 or a CUDA error code. */
 #define POOL_NO_VMM 801 /* cudaErrorNotSupported */
@@ -180,7 +184,9 @@ struct pool;
 struct pool *pool_create(const struct pool_upstream *up,
                          const struct pool_observer *obs);
 /* Serve `size` bytes on `dev` from arena `arena_hint`. 0: *out is the
- * block; otherwise the CUDA error (cudaErrorMemoryAllocation = 2). */
+ * block; otherwise the CUDA error (cudaErrorMemoryAllocation = 2), and
+ * *out is left alone. A size of 0 gets a block of POOL_ROUND bytes; one
+ * above POOL_MAX_REQUEST fails at once, asking the upstream nothing. */
 int pool_alloc(struct pool *p, int dev, unsigned arena_hint, size_t size,
                uintptr_t *out);
 /* Free a block. POOL_NOT_MINE: not a pool address (pass it on);

@@ -87,6 +87,41 @@ static void oom_cascade(void)
     pool_release_all(p);
 }
 
+/* Requests near 2^64 - (size_t)-1 is the classic n - 1 with n == 0 -
+ * fail at once, with nothing handed out and nothing asked of the
+ * upstream. Rounded up to 512 bytes, the first 511 of them wrapped to a
+ * 512-byte block, returned as a success; rounded up to a segment, the
+ * sizes from 2^64 - 2 MiB wrapped to a segment of 0 bytes, and the pool
+ * crashed binning it. The largest request served asks the upstream for
+ * what it needs, which the upstream refuses. */
+static void huge_requests_fail(void)
+{
+    reset(1u << 30);
+    struct pool *p = pool_create(&upstream, &observer);
+    const size_t two_mib = 2u << 20;
+    const size_t sizes[] = {SIZE_MAX, SIZE_MAX - 510, SIZE_MAX - 511,
+                            SIZE_MAX - 512, SIZE_MAX - two_mib + 1,
+                            SIZE_MAX - two_mib, SIZE_MAX - (20u << 20),
+                            (size_t)1 << 63, POOL_MAX_REQUEST + 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        uintptr_t a = 0;
+        int r = pool_alloc(p, 0, 0, sizes[i], &a);
+        CHECK(r == 2 && a == 0);
+        if (r == 0)
+            fprintf(stderr, "huge_requests_fail: %zu bytes served at %#lx\n",
+                    sizes[i], (unsigned long)a);
+    }
+    CHECK(up.allocs == 0 && up.used == 0);
+    uintptr_t a = 0;
+    CHECK(pool_alloc(p, 0, 0, POOL_MAX_REQUEST, &a) == 2 && a == 0);
+    CHECK(up.allocs == 0 && up.violations == 0 && pool_check(p) == NULL);
+    /* and the pool serves as before */
+    CHECK((a = gpu_alloc(p, 0, 0)) != 0);
+    gpu_free(p, a, POOL_ROUND);
+    pool_release_all(p);
+    CHECK(up.used == 0);
+}
+
 static void coalescing(void)
 {
     reset(1u << 30);
@@ -530,6 +565,7 @@ int main(void)
     no_reuse_before_sync();
     one_sync_per_wave();
     oom_cascade();
+    huge_requests_fail();
     coalescing();
     refused_sync_grows();
     invalid_frees();
