@@ -98,6 +98,25 @@ static void vmm_done(struct gmt_call *c, unsigned api, CUresult r, int dev,
     gmt_call_finish(c);
 }
 
+/* A driver allocation that ran out of memory is made once more if the
+ * pool gave back memory it held idle (mem.c, gmt_mem_oom_release) - but
+ * not one the library made (it handles its own failures) nor one the
+ * runtime the pool allocates through made inside a call of its own: the
+ * pool's frees would call back into that runtime (a hooked runtime call
+ * retries for itself). rec: the wrapper's begin() succeeded; caller: its
+ * return address; dev: the memory's device, or DEV_NOW for the
+ * context's. Only failures come here. */
+static bool oom_again(CUresult r, bool rec, const void *caller, uint64_t size,
+                      int dev)
+{
+    if (r != CUDA_ERROR_OUT_OF_MEMORY)
+        return false;
+    struct gmt_thread *t = gmt_thread_peek();
+    if (t == NULL || (!rec && t->guard) || gmt_mem_runtime_code(caller))
+        return false;
+    return gmt_mem_oom_release(dev == DEV_NOW ? device_now(t) : dev, size);
+}
+
 /* ---- the wrappers ----------------------------------------------------------
  * Declared in driver.h (WRAPPER): each has the exact type of the driver
  * function it stands for, and is exported under that function's name
@@ -110,9 +129,12 @@ CUresult gmtw_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
     struct gmt_call c;
     if (MISSING(cuMemAlloc_v2))
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!begin(&c, false))
-        return REAL(cuMemAlloc_v2)(dptr, size);
+    bool rec = begin(&c, false);
     CUresult r = REAL(cuMemAlloc_v2)(dptr, size);
+    if (oom_again(r, rec, __builtin_return_address(0), size, DEV_NOW))
+        r = REAL(cuMemAlloc_v2)(dptr, size);
+    if (!rec)
+        return r;
     alloc_done(&c, GMT_API_CU_MEM_ALLOC, r, DEV_NOW,
                r == CUDA_SUCCESS ? *dptr : 0, size, 0, 0, GMT_NO_STREAM);
     return r;
@@ -125,10 +147,13 @@ CUresult gmtw_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch,
     struct gmt_call c;
     if (MISSING(cuMemAllocPitch_v2))
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!begin(&c, false))
-        return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
+    bool rec = begin(&c, false);
     CUresult r = REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
-    uint64_t want = (uint64_t)width * height;
+    uint64_t want = gmt_mul_sat(width, height);
+    if (oom_again(r, rec, __builtin_return_address(0), want, DEV_NOW))
+        r = REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
+    if (!rec)
+        return r;
     uint64_t block = r == CUDA_SUCCESS ? (uint64_t)*pitch * height : want;
     alloc_done(&c, GMT_API_CU_MEM_ALLOC_PITCH, r, DEV_NOW,
                r == CUDA_SUCCESS ? *dptr : 0, want,
@@ -142,9 +167,12 @@ CUresult gmtw_cuMemAllocManaged(CUdeviceptr *dptr, size_t size,
     struct gmt_call c;
     if (MISSING(cuMemAllocManaged))
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!begin(&c, false))
-        return REAL(cuMemAllocManaged)(dptr, size, flags);
+    bool rec = begin(&c, false);
     CUresult r = REAL(cuMemAllocManaged)(dptr, size, flags);
+    if (oom_again(r, rec, __builtin_return_address(0), size, DEV_NOW))
+        r = REAL(cuMemAllocManaged)(dptr, size, flags);
+    if (!rec)
+        return r;
     alloc_done(&c, GMT_API_CU_MEM_ALLOC_MANAGED, r, DEV_NOW,
                r == CUDA_SUCCESS ? *dptr : 0, size, 0, flags, GMT_NO_STREAM);
     return r;
@@ -249,14 +277,18 @@ CUresult gmtw_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     struct gmt_call c;
     if (MISSING(cuMemCreate))
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!begin(&c, false))
-        return REAL(cuMemCreate)(handle, size, prop, flags);
+    bool rec = begin(&c, false);
     /* PyTorch's expandable segments: memory its block events count */
-    uint64_t fw = gmt_fw_segment_call(__builtin_return_address(0), false)
+    uint64_t fw = rec && gmt_fw_segment_call(__builtin_return_address(0), false)
                       ? GMT_ALLOC_FW_BACKING : 0;
     CUresult r = REAL(cuMemCreate)(handle, size, prop, flags);
     bool on_device = prop == NULL ||
                      prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    if (on_device && oom_again(r, rec, __builtin_return_address(0), size,
+                               prop ? prop->location.id : DEV_NOW))
+        r = REAL(cuMemCreate)(handle, size, prop, flags);
+    if (!rec)
+        return r;
     int dev = r == CUDA_SUCCESS && on_device && prop != NULL &&
                       prop->location.id >= 0 &&
                       prop->location.id < GMT_MAX_DEVICES
@@ -537,7 +569,8 @@ CUresult gmtw_cuMemPoolDestroy(CUmemoryPool pool)
 /* Stream-ordered allocation; the _ptsz variants take stream 0 as the
  * per-thread stream. */
 static CUresult alloc_async(int fn, bool ptsz, CUdeviceptr *dptr, size_t size,
-                            CUmemoryPool pool, CUstream stream)
+                            CUmemoryPool pool, CUstream stream,
+                            const void *caller)
 {
     typedef CUresult (*plain_t)(CUdeviceptr *, size_t, CUstream);
     typedef CUresult (*pool_t)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
@@ -550,6 +583,9 @@ static CUresult alloc_async(int fn, bool ptsz, CUdeviceptr *dptr, size_t size,
     bool rec = begin(&c, false);
     CUresult r = from_pool ? ((pool_t)f)(dptr, size, pool, stream)
                            : ((plain_t)f)(dptr, size, stream);
+    if (oom_again(r, rec, caller, size, DEV_NOW))
+        r = from_pool ? ((pool_t)f)(dptr, size, pool, stream)
+                      : ((plain_t)f)(dptr, size, stream);
     int saved = errno;
     if (gmt_drv_observe && r == CUDA_SUCCESS)
         pools_after(true, from_pool ? pool : NULL);
@@ -597,27 +633,29 @@ static CUresult free_async(int fn, bool ptsz, CUdeviceptr dptr,
 
 CUresult gmtw_cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream stream)
 {
-    return alloc_async(D_cuMemAllocAsync, false, dptr, size, NULL, stream);
+    return alloc_async(D_cuMemAllocAsync, false, dptr, size, NULL, stream,
+                       __builtin_return_address(0));
 }
 
 CUresult gmtw_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size,
                                    CUstream stream)
 {
-    return alloc_async(D_cuMemAllocAsync_ptsz, true, dptr, size, NULL, stream);
+    return alloc_async(D_cuMemAllocAsync_ptsz, true, dptr, size, NULL, stream,
+                       __builtin_return_address(0));
 }
 
 CUresult gmtw_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size,
                                       CUmemoryPool pool, CUstream stream)
 {
     return alloc_async(D_cuMemAllocFromPoolAsync, false, dptr, size, pool,
-                       stream);
+                       stream, __builtin_return_address(0));
 }
 
 CUresult gmtw_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size,
                                            CUmemoryPool pool, CUstream stream)
 {
     return alloc_async(D_cuMemAllocFromPoolAsync_ptsz, true, dptr, size, pool,
-                       stream);
+                       stream, __builtin_return_address(0));
 }
 
 CUresult gmtw_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)

@@ -129,6 +129,8 @@
     X(cudaMallocAsync)                                                        \
     X(cudaFreeAsync)                                                          \
     X(cudaMallocFromPoolAsync)                                                \
+    X(cudaMallocArray)                                                        \
+    X(cudaMalloc3DArray)                                                      \
     X(cudaMemcpy)                                                             \
     X(cudaMemcpyAsync)                                                        \
     X(cudaMemcpy2D)                                                           \

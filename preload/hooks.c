@@ -40,6 +40,39 @@ cudaError_t gmt_stream_destroy(cudaStream_t stream);
         return r_;                                                            \
     } while (0)
 
+/* TRACED, for an allocation of `size` bytes (a C expression): one that
+ * failed for lack of memory is made once more if the pool gave back
+ * memory it held idle (mem.c, gmt_mem_oom_retry), and one that then
+ * succeeds leaves no error behind. Not from inside the library's own
+ * calls: gmt_call_begin declines those. */
+#define TRACED_OOM(size, real_call, record)                                   \
+    do {                                                                      \
+        struct gmt_call c_;                                                   \
+        if (!gmt_call_begin(&c_, false))                                      \
+            return real_call;                                                 \
+        cudaError_t r_ = real_call;                                           \
+        if (r_ == cudaErrorMemoryAllocation && gmt_mem_oom_retry(size, true) && \
+            (r_ = real_call) == cudaSuccess)                                  \
+            GMT_REAL(cudaGetLastError)();                                     \
+        gmt_call_errno(&c_);                                                  \
+        record;                                                               \
+        gmt_call_finish(&c_);                                                 \
+        return r_;                                                            \
+    } while (0)
+
+/* An allocation not recorded, retried as in TRACED_OOM. */
+#define OOM_RETRIED(real_call)                                                \
+    do {                                                                      \
+        cudaError_t r_ = real_call;                                           \
+        if (r_ == cudaErrorMemoryAllocation && gmt_mem_oom_retry(0, false) && \
+            (r_ = real_call) == cudaSuccess)                                  \
+            GMT_REAL(cudaGetLastError)();                                     \
+        return r_;                                                            \
+    } while (0)
+
+/* The bytes a 3D extent asks for, saturated rather than wrapped. */
+#define EXTENT_BYTES(e) gmt_mul_sat(gmt_mul_sat((e).width, (e).height), (e).depth)
+
 #define S(s) gmt_stream_of((const void *)(s), false)
 #define SZ(s) gmt_stream_of((const void *)(s), true)
 /* A CUDA array is device memory: resolve cudaMemcpyDefault without
@@ -51,20 +84,20 @@ cudaError_t gmt_stream_destroy(cudaStream_t stream);
 
 GMT_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
-    TRACED(false, GMT_REAL(cudaMallocManaged)(devPtr, size, flags),
+    TRACED_OOM(size, GMT_REAL(cudaMallocManaged)(devPtr, size, flags),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_MANAGED), devPtr ? *devPtr : NULL, size, size, flags, GMT_NO_STREAM));
 }
 
 GMT_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {
-    TRACED(false, GMT_REAL(cudaMallocPitch)(devPtr, pitch, width, height),
-           gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_PITCH), devPtr ? *devPtr : NULL, (uint64_t)width * height, r_ == cudaSuccess && pitch ? (uint64_t)*pitch * height : 0, 0, GMT_NO_STREAM));
+    TRACED_OOM(gmt_mul_sat(width, height), GMT_REAL(cudaMallocPitch)(devPtr, pitch, width, height),
+           gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_PITCH), devPtr ? *devPtr : NULL, gmt_mul_sat(width, height), r_ == cudaSuccess && pitch ? (uint64_t)*pitch * height : 0, 0, GMT_NO_STREAM));
 }
 
 GMT_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
 {
-    TRACED(false, GMT_REAL(cudaMalloc3D)(pitchedDevPtr, extent),
-           gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_3D), pitchedDevPtr ? pitchedDevPtr->ptr : NULL, (uint64_t)extent.width * extent.height * extent.depth, r_ == cudaSuccess && pitchedDevPtr ? (uint64_t)pitchedDevPtr->pitch * extent.height * extent.depth : 0, 0, GMT_NO_STREAM));
+    TRACED_OOM(EXTENT_BYTES(extent), GMT_REAL(cudaMalloc3D)(pitchedDevPtr, extent),
+           gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_3D), pitchedDevPtr ? pitchedDevPtr->ptr : NULL, EXTENT_BYTES(extent), r_ == cudaSuccess && pitchedDevPtr ? (uint64_t)pitchedDevPtr->pitch * extent.height * extent.depth : 0, 0, GMT_NO_STREAM));
 }
 
 GMT_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
@@ -88,26 +121,26 @@ GMT_EXPORT cudaError_t cudaFreeHost(void *ptr)
 GMT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
     gmt_fw_segment_call(__builtin_return_address(0), true);
-    TRACED(false, GMT_REAL(cudaMallocAsync)(devPtr, size, hStream),
+    TRACED_OOM(size, GMT_REAL(cudaMallocAsync)(devPtr, size, hStream),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_ASYNC), devPtr ? *devPtr : NULL, size, size, 0, S(hStream)));
 }
 
 GMT_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
     gmt_fw_segment_call(__builtin_return_address(0), true);
-    TRACED(false, GMT_REAL(cudaMallocAsync_ptsz)(devPtr, size, hStream),
+    TRACED_OOM(size, GMT_REAL(cudaMallocAsync_ptsz)(devPtr, size, hStream),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_ASYNC | GMT_API_PTDS), devPtr ? *devPtr : NULL, size, size, 0, SZ(hStream)));
 }
 
 GMT_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-    TRACED(false, GMT_REAL(cudaMallocFromPoolAsync)(ptr, size, memPool, stream),
+    TRACED_OOM(size, GMT_REAL(cudaMallocFromPoolAsync)(ptr, size, memPool, stream),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_FROM_POOL_ASYNC), ptr ? *ptr : NULL, size, size, 0, S(stream)));
 }
 
 GMT_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-    TRACED(false, GMT_REAL(cudaMallocFromPoolAsync_ptsz)(ptr, size, memPool, stream),
+    TRACED_OOM(size, GMT_REAL(cudaMallocFromPoolAsync_ptsz)(ptr, size, memPool, stream),
            gmt_ev_alloc(&c_, r_, (GMT_API_MALLOC_FROM_POOL_ASYNC | GMT_API_PTDS), ptr ? *ptr : NULL, size, size, 0, SZ(stream)));
 }
 
@@ -481,6 +514,16 @@ GMT_EXPORT cudaError_t cudaSetDevice(int device)
 {
     TRACED(false, GMT_REAL(cudaSetDevice)(device),
            gmt_ev_set_device(&c_, r_, device));
+}
+
+GMT_EXPORT cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width, size_t height, unsigned int flags)
+{
+    OOM_RETRIED(GMT_REAL(cudaMallocArray)(array, desc, width, height, flags));
+}
+
+GMT_EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, struct cudaExtent extent, unsigned int flags)
+{
+    OOM_RETRIED(GMT_REAL(cudaMalloc3DArray)(array, desc, extent, flags));
 }
 
 GMT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)

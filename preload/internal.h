@@ -302,6 +302,29 @@ bool gmt_capture_active(void);
  * cudaFree (*dev: its device); -1, inside a pool segment but no live
  * block's start (refuse it: the driver must never free pool memory). */
 int gmt_mem_driver_free(uint64_t ptr, int *dev);
+/* An allocation the pool did not serve failed for lack of memory on dev,
+ * the thread's current device: the pool gives back what it holds idle
+ * there - the segments nothing lives in, after one synchronization if
+ * frees are pending, so that no queued GPU work can touch what goes
+ * back (pool_trim) - and the caller tries once more. false: nothing went
+ * back (nothing idle, a stream capture under way, or more than the
+ * device has), and a second try would fail the same. The caller is no
+ * call of the library's own and holds no lock of the runtime's; only
+ * failures come here: an allocation that succeeds costs nothing more. */
+bool gmt_mem_oom_release(int dev, uint64_t size);
+/* The same for a runtime entry point, on the current device. began: the
+ * hook's gmt_call_begin succeeded (else it checks the thread is not
+ * inside a call of the library's). */
+bool gmt_mem_oom_retry(uint64_t size, bool began);
+/* Is addr code of the runtime the pool allocates through? */
+bool gmt_mem_runtime_code(const void *addr);
+/* a * b, or UINT64_MAX where that wraps: a size from the program's
+ * counts, for a record or a comparison, never for an allocation. */
+static inline uint64_t gmt_mul_sat(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
 /* Hold the capture lock if no stream capture is under way (true), so that
  * none begins while the library makes a stream-ordered call of its own.
  * Without `wait`, false also when another thread holds it (it may be

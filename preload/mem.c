@@ -4,7 +4,10 @@
  * its upstream is the real CUDA runtime, its observer writes the trace,
  * and the hooks for the calls the pool changes (cudaMalloc, cudaFree,
  * cudaDeviceSynchronize, cudaMemGetInfo, cudaIpcGetMemHandle,
- * cudaDeviceReset, stream capture) land here.
+ * cudaDeviceReset, stream capture) land here. So does the rest of the
+ * process running out of memory (gmt_mem_oom_release): the hooks of other
+ * allocations and the driver-level observer hand the pool's idle memory
+ * to a call that failed for lack of it, and make the call once more.
  *
  * What the program sees stays what the runtime would give it: the same
  * return codes, no error left behind by a failure the pool recovered from
@@ -30,6 +33,7 @@
  * lives here, and is reached from stream and context creations (hooks,
  * driver.c) that know no pool.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -509,6 +513,75 @@ static int current_device(struct gmt_thread *t)
     return dev;
 }
 
+/* The total memory of dev, the thread's current device, asked once (0
+ * until the runtime or the driver could say). */
+static uint64_t g_total[POOL_MAX_DEVICES];
+
+static uint64_t device_total(int dev)
+{
+    uint64_t total = __atomic_load_n(&g_total[dev], __ATOMIC_RELAXED);
+    size_t free_b = 0, total_b = 0;
+    if (total == 0 && driver_info(&free_b, &total_b) && total_b) {
+        total = total_b;
+        __atomic_store_n(&g_total[dev], total, __ATOMIC_RELAXED);
+    }
+    return total ? total : UINT64_MAX;
+}
+
+/* A request no memory of the device can serve: the pool gives nothing
+ * back for it. */
+static bool beyond_device(int dev, uint64_t size)
+{
+    return size > POOL_MAX_REQUEST || size > device_total(dev);
+}
+
+bool gmt_mem_oom_release(int dev, uint64_t size)
+{
+    struct pool *p = __atomic_load_n(&g_pool, __ATOMIC_ACQUIRE);
+    struct gmt_thread *t = gmt_thread_get();
+    if (p == NULL || t == NULL || dev < 0 || dev >= POOL_MAX_DEVICES ||
+        !gmt_tracer_active() || gmt_capture_active())
+        return false; /* no freeing inside a capture: it would break it */
+    uint64_t idle = pool_idle(p, dev);
+    if (idle == 0 || beyond_device(dev, size))
+        return false;
+    int guard = t->guard;
+    t->guard = 1; /* the pool's frees are no driver calls of the program */
+    pool_trim(p, dev);
+    t->guard = guard;
+    return pool_idle(p, dev) < idle;
+}
+
+bool gmt_mem_oom_retry(uint64_t size, bool began)
+{
+    struct gmt_thread *t = gmt_thread_peek();
+    int dev = -1;
+    if ((!began && (t == NULL || t->guard)) ||
+        GMT_REAL(cudaGetDevice)(&dev) != cudaSuccess)
+        return false; /* inside our own calls, or no device to free on */
+    return gmt_mem_oom_release(dev, size);
+}
+
+bool gmt_mem_runtime_code(const void *addr)
+{
+    Dl_info at, rt;
+    if (!gmt_real_present(GMT_R_cudaFree))
+        return false;
+    return dladdr(addr, &at) && dladdr(gmt_real(GMT_R_cudaFree), &rt) &&
+           at.dli_fbase == rt.dli_fbase;
+}
+
+/* The runtime's cudaMalloc of the program's request, made once more if
+ * it ran out while the pool held memory idle. */
+static cudaError_t real_malloc(void **devPtr, size_t size)
+{
+    cudaError_t r = GMT_REAL(cudaMalloc)(devPtr, size);
+    if (r == cudaErrorMemoryAllocation && gmt_mem_oom_retry(size, true) &&
+        (r = GMT_REAL(cudaMalloc)(devPtr, size)) == cudaSuccess)
+        GMT_REAL(cudaGetLastError)(); /* the first try's, recovered */
+    return r;
+}
+
 /* A real cudaFree of a valid pointer waits for the pointer's device,
  * whichever is current - and for nothing when the memory is a
  * stream-ordered pool's (measured on an H100, docs/validation.md). So a
@@ -532,10 +605,13 @@ static cudaError_t real_free(struct gmt_thread *t, void *ptr)
     return r;
 }
 
-/* The pool failed where no runtime call did (the driver's virtual
- * memory, or host memory for its books): the runtime gives its own
- * answer, which also leaves the runtime's error state as its failure
- * would. A success is a plain allocation, which cudaFree passes through. */
+/* The pool failed: the runtime gets the program's own request, as the
+ * last word. Where the pool failed for its own reasons (the driver's
+ * virtual memory, host memory for its books) or because a segment of
+ * its rounding did not fit though the request does (a 7 MiB request
+ * takes a 14 MiB segment), the runtime may serve it; where it fails, it
+ * leaves *devPtr and its error state as its failure would without us.
+ * A success is a plain allocation, which cudaFree passes through. */
 static cudaError_t fallback_malloc(struct gmt_call *c, void **devPtr,
                                    size_t size)
 {
@@ -575,9 +651,10 @@ static cudaError_t mem_malloc(void **devPtr, size_t size, const void *caller)
             /* an upstream failure the pool recovered from must not linger */
             if (t->upstream_failed)
                 GMT_REAL(cudaGetLastError)();
-        } else if (!t->upstream_failed &&
-                   (r = fallback_malloc(&c, devPtr, size)) == cudaSuccess) {
+        } else if ((r = fallback_malloc(&c, devPtr, size)) == cudaSuccess) {
             block = size;
+            if (t->upstream_failed) /* the pool's segment's, not the program's */
+                GMT_REAL(cudaGetLastError)();
         } else {
             struct pool_stats st;
             size_t free_b = 0, total_b = 0;
@@ -588,7 +665,7 @@ static cudaError_t mem_malloc(void **devPtr, size_t size, const void *caller)
             gmt_ev_oom(&c, dev, size, v);
         }
     } else {
-        r = GMT_REAL(cudaMalloc)(devPtr, size);
+        r = real_malloc(devPtr, size);
         gmt_call_errno(&c);
     }
     gmt_ev_alloc(&c, r, GMT_API_MALLOC, devPtr && r == cudaSuccess ? *devPtr : NULL,

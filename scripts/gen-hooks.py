@@ -6,7 +6,7 @@
 # the trace's api codes (the api byte of a record: which entry point made
 # it). Everything else is generated from it or expands it:
 #
-#   preload/hooks.c    the exported wrappers (rows H, M, CAPTURE)
+#   preload/hooks.c    the exported wrappers (rows H, M, CAPTURE, RETRY)
 #   preload/gmt_api.h  X-macros: GMT_API_CODES (enum gmt_api in
 #                      gmt_format.h, the names in report/names.c),
 #                      GMT_RT_FUNCS and GMT_RT_PTDS (the real functions in
@@ -17,10 +17,11 @@
 # are used; the build checks them and never rewrites them.
 #
 # To add a runtime entry point:
-#   1. Add its row below, in its section: H for a traced wrapper, M when
-#      its body lives in preload/mem.c, HAND when another preload file
-#      defines it (hooks_compat.c), OWN for a function the tracer only
-#      calls. A row that records gives its api code a new value in its
+#   1. Add its row below, in its section: H for a traced wrapper (with
+#      oom= for an allocation of device memory), RETRY for an allocation
+#      only given the pool's idle memory, M when its body lives in
+#      preload/mem.c, HAND when another preload file defines it
+#      (hooks_compat.c), OWN for a function the tracer only calls. A row that records gives its api code a new value in its
 #      section's range (API_RANGES); a value is part of the trace format
 #      (docs/trace-format.md): never change or reuse one, or old traces
 #      read differently.
@@ -47,11 +48,21 @@ ROWS = []  # every row, in table order: what kind, and its fields
 # (the api code, with GMT_API_PTDS in the variant) and STREAM (base_stream,
 # or ptds_stream in the variant); api: (constant, value), or None for a
 # call recorded without one; sfx: the runtime's per-thread-default-stream
-# export (_ptds or _ptsz) wrapped too; pre: a statement run first.
-def H(name, params, args, before, record, api, base_stream, sfx=None, ptds_stream=None, pre=None):
+# export (_ptds or _ptsz) wrapped too; pre: a statement run first; oom:
+# an allocation, the bytes it asks for as a C expression: one that fails
+# for lack of memory is made once more when the pool gave memory back
+# (TRACED_OOM).
+def H(name, params, args, before, record, api, base_stream, sfx=None, ptds_stream=None, pre=None,
+      oom=None):
     ROWS.append(dict(kind="H", name=name, params=params, args=args, before=before,
                      record=record, api=api, stream=base_stream, sfx=sfx,
-                     ptds_stream=ptds_stream, pre=pre))
+                     ptds_stream=ptds_stream, pre=pre, oom=oom))
+
+
+# RETRY: an allocation the trace does not record that still gets the
+# memory the pool holds idle when it runs out (OOM_RETRIED).
+def RETRY(name, params, args):
+    ROWS.append(dict(kind="RETRY", name=name, params=params, args=args, api=None, sfx=None))
 
 
 # M: an entry point whose behaviour the caching pool changes; the wrapper
@@ -111,11 +122,14 @@ M("cudaMalloc", "void **devPtr, size_t size",
   "gmt_mem_malloc(devPtr, size, __builtin_return_address(0))", ("GMT_API_MALLOC", 1))
 M("cudaFree", "void *devPtr", "gmt_mem_free(devPtr, __builtin_return_address(0))", ("GMT_API_FREE", 16))
 H("cudaMallocManaged", "void **devPtr, size_t size, unsigned int flags", "devPtr, size, flags", False,
-  "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, size, size, flags, STREAM)", ("GMT_API_MALLOC_MANAGED", 2), "GMT_NO_STREAM")
+  "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, size, size, flags, STREAM)", ("GMT_API_MALLOC_MANAGED", 2), "GMT_NO_STREAM",
+  oom="size")
 H("cudaMallocPitch", "void **devPtr, size_t *pitch, size_t width, size_t height", "devPtr, pitch, width, height", False,
-  "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, (uint64_t)width * height, r_ == cudaSuccess && pitch ? (uint64_t)*pitch * height : 0, 0, STREAM)", ("GMT_API_MALLOC_PITCH", 3), "GMT_NO_STREAM")
+  "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, gmt_mul_sat(width, height), r_ == cudaSuccess && pitch ? (uint64_t)*pitch * height : 0, 0, STREAM)", ("GMT_API_MALLOC_PITCH", 3), "GMT_NO_STREAM",
+  oom="gmt_mul_sat(width, height)")
 H("cudaMalloc3D", "struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent", "pitchedDevPtr, extent", False,
-  "gmt_ev_alloc(&c_, r_, API, pitchedDevPtr ? pitchedDevPtr->ptr : NULL, (uint64_t)extent.width * extent.height * extent.depth, r_ == cudaSuccess && pitchedDevPtr ? (uint64_t)pitchedDevPtr->pitch * extent.height * extent.depth : 0, 0, STREAM)", ("GMT_API_MALLOC_3D", 4), "GMT_NO_STREAM")
+  "gmt_ev_alloc(&c_, r_, API, pitchedDevPtr ? pitchedDevPtr->ptr : NULL, EXTENT_BYTES(extent), r_ == cudaSuccess && pitchedDevPtr ? (uint64_t)pitchedDevPtr->pitch * extent.height * extent.depth : 0, 0, STREAM)", ("GMT_API_MALLOC_3D", 4), "GMT_NO_STREAM",
+  oom="EXTENT_BYTES(extent)")
 H("cudaMallocHost", "void **ptr, size_t size", "ptr, size", False,
   "gmt_ev_alloc(&c_, r_, API, ptr ? *ptr : NULL, size, size, 0, STREAM)", ("GMT_API_MALLOC_HOST", 5), "GMT_NO_STREAM")
 H("cudaHostAlloc", "void **pHost, size_t size, unsigned int flags", "pHost, size, flags", False,
@@ -126,11 +140,17 @@ H("cudaFreeHost", "void *ptr", "ptr", True,
 # tells fw.c so (one line), and its allocations are recorded as they are.
 H("cudaMallocAsync", "void **devPtr, size_t size, cudaStream_t hStream", "devPtr, size, hStream", False,
   "gmt_ev_alloc(&c_, r_, API, devPtr ? *devPtr : NULL, size, size, 0, STREAM)", ("GMT_API_MALLOC_ASYNC", 7), "S(hStream)", "_ptsz", "SZ(hStream)",
-  pre="gmt_fw_segment_call(__builtin_return_address(0), true);")
+  pre="gmt_fw_segment_call(__builtin_return_address(0), true);", oom="size")
 M("cudaFreeAsync", "void *devPtr, cudaStream_t hStream",
   "gmt_mem_free_async(devPtr, hStream, {ptsz}, __builtin_return_address(0))", ("GMT_API_FREE_ASYNC", 18), "_ptsz")
 H("cudaMallocFromPoolAsync", "void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream", "ptr, size, memPool, stream", False,
-  "gmt_ev_alloc(&c_, r_, API, ptr ? *ptr : NULL, size, size, 0, STREAM)", ("GMT_API_MALLOC_FROM_POOL_ASYNC", 8), "S(stream)", "_ptsz", "SZ(stream)")
+  "gmt_ev_alloc(&c_, r_, API, ptr ? *ptr : NULL, size, size, 0, STREAM)", ("GMT_API_MALLOC_FROM_POOL_ASYNC", 8), "S(stream)", "_ptsz", "SZ(stream)",
+  oom="size")
+# CUDA arrays: device memory the trace does not follow
+RETRY("cudaMallocArray", "cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width, size_t height, unsigned int flags",
+      "array, desc, width, height, flags")
+RETRY("cudaMalloc3DArray", "cudaArray_t *array, const struct cudaChannelFormatDesc *desc, struct cudaExtent extent, unsigned int flags",
+      "array, desc, extent, flags")
 
 # copies
 C = "gmt_ev_copy(&c_, r_, API, %s, %s, %s, %s, STREAM)"
@@ -349,6 +369,39 @@ cudaError_t gmt_stream_destroy(cudaStream_t stream);
         return r_;                                                            \\
     } while (0)
 
+/* TRACED, for an allocation of `size` bytes (a C expression): one that
+ * failed for lack of memory is made once more if the pool gave back
+ * memory it held idle (mem.c, gmt_mem_oom_retry), and one that then
+ * succeeds leaves no error behind. Not from inside the library's own
+ * calls: gmt_call_begin declines those. */
+#define TRACED_OOM(size, real_call, record)                                   \\
+    do {                                                                      \\
+        struct gmt_call c_;                                                   \\
+        if (!gmt_call_begin(&c_, false))                                      \\
+            return real_call;                                                 \\
+        cudaError_t r_ = real_call;                                           \\
+        if (r_ == cudaErrorMemoryAllocation && gmt_mem_oom_retry(size, true) && \\
+            (r_ = real_call) == cudaSuccess)                                  \\
+            GMT_REAL(cudaGetLastError)();                                     \\
+        gmt_call_errno(&c_);                                                  \\
+        record;                                                               \\
+        gmt_call_finish(&c_);                                                 \\
+        return r_;                                                            \\
+    } while (0)
+
+/* An allocation not recorded, retried as in TRACED_OOM. */
+#define OOM_RETRIED(real_call)                                                \\
+    do {                                                                      \\
+        cudaError_t r_ = real_call;                                           \\
+        if (r_ == cudaErrorMemoryAllocation && gmt_mem_oom_retry(0, false) && \\
+            (r_ = real_call) == cudaSuccess)                                  \\
+            GMT_REAL(cudaGetLastError)();                                     \\
+        return r_;                                                            \\
+    } while (0)
+
+/* The bytes a 3D extent asks for, saturated rather than wrapped. */
+#define EXTENT_BYTES(e) gmt_mul_sat(gmt_mul_sat((e).width, (e).height), (e).depth)
+
 #define S(s) gmt_stream_of((const void *)(s), false)
 #define SZ(s) gmt_stream_of((const void *)(s), true)
 /* A CUDA array is device memory: resolve cudaMemcpyDefault without
@@ -368,8 +421,18 @@ def traced(r):
         rec = r["record"].replace("STREAM", st).replace("API", "(" + a + ")")
         b = "true" if r["before"] else "false"
         p = f"    {r['pre']}\n" if r["pre"] else ""
-        out.append(f"GMT_EXPORT cudaError_t {fn}({r['params']})\n{{\n{p}    TRACED({b}, GMT_REAL({fn})({r['args']}),\n           {rec});\n}}\n")
+        if r["oom"]:
+            assert not r["before"], "an allocation stamps after its call"
+            head = f"TRACED_OOM({r['oom']}, "
+        else:
+            head = f"TRACED({b}, "
+        out.append(f"GMT_EXPORT cudaError_t {fn}({r['params']})\n{{\n{p}    {head}GMT_REAL({fn})({r['args']}),\n           {rec});\n}}\n")
     return out
+
+
+def retried(r):
+    return [f"GMT_EXPORT cudaError_t {r['name']}({r['params']})\n{{\n"
+            f"    OOM_RETRIED(GMT_REAL({r['name']})({r['args']}));\n}}\n"]
 
 
 def forwarded(r):
@@ -399,7 +462,7 @@ def capture(r):
 
 def hooks_c():
     out = [HOOKS_HEAD]
-    for (kind, emit) in (("H", traced), ("M", forwarded), ("CAPTURE", capture)):
+    for (kind, emit) in (("H", traced), ("RETRY", retried), ("M", forwarded), ("CAPTURE", capture)):
         for r in ROWS:
             if r["kind"] == kind:
                 out += emit(r)

@@ -308,3 +308,81 @@ def test_free_of_stream_ordered_memory_is_no_sync():
     p = run([prog("crossfree"), "same"], check=False)
     expect(p.returncode == 0 and "reused A: no" in p.stdout and "C kept: 1" in p.stdout,
            (p.returncode, p.stdout, p.stderr))
+
+
+IDLE_MODES = ("async", "frompool", "managed", "pitch", "3d", "array", "3darray",
+              "cumem", "cumempitch", "cumemmanaged", "cumemasync", "cumemcreate")
+
+
+def test_idle_pool_memory_goes_to_other_allocators():
+    """On an 8 MiB device the pool keeps the 6 MiB of 48 freed 128 KiB
+    blocks, and cudaMemGetInfo calls them free. A 4 MiB allocation made
+    any other way - the runtime's stream-ordered, managed, pitched, 3D
+    and array allocations, the driver's cuMemAlloc family, cuMemCreate -
+    that runs out gets them: the pool gives back its idle segments and
+    the call is made once more, leaving no error behind, as untraced it
+    succeeds at once. (Before, every one of them failed.) The trace shows
+    the segments going back before the allocation."""
+    failed = []
+    for mode in IDLE_MODES:
+        for t in traces():
+            os.remove(t)
+        # the runtime allocates through the driver (the driver's modes
+        # share its memory), loaded from the simulator's folder
+        env = dict(SIM_CUDA_MEM="8M", SIM_CUDA_DRIVER="1",
+                   LD_LIBRARY_PATH=os.path.join(BUILD, "sim"))
+        plain = run([prog("idle_give"), mode], traced=False, check=False, **env)
+        expect(plain.returncode == 0 and "free 8388608 of 8388608" in plain.stdout and
+               "could not be loaded" not in plain.stderr,
+               f"{mode} untraced: {plain.stdout}{plain.stderr}")
+        p = run([prog("idle_give"), mode], check=False, **env)
+        if p.returncode != 0 or not p.stdout.rstrip().endswith("ok") or \
+                "free 8388608 of 8388608" not in p.stdout:
+            failed.append(f"{mode}: exit {p.returncode}\n{p.stdout}{p.stderr}")
+            continue
+        lines = dump(one_trace(), "--no-stacks")
+        freed = [i for i, l in enumerate(lines) if " segment_free " in l]
+        expect(len(freed) >= 2, f"{mode}: segments given back: {len(freed)}")
+    expect(not failed, "\n".join(failed))
+
+
+def test_a_request_that_fits_where_its_segment_does_not():
+    """cudaMalloc of 7 MiB on an 8 MiB device: the pool's segment for it
+    (a multiple of the request, 14 MiB) cannot be had, but the request
+    can: the runtime gets the program's own request as the last word and
+    serves it, as untraced. (Before, the call failed.)"""
+    p = run([prog("idle_give"), "exact"], check=False, SIM_CUDA_MEM="8M")
+    expect(p.returncode == 0 and "exact: 0, last error 0" in p.stdout,
+           f"exit {p.returncode}\n{p.stdout}{p.stderr}")
+
+
+def test_sizes_no_device_has_fail_as_untraced():
+    """(size_t)-1, sizes within a rounding of 2^64, 2^63 and one byte more
+    than the device, through cudaMalloc, cudaMallocManaged,
+    cudaMallocAsync, cudaMallocPitch and cudaMalloc3D with counts whose
+    product wraps, cuMemAlloc and cuMemAllocPitch: every call returns what
+    it returns untraced, leaves the pointer and the last error as it
+    does, and the pool serves the next request. (Before, cudaMalloc of
+    (size_t)-1 succeeded with a 512-byte block, and sizes from 2^64 - 2
+    MiB crashed the program.) The trace records the wrapped counts as
+    more than 2^64 - 1 bytes can say, not as their wrapped product, and
+    the pool gave nothing back for any of them above 2^60."""
+    env = dict(SIM_CUDA_MEM="64M", LD_LIBRARY_PATH=os.path.join(BUILD, "sim"))
+    plain = run([prog("huge")], traced=False, check=False, **env)
+    expect(plain.returncode == 0 and plain.stdout.rstrip().endswith("ok"),
+           f"untraced: {plain.stdout}{plain.stderr}")
+    p = run([prog("huge")], check=False, **env)
+    expect(p.returncode == 0 and p.stdout == plain.stdout,
+           f"exit {p.returncode}\ntraced:\n{p.stdout}{p.stderr}\nuntraced:\n{plain.stdout}")
+    lines = dump(one_trace(), "--no-stacks")
+    wrapped = [l for l in lines if " oom " in l and
+               any(f" {api} " in l for api in ("cudaMallocPitch", "cudaMalloc3D", "cuMemAllocPitch"))]
+    expect(len(wrapped) == 4 and all("size=18446744073709551615" in l for l in wrapped),
+           "\n".join(wrapped))
+    # up to the requests of one byte more than the device (cudaMalloc's
+    # gives the cache back first, as any out-of-memory of the pool's does)
+    first = next(i for i, l in enumerate(lines) if " oom " in l)
+    last = next(i for i, l in enumerate(lines) if " oom_state " in l and "size=67108865" in l)
+    last = max(i for i in range(last) if "size=9223372036854775808" in lines[i])
+    expect(not any("segment_free" in l or "pool-synchronize" in l for l in lines[first:last]),
+           "the pool gave memory back for a request no device can serve")
