@@ -8,8 +8,11 @@
  * blocks becoming reusable, synchronizations it issued).
  *
  * Safety rule: a block freed by the program may only be handed out again
- * once every piece of GPU work issued before the free - on any stream -
- * has finished. Freed blocks are therefore "pending", tagged with their
+ * once every piece of GPU work issued on its device before the free - on
+ * any of that device's streams - has finished. Work of other devices
+ * (peer access), other processes (IPC) and NICs (GPUDirect) is not
+ * covered: nothing the upstream can wait for orders it, and the real
+ * cudaFree does not promise to wait for it either (docs/usage.md). Freed blocks are therefore "pending", tagged with their
  * device's epoch. A device-wide synchronization that started after
  * a block was freed makes it reusable, and so does anything else the
  * upstream knows to cover the device (its `reclaim`: the library's fences,
