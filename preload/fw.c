@@ -236,9 +236,16 @@ static bool attach(void)
         return false;
     }
     char why[512] = "";
-    if (fn == NULL && (fn = gmt_fw_build(g_path, why, sizeof why)) == NULL) {
-        give_up(why);
-        return false;
+    if (fn == NULL) {
+        fn = gmt_fw_build(g_path, why, sizeof why);
+        if (fn == NULL)
+            give_up(why);
+        else if (why[0])
+            note(0, why); /* a damaged cached bridge, built again */
+        /* a stopping signal that came during the build: the program's */
+        gmt_fw_build_reraise();
+        if (fn == NULL)
+            return false;
     }
     int rc = fn(&g_host, why, sizeof why);
     if (rc > 0)

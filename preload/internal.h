@@ -484,8 +484,13 @@ void gmt_fw_reset_after_fork(void);
 
 /* The bridge's attach function for the PyTorch whose libc10_cuda.so is
  * at path: loaded from the cache, else compiled into it first. NULL
- * with `why` (a few words) when it cannot be had. */
+ * with `why` (a few words) when it cannot be had; on success `why` is
+ * empty, or says that a damaged cached bridge was built again. */
 gmt_fw_attach_fn gmt_fw_build(const char *path, char *why, size_t whylen);
+/* Raise again the program's stopping signals (SIGINT, SIGTERM, ...)
+ * that came while gmt_fw_build ran, now that its own handlers are back:
+ * call after saying why a build failed. May not return. */
+void gmt_fw_build_reraise(void);
 
 /* ---- api.c: the public API (markers), trace strings, NVTX injection -- */
 
