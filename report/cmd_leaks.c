@@ -20,12 +20,19 @@
 #include "common.h"
 #include "kinds.h"
 
-enum leak_class { LEAK_PROGRAM, LEAK_STATE, LEAK_WORKSPACE, LEAK_CLASSES };
+/* The program's own memory is split three ways: what a site kept step
+ * after step (live blocks made in two or more steps, or a site the growth
+ * verdict names: one tensor grown by concatenation is one block), what
+ * was still in use when the run ended (made in its last step, or before
+ * the out-of-memory a run without steps ended in: a step's outputs, what
+ * an exception's traceback held), and the rest. */
+enum leak_class { LEAK_PROGRAM, LEAK_GREW, LEAK_LAST, LEAK_STATE, LEAK_WORKSPACE, LEAK_CLASSES };
 
 /* What each stack holds at the end, by class. */
 struct stack_class {
     uint32_t stack;
     int64_t bytes[LEAK_CLASSES], count[LEAK_CLASSES];
+    uint32_t first_step, last_step; /* of its program blocks made in steps */
     UT_hash_handle hh;
 };
 
@@ -34,17 +41,20 @@ struct stack_class {
 static struct stack_class *classes;
 static int picking;
 
+/* picking PICK_OWN: the program's own, all three parts in one */
+enum { PICK_OWN = LEAK_CLASSES };
+
 static bool pick_class(const struct site *s, int64_t v[GROUP_VALUES])
 {
     struct stack_class *e = NULL;
     if (classes)
         HASH_FIND(hh, classes, &s->stack, sizeof s->stack, e);
-    if (picking == LEAK_PROGRAM) {
+    if (picking == LEAK_PROGRAM || picking == PICK_OWN) {
         if (!gmt_pick_live(s, v))
             return false;
-        if (e) {
-            v[0] -= e->bytes[LEAK_STATE] + e->bytes[LEAK_WORKSPACE];
-            v[1] -= e->count[LEAK_STATE] + e->count[LEAK_WORKSPACE];
+        for (int k = picking == PICK_OWN ? LEAK_STATE : LEAK_GREW; e && k < LEAK_CLASSES; k++) {
+            v[0] -= e->bytes[k];
+            v[1] -= e->count[k];
         }
         return v[0] > 0 || v[2] > 0;
     }
@@ -57,9 +67,70 @@ static bool pick_class(const struct site *s, int64_t v[GROUP_VALUES])
 
 struct leak_split {
     bool known;                          /* kinds were inferred */
+    bool steps;                          /* the run had steps */
+    bool oom_end;                        /* no steps; in use at its last OOM */
     int64_t bytes[LEAK_CLASSES], count[LEAK_CLASSES];
     int64_t state[3];                    /* parameters, gradients, optimizer state */
+    char **grew;                         /* the growth verdict's site labels */
+    size_t ngrew;
 };
+
+static struct stack_class *stack_entry(uint32_t stack)
+{
+    struct stack_class *e;
+    HASH_FIND(hh, classes, &stack, sizeof stack, e);
+    if (e == NULL && (e = calloc(1, sizeof *e)) != NULL) {
+        e->stack = stack;
+        HASH_ADD(hh, classes, stack, sizeof e->stack, e);
+    }
+    return e;
+}
+
+/* The growth verdict's sites, by label (the leaks' rows share the
+ * grouping), and the replay options that make the same steps. */
+static void growth_sites(struct loaded *l, const struct gmt_common *c, struct leak_split *sp,
+                         struct replay_opts *o)
+{
+    struct growth_row *rows;
+    struct loaded *ls;
+    size_t n = gmt_growth_steps(l, c, &rows, &ls);
+    if ((sp->grew = calloc(n ? n : 1, sizeof *sp->grew)) != NULL)
+        for (size_t i = 0; i < n; i++)
+            if ((sp->grew[sp->ngrew] = strdup(rows[i].label)) != NULL)
+                sp->ngrew++;
+    if (ls) {
+        o->growth = true;
+        o->step_anchor = ls->r.step_anchor;
+        o->step_mark = ls->r.step_mark; /* a name of l's marks */
+        o->step_count = ls->r.step_count;
+        sp->steps = true;
+        gmt_unload(ls);
+    }
+    free(rows);
+}
+
+static int program_class(const struct leak_split *sp, const struct loaded *k,
+                         const struct kept *b, const struct stack_class *e)
+{
+    if (e && e->first_step && e->last_step != e->first_step)
+        return LEAK_GREW;
+    if (sp->steps && b->made_step == k->r.step_count)
+        return LEAK_LAST;
+    if (sp->oom_end && b->made_seq < k->r.ooms[k->r.nooms - 1].seq)
+        return LEAK_LAST;
+    return LEAK_PROGRAM;
+}
+
+static void add(struct leak_split *sp, int cls, const struct kept *b)
+{
+    struct stack_class *e = stack_entry(b->stack);
+    if (e == NULL)
+        return;
+    e->bytes[cls] += (int64_t)b->size;
+    e->count[cls]++;
+    sp->bytes[cls] += (int64_t)b->size;
+    sp->count[cls]++;
+}
 
 /* Classify what is live at the end (known stays false without Python
  * stacks, or when the snapshot could not be taken). */
@@ -69,40 +140,64 @@ static struct leak_split classify(struct loaded *l, const struct gmt_common *c)
     classes = NULL;
     if (!(l->r.hdr.features & GMT_FEAT_PYTHON_STACKS) || l->r.last_seq == 0)
         return sp;
-    struct loaded *k = gmt_load(l->path, c, &(struct replay_opts){.kinds_seq = l->r.last_seq});
+    struct replay_opts o = {.kinds_seq = l->r.last_seq};
+    growth_sites(l, c, &sp, &o);
+    struct loaded *k = gmt_load(l->path, c, &o);
     if (k == NULL)
         return sp;
+    sp.oom_end = !sp.steps && k->r.nooms > 0;
     const struct kept *kept;
     size_t n = gmt_kinds_kept(k->r.kinds, &kept);
     sp.known = kept != NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (kept[i].freed)
-            continue;
-        enum gmt_mem_kind kind = gmt_kind_of(k, &kept[i]);
-        int cls = kind == GMT_KIND_WORKSPACE ? LEAK_WORKSPACE
-                  : kind == GMT_KIND_PARAMS || kind == GMT_KIND_GRADS || kind == GMT_KIND_OPTIM
-                      ? LEAK_STATE
-                      : LEAK_PROGRAM;
-        if (cls == LEAK_STATE)
-            sp.state[kind == GMT_KIND_PARAMS ? 0 : kind == GMT_KIND_GRADS ? 1 : 2] +=
-                (int64_t)kept[i].size;
-        if (cls == LEAK_PROGRAM)
-            continue; /* the rest: the site's live bytes less the others */
-        struct stack_class *e;
-        HASH_FIND(hh, classes, &kept[i].stack, sizeof kept[i].stack, e);
-        if (e == NULL) {
-            if ((e = calloc(1, sizeof *e)) == NULL)
-                continue;
-            e->stack = kept[i].stack;
-            HASH_ADD(hh, classes, stack, sizeof e->stack, e);
-        }
-        e->bytes[cls] += (int64_t)kept[i].size;
-        e->count[cls]++;
-        sp.bytes[cls] += (int64_t)kept[i].size;
-        sp.count[cls]++;
+    enum gmt_mem_kind *kinds = calloc(n ? n : 1, sizeof *kinds);
+    if (kinds == NULL) {
+        sp.known = false;
+        gmt_unload(k);
+        return sp;
     }
+    /* the kinds, and the steps each site's program blocks were made in */
+    for (size_t i = 0; i < n; i++) {
+        const struct kept *b = &kept[i];
+        if (b->freed)
+            continue;
+        kinds[i] = gmt_kind_of(k, b);
+        if (kinds[i] == GMT_KIND_PARAMS || kinds[i] == GMT_KIND_GRADS ||
+            kinds[i] == GMT_KIND_OPTIM)
+            sp.state[kinds[i] == GMT_KIND_PARAMS ? 0 : kinds[i] == GMT_KIND_GRADS ? 1 : 2] +=
+                (int64_t)b->size;
+        struct stack_class *e;
+        if (kinds[i] == GMT_KIND_WORKSPACE || b->made_step == 0 ||
+            (e = stack_entry(b->stack)) == NULL)
+            continue;
+        if (e->first_step == 0 || b->made_step < e->first_step)
+            e->first_step = b->made_step;
+        if (b->made_step > e->last_step)
+            e->last_step = b->made_step;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct kept *b = &kept[i];
+        if (b->freed)
+            continue;
+        struct stack_class *e;
+        HASH_FIND(hh, classes, &b->stack, sizeof b->stack, e);
+        int cls = kinds[i] == GMT_KIND_WORKSPACE ? LEAK_WORKSPACE
+                  : kinds[i] == GMT_KIND_PARAMS || kinds[i] == GMT_KIND_GRADS ||
+                          kinds[i] == GMT_KIND_OPTIM
+                      ? LEAK_STATE
+                      : program_class(&sp, k, b, e);
+        if (cls != LEAK_PROGRAM) /* the rest: the site's live bytes less the others */
+            add(&sp, cls, b);
+    }
+    free(kinds);
     gmt_unload(k);
     return sp;
+}
+
+static void split_free(struct leak_split *sp)
+{
+    for (size_t i = 0; i < sp->ngrew; i++)
+        free(sp->grew[i]);
+    free(sp->grew);
 }
 
 static void classes_free(void)
@@ -120,9 +215,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: %s leaks [options] TRACE|DIR...\n\n"
                "Allocations still live when the trace ended, by site. With Python\n"
-               "stacks, the model's state (parameters, buffers, gradients, optimizer\n"
-               "state) and the libraries' workspaces are one line each, not leaks, and\n"
-               "the table is what the program's own code never gave back.\n\n"
+               "stacks, the tables lead with what the program kept step after step\n"
+               "(live blocks made in two or more steps, or a site that grows), then\n"
+               "what its own code never gave back; what was in use when the run ended\n"
+               "(made in its last step), the model's state (parameters, buffers,\n"
+               "gradients, optimizer state) and the libraries' workspaces are one\n"
+               "line each, not leaks.\n\n"
                "      --layers              under each site, the layers inside\n"
                "                            libraries that allocated; always in --json\n"
                GMT_COMMON_HELP, gmt_prog);
@@ -167,75 +265,216 @@ static void text_rows(struct loaded *l, const struct gmt_common *c, bool layers,
     table_free(t);
 }
 
+/* One class's rows (gmt_group with its pick), and their sums. */
+struct section {
+    struct group_row *rows;
+    size_t n;
+    int64_t bytes, count, host;
+};
+
+static void section_sum(struct section *s)
+{
+    s->bytes = s->count = s->host = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        s->bytes += s->rows[i].v[0];
+        s->count += s->rows[i].v[1];
+        s->host += s->rows[i].v[2];
+    }
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+    const struct group_row *x = a, *y = b;
+    return x->v[0] != y->v[0] ? (x->v[0] < y->v[0] ? 1 : -1) : strcmp(x->label, y->label);
+}
+
+static bool is_grew(const struct leak_split *sp, const char *label)
+{
+    for (size_t i = 0; i < sp->ngrew; i++)
+        if (strcmp(sp->grew[i], label) == 0)
+            return true;
+    return false;
+}
+
+/* A row of `from` at a site the growth verdict names goes to the rows
+ * that grew: its device bytes, not the pinned host it also holds. */
+static void move_grown(const struct leak_split *sp, struct section *from, struct section *to)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < from->n; i++) {
+        struct group_row *r = &from->rows[i];
+        if (r->v[0] <= 0 || !is_grew(sp, r->label)) {
+            from->rows[kept++] = *r;
+            continue;
+        }
+        size_t j = 0;
+        while (j < to->n && strcmp(to->rows[j].label, r->label) != 0)
+            j++;
+        if (j == to->n) {
+            struct group_row *g = realloc(to->rows, (to->n + 1) * sizeof *g);
+            if (g == NULL) {
+                from->rows[kept++] = *r;
+                continue;
+            }
+            to->rows = g;
+            to->rows[to->n++] = (struct group_row){.label = r->label, .stack = r->stack};
+        }
+        to->rows[j].v[0] += r->v[0];
+        to->rows[j].v[1] += r->v[1];
+        if (r->v[2]) { /* its pinned host stays where it was */
+            from->rows[kept] = *r;
+            from->rows[kept].v[0] = from->rows[kept].v[1] = 0;
+            kept++;
+        }
+    }
+    from->n = kept;
+    qsort(to->rows, to->n, sizeof *to->rows, cmp_rows);
+}
+
+static void json_section(struct loaded *l, const struct gmt_common *c, const char *key,
+                         struct section *s)
+{
+    printf(",\"%s\":{\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 ",\"sites\":[", key,
+           s->bytes, s->count);
+    json_rows(l, c, s->rows, s->n);
+    printf("]}");
+}
+
+static void json_out(struct loaded *l, const struct gmt_common *c, struct leak_split *sp,
+                     struct section *sec, struct group_row *all, size_t nall, size_t shown)
+{
+    int64_t total = 0, count = 0, host = 0;
+    for (size_t i = 0; i < nall; i++) {
+        total += all[i].v[0];
+        count += all[i].v[1];
+        host += all[i].v[2];
+    }
+    total += sp->bytes[LEAK_STATE] + sp->bytes[LEAK_WORKSPACE];
+    count += sp->count[LEAK_STATE] + sp->count[LEAK_WORKSPACE];
+    printf("{\"trace\":");
+    gmt_json_str(stdout, l->path);
+    printf(",\"pid\":%u,\"closed\":%s,\"leaked\":%" PRId64 ",\"allocations\":%" PRId64
+           ",\"host\":%" PRId64 ",\"sites\":[", l->r.hdr.pid,
+           l->r.cut ? "false" : "true", total, count, host);
+    json_rows(l, c, all, shown);
+    printf("]");
+    if (!sp->known) {
+        printf(",\"program\":null,\"grew\":null,\"in_use_at_end\":null,"
+               "\"model_state\":null,\"workspaces\":null}");
+        return;
+    }
+    int64_t own = 0, own_count = 0;
+    for (size_t i = 0; i < nall; i++) {
+        own += all[i].v[0];
+        own_count += all[i].v[1];
+    }
+    printf(",\"program\":{\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", own,
+           own_count);
+    json_section(l, c, "grew", &sec[LEAK_GREW]);
+    json_section(l, c, "own", &sec[LEAK_PROGRAM]);
+    json_section(l, c, "in_use_at_end", &sec[LEAK_LAST]);
+    printf(",\"model_state\":{\"bytes\":%" PRId64 ",\"allocations\":%" PRId64
+           ",\"parameters\":%" PRId64 ",\"gradients\":%" PRId64
+           ",\"optimizer_state\":%" PRId64 ",\"sites\":[",
+           sec[LEAK_STATE].bytes, sec[LEAK_STATE].count, sp->state[0], sp->state[1],
+           sp->state[2]);
+    json_rows(l, c, sec[LEAK_STATE].rows, sec[LEAK_STATE].n);
+    printf("]}");
+    json_section(l, c, "workspaces", &sec[LEAK_WORKSPACE]);
+    printf("}");
+}
+
+static void text_out(struct loaded *l, const struct gmt_common *c, bool layers,
+                     struct leak_split *sp, struct section *sec, struct group_row *all,
+                     size_t nall)
+{
+    char a[32], b[32], d[32], e[32];
+    int64_t total = 0, count = 0, host = 0;
+    for (size_t i = 0; i < nall; i++) {
+        total += all[i].v[0];
+        count += all[i].v[1];
+        host += all[i].v[2];
+    }
+    total += sp->bytes[LEAK_STATE] + sp->bytes[LEAK_WORKSPACE];
+    count += sp->count[LEAK_STATE] + sp->count[LEAK_WORKSPACE];
+    printf("%s: %s in %" PRId64 " allocations live at exit%s%s%s\n", l->path,
+           gmt_size(c, a, total), count, host ? ", pinned host " : "",
+           host ? gmt_size(c, b, host) : "",
+           l->r.cut ? " (the trace was cut short: the process did not exit)" : "");
+    gmt_fw_note(&l->r);
+    size_t top = c->top ? (size_t)c->top : SIZE_MAX;
+    if (!sp->known) {
+        if (nall)
+            text_rows(l, c, layers, all, nall < top ? nall : top);
+        return;
+    }
+    struct section *g = &sec[LEAK_GREW], *own = &sec[LEAK_PROGRAM], *last = &sec[LEAK_LAST];
+    if (g->n) {
+        printf("  kept step after step (made in several steps and still alive, or at a "
+               "site that grows): %s in %" PRId64 " allocations:\n",
+               gmt_size(c, a, g->bytes), g->count);
+        text_rows(l, c, layers, g->rows, g->n < top ? g->n : top);
+    }
+    /* device memory in the table; pinned host alone, one line */
+    size_t dev = 0, pinned = 0;
+    for (size_t i = 0; i < own->n; i++) {
+        if (own->rows[i].v[0] == 0 && own->rows[i].v[1] == 0) {
+            pinned++;
+            continue;
+        }
+        own->rows[dev++] = own->rows[i];
+    }
+    printf("  the program's own, never given back%s: %s in %" PRId64 " allocations%s\n",
+           sp->steps || sp->oom_end ? "" : " (no steps found: what was in use when the run "
+                                            "ended is among it)",
+           gmt_size(c, a, own->bytes), own->count, dev ? ":" : "");
+    if (dev)
+        text_rows(l, c, layers, own->rows, dev < top ? dev : top);
+    if (pinned)
+        printf("  pinned host memory: %s at %zu site%s (--json lists them)\n",
+               gmt_size(c, a, own->host), pinned, pinned == 1 ? "" : "s");
+    if (last->count)
+        printf("  in use when the run ended (not leaks: %s): %s in %" PRId64
+               " allocations\n",
+               sp->steps ? "made in its last step - the step's results, or what an "
+                           "exception held"
+                         : "made before the out-of-memory it ended with",
+               gmt_size(c, a, last->bytes), last->count);
+    printf("  model state, alive by design (not leaks): %s in %" PRId64
+           " allocations (parameters and buffers %s, gradients %s, optimizer state %s)\n",
+           gmt_size(c, a, sec[LEAK_STATE].bytes), sec[LEAK_STATE].count,
+           gmt_size(c, b, sp->state[0]), gmt_size(c, d, sp->state[1]),
+           gmt_size(c, e, sp->state[2]));
+    printf("  library workspaces and caches: %s in %" PRId64 " allocations\n",
+           gmt_size(c, a, sec[LEAK_WORKSPACE].bytes), sec[LEAK_WORKSPACE].count);
+}
+
 static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
     bool layers = *(bool *)ctx;
     struct leak_split sp = classify(l, c);
-    struct group_row *rows, *other[LEAK_CLASSES] = {0};
-    size_t nother[LEAK_CLASSES] = {0};
-    picking = LEAK_PROGRAM;
-    size_t n = gmt_group(l, c, pick_class, &rows);
-    int64_t total = 0, count = 0, host = 0, own = 0, own_count = 0;
-    for (size_t i = 0; i < n; i++) {
-        own += rows[i].v[0];
-        own_count += rows[i].v[1];
-        host += rows[i].v[2];
+    struct section sec[LEAK_CLASSES] = {0};
+    for (int k = 0; k < LEAK_CLASSES; k++) {
+        picking = k;
+        sec[k].n = gmt_group(l, c, pick_class, &sec[k].rows);
     }
-    total = own + sp.bytes[LEAK_STATE] + sp.bytes[LEAK_WORKSPACE];
-    count = own_count + sp.count[LEAK_STATE] + sp.count[LEAK_WORKSPACE];
-    size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
-    char a[32], b[32], d[32], e[32];
-    if (c->json) {
-        printf("{\"trace\":");
-        gmt_json_str(stdout, l->path);
-        printf(",\"pid\":%u,\"closed\":%s,\"leaked\":%" PRId64 ",\"allocations\":%" PRId64
-               ",\"host\":%" PRId64 ",\"sites\":[", l->r.hdr.pid,
-               l->r.cut ? "false" : "true", total, count, host);
-        json_rows(l, c, rows, shown);
-        printf("]");
-        if (sp.known) {
-            printf(",\"program\":{\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}"
-                   ",\"model_state\":{\"bytes\":%" PRId64 ",\"allocations\":%" PRId64
-                   ",\"parameters\":%" PRId64 ",\"gradients\":%" PRId64
-                   ",\"optimizer_state\":%" PRId64 ",\"sites\":[",
-                   own, own_count, sp.bytes[LEAK_STATE], sp.count[LEAK_STATE], sp.state[0],
-                   sp.state[1], sp.state[2]);
-            picking = LEAK_STATE;
-            nother[LEAK_STATE] = gmt_group(l, c, pick_class, &other[LEAK_STATE]);
-            json_rows(l, c, other[LEAK_STATE], nother[LEAK_STATE]);
-            printf("]},\"workspaces\":{\"bytes\":%" PRId64 ",\"allocations\":%" PRId64
-                   ",\"sites\":[", sp.bytes[LEAK_WORKSPACE], sp.count[LEAK_WORKSPACE]);
-            picking = LEAK_WORKSPACE;
-            nother[LEAK_WORKSPACE] = gmt_group(l, c, pick_class, &other[LEAK_WORKSPACE]);
-            json_rows(l, c, other[LEAK_WORKSPACE], nother[LEAK_WORKSPACE]);
-            printf("]}");
-        } else {
-            printf(",\"program\":null,\"model_state\":null,\"workspaces\":null");
-        }
-        printf("}");
-    } else {
-        printf("%s: %s in %" PRId64 " allocations live at exit%s%s%s\n", l->path,
-               gmt_size(c, a, total), count, host ? ", pinned host " : "",
-               host ? gmt_size(c, b, host) : "",
-               l->r.cut ? " (the trace was cut short: the process did not exit)" : "");
-        gmt_fw_note(&l->r);
-        if (sp.known) {
-            printf("  model state, alive by design (not leaks): %s in %" PRId64
-                   " allocations (parameters and buffers %s, gradients %s, optimizer state %s)\n",
-                   gmt_size(c, a, sp.bytes[LEAK_STATE]), sp.count[LEAK_STATE],
-                   gmt_size(c, b, sp.state[0]), gmt_size(c, d, sp.state[1]),
-                   gmt_size(c, e, sp.state[2]));
-            printf("  library workspaces and caches: %s in %" PRId64 " allocations\n",
-                   gmt_size(c, a, sp.bytes[LEAK_WORKSPACE]), sp.count[LEAK_WORKSPACE]);
-            printf("  the program's own, never given back: %s in %" PRId64 " allocations%s\n",
-                   gmt_size(c, a, own), own_count, n ? ":" : "");
-        }
-        if (n)
-            text_rows(l, c, layers, rows, shown);
-    }
-    free(rows);
+    /* the program's own in one, before the split: --json's "sites" */
+    struct group_row *all;
+    picking = PICK_OWN;
+    size_t nall = gmt_group(l, c, pick_class, &all);
+    move_grown(&sp, &sec[LEAK_PROGRAM], &sec[LEAK_GREW]);
+    move_grown(&sp, &sec[LEAK_LAST], &sec[LEAK_GREW]);
     for (int k = 0; k < LEAK_CLASSES; k++)
-        free(other[k]);
+        section_sum(&sec[k]);
+    size_t shown = c->top && (size_t)c->top < nall ? (size_t)c->top : nall;
+    if (c->json)
+        json_out(l, c, &sp, sec, all, nall, shown);
+    else
+        text_out(l, c, layers, &sp, sec, all, nall);
+    free(all);
+    for (int k = 0; k < LEAK_CLASSES; k++)
+        free(sec[k].rows);
+    split_free(&sp);
     classes_free();
     picking = LEAK_PROGRAM;
 }
@@ -248,6 +487,8 @@ int cmd_leaks(int argc, char **argv)
         .schema = "gpumemtrace.leaks/1",
         .args = {.options = opts, .option = gmt_args_flag, .usage = usage},
         .each = each,
+        /* the growth verdict's sites and the run's steps (classify) */
+        .replay = {.growth = true, .mark_sites = true},
         .default_top = 20,
     };
     bool layers = false;

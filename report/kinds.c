@@ -18,6 +18,8 @@ struct ctx {
     uint64_t addr; /* 0: empty */
     uint32_t call, step;
     uint32_t begun; /* backward calls begun when it was made */
+    uint32_t made_step; /* steps begun then (a replay by steps) */
+    uint64_t made_seq;
     uint8_t flags;  /* KEPT_* */
 };
 
@@ -115,6 +117,8 @@ void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec)
     c->call = in_call ? gmt_bw_open_call(r->bw) : 0;
     c->step = (f & KEPT_OPTIM) ? st->step : 0;
     c->begun = st->begun;
+    c->made_step = r->by_steps ? r->steps_begun : 0;
+    c->made_seq = rec->seq;
     c->flags = (uint8_t)((f & (KEPT_PARAMS | KEPT_OPTIM)) | (engine ? KEPT_ENGINE : 0));
 }
 
@@ -181,6 +185,8 @@ void gmt_kinds_snapshot(struct replay *r)
             k->call = c->call;
             k->step = c->step;
             k->begun = c->begun;
+            k->made_step = c->made_step;
+            k->made_seq = c->made_seq;
             k->flags = c->flags;
         }
     }

@@ -50,6 +50,8 @@ struct kept {
     uint32_t free_call, free_step; /* open when it was given back */
     uint32_t begun;    /* backward calls begun when it was made */
     uint32_t ended;    /* backward calls ended when it was given back */
+    uint32_t made_step; /* replayed by steps: steps begun when it was made */
+    uint64_t made_seq;  /* the event that made it */
 };
 
 /* Replay side (replay.c calls these when kinds_seq is set). */

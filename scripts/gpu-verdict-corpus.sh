@@ -5,7 +5,10 @@
 # tests/gpu/verdict_corpus.py (real models, clean and with faults whose
 # truth is known by construction, a crash, an out-of-memory) run under the
 # launcher with PyTorch's cache on (the default), and a two-rank job on one
-# GPU (tests/gpu/dist_train.py, gloo, steps unmarked).
+# GPU (tests/gpu/dist_train.py, gloo, steps unmarked). The traces carry
+# their function names (--embed-symbols): the report reads them on a
+# machine without the run's PyTorch, as CI does, and names the libraries'
+# workspaces as it does where the run was.
 #
 # Writes OUTDIR/NAME.gmt.xz and OUTDIR/NAME.truth.json for each case
 # (tests/corpus/verdicts/ takes them as they are), each run's stdout and
@@ -51,6 +54,14 @@ retain-mlp|mlp --fault retain --steps 40|0
 every-mobilenet|mobilenet --fault every --steps 15|0
 closure-t5|t5 --fault closure|0
 global-bert|bert --fault global|0
+clean-trainer|trainer|0
+list-trainer|trainer --fault list|0
+clean-trainer-marked|trainer --mark|0
+clean-lightning|lightning|0
+every-lightning|lightning --fault every --steps 15|0
+clean-lightning-marked|lightning --mark|0
+clean-resnet-marked|resnet --mark|0
+clean-bert-marked|bert --mark|0
 "
 fail=0
 : > "$O/cases.txt"
@@ -60,7 +71,7 @@ while IFS='|' read -r name args want; do
     t=$O/$name.gmt
     rm -f "$t" "$t.xz" "$O/$name.truth.json"
     # shellcheck disable=SC2086
-    "$B/gpumemtrace" -o "$t" -- python3 "$P" $args --truth "$O/$name.truth.json" \
+    "$B/gpumemtrace" --embed-symbols -o "$t" -- python3 "$P" $args --truth "$O/$name.truth.json" \
         > "$O/$name.out" 2> "$O/$name.err"
     rc=$?
     echo "$name|$args|rc=$rc" >> "$O/cases.txt"
@@ -76,7 +87,7 @@ done <<< "$CORPUS"
 # two ranks on one GPU, gloo, no step marks: each rank's loop is 8 steps
 if [ -z "${CASES:-}" ] || [[ " $CASES " == *" ranks "* ]]; then
     rm -f "$O"/ranks.r*.gmt*
-    "$B/gpumemtrace" -o "$O/ranks.%R%p.gmt" -- torchrun --standalone --nproc_per_node 2 \
+    "$B/gpumemtrace" --embed-symbols -o "$O/ranks.%R%p.gmt" -- torchrun --standalone --nproc_per_node 2 \
         tests/gpu/dist_train.py --backend gloo --mode ddp --shared-device --steps 8 \
         --marks none --out "$O/ranks-json" > "$O/ranks.out" 2> "$O/ranks.err"
     rc=$?

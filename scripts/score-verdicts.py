@@ -25,6 +25,17 @@ Verdicts scored, per trace and in all:
           the program on the error's traceback, and whatif's word on each
           setting the program was run again under (fits or not) is what
           that run did
+  leaks   a run that finished: `leaks` leads with what was kept step
+          after step - a fault's bytes alive at exit (PyTorch's count:
+          the truth's alive_at_end, or for kept graphs what a step kept
+          times the steps, which bounds it: the interpreter's teardown frees
+          part of such graphs) at its lines within 5%, nothing else; a clean
+          run's program holds no device memory at exit of its own. A
+          crashed run's rows kept step after step are false positives
+  kinds   a run that marks its steps: memory by kind at the last mark
+          (`summary --kinds-at step`) equals the model's state PyTorch
+          counts there - parameters and buffers, gradients, optimizer
+          state - within 1%
 The scorecard: per verdict the hits, misses and false positives, recall
 and precision, and the clean runs with any verdict. --floor FILE: exit 1
 when a score is below the floor's (a JSON scorecard of an earlier run);
@@ -104,11 +115,70 @@ def score_growth(t, g, rows):
     return out
 
 
+def kept_at_exit(t):
+    """The device bytes a fault keeps alive at exit: PyTorch's count of
+    the fault's tensors at the loop's end, or for the outputs kept with
+    their graphs (CPU tensors holding CUDA ones) what a step kept, times
+    the faulty steps. The graph fault's list dies with main()."""
+    fault = t.get("fault")
+    if not fault or "alive_at_end" not in t:
+        return 0
+    if fault == "retain":
+        return (t.get("kept_per_step_torch") or 0) * (t["steps_done"] - t["from_step"] + 1)
+    return t["alive_at_end"].get("fault", 0)
+
+
+def finished(t):
+    return "oom" not in t and not t.get("crashed_in_step") and not t.get("crash_step")
+
+
+def score_leaks(t, lk):
+    file = t.get("file", "")
+    lines = {t["fault_line"], *t.get("kept_lines", [])} if t.get("fault") else set()
+    grew = (lk.get("grew") or {}).get("sites", [])
+    hit_rows = [s for s in grew if site_lines(s["site"], file) & lines]
+    fp = [f"{s['site']} {s['bytes']} B" for s in grew if s not in hit_rows]
+    own = sum(s["bytes"] for s in (lk.get("own") or {}).get("sites", []))
+    want = kept_at_exit(t)
+    out = {"want": want, "got": sum(s["bytes"] for s in hit_rows), "own": own}
+    if want and t["fault"] == "retain":
+        # CPU tensors whose graphs hold CUDA ones: part of those graphs is
+        # freed by the interpreter's teardown before the trace closes, so
+        # PyTorch's count at the loop's end bounds what is alive at exit
+        out["hit"] = bool(hit_rows) and 0 < out["got"] <= 1.05 * want
+    elif want:
+        out["hit"] = bool(hit_rows) and abs(out["got"] - want) <= 0.05 * want
+    elif hit_rows:
+        fp += [f"{s['site']} {s['bytes']} B" for s in hit_rows]
+    if finished(t) and own:
+        fp.append(f"the program's own: {own} B")
+    out["false_positives"] = fp
+    return out
+
+
+def score_kinds(tool, path, t):
+    s = report(tool, "summary", "--json", "--kinds-at", "step", path)
+    got = {k["kind"]: k["bytes"] for k in s.get("kinds") or []}
+    want = t["state_at_last_mark"]
+    pairs = {"parameters": want["parameters"] + want.get("buffers", 0),
+             "gradients": want["gradients"], "optimizer_state": want["optimizer_state"]}
+    wrong = {k: (got.get(k), w) for k, w in pairs.items()
+             if abs((got.get(k) or 0) - w) > 0.01 * max(w, 1)}
+    return {"hit": not wrong, "wrong": wrong}
+
+
 def score_trace(tool, path, t):
     g = report(tool, "growth", "--json", "--no-symbols", path)
     res = {"steps": {"want": expected_steps(t), "got": g.get("steps") or 0}}
     res["steps"]["hit"] = res["steps"]["want"] == res["steps"]["got"]
     res["growth"] = score_growth(t, g, [])
+    # the labelled runs, which carry their function names: the older real
+    # runs of tests/corpus carry none, and without them PyTorch's cuBLAS
+    # workspace reads as the program's own
+    if "allocated_after_step" in t or "rank" in t:
+        res["leaks"] = score_leaks(t, report(tool, "leaks", "--json", path))
+    if t.get("state_at_last_mark"):
+        res["kinds"] = score_kinds(tool, path, t)
     if "oom" in t:
         s = report(tool, "summary", "--json", "--no-symbols", path)
         ev = s.get("oom_events") or []
@@ -152,6 +222,17 @@ def scorecard(results, truths):
         h, c = by_kind.get(k, (0, 0))
         by_kind[k] = (h + bool(results[n]["growth"].get("hit")), c + 1)
     card["growth_recall_by_kind"] = {k: f"{h}/{c}" for k, (h, c) in sorted(by_kind.items())}
+    leaks = [n for n in results if "leaks" in results[n]]
+    lf = [n for n in leaks if "hit" in results[n]["leaks"]]
+    card["leaks_faults"] = len(lf)
+    card["leaks_hits"] = sum(1 for n in lf if results[n]["leaks"]["hit"])
+    card["leaks_false_positives"] = sum(len(results[n]["leaks"]["false_positives"])
+                                        for n in leaks)
+    card["clean_runs_with_a_leak"] = sum(1 for n in leaks if not truths[n].get("fault") and
+                                         results[n]["leaks"]["false_positives"])
+    kinds = [r["kinds"]["hit"] for r in results.values() if "kinds" in r]
+    card["kinds_hits"] = sum(kinds)
+    card["kinds_total"] = len(kinds)
     ooms = [r["oom"]["hit"] for r in results.values() if "oom" in r]
     card["oom_hits"] = sum(ooms)
     card["oom_total"] = len(ooms)
@@ -159,8 +240,9 @@ def scorecard(results, truths):
 
 
 # scores where higher is better; a floor holds each
-HIGHER = ["steps_exact", "growth_hits", "oom_hits"]
-LOWER = ["clean_runs_with_false_growth", "growth_false_positives"]
+HIGHER = ["steps_exact", "growth_hits", "oom_hits", "leaks_hits", "kinds_hits"]
+LOWER = ["clean_runs_with_false_growth", "growth_false_positives", "leaks_false_positives",
+         "clean_runs_with_a_leak"]
 
 
 def main():
@@ -209,6 +291,15 @@ def main():
                     g["first_step"], g["want_first_step"])
             if g["false_positives"]:
                 line += "  FALSE: " + "; ".join(g["false_positives"])
+            lk = r.get("leaks")
+            if lk and "hit" in lk:
+                line += "  leaks %s %d/%d B" % ("hit " if lk["hit"] else "MISS", lk["got"],
+                                                lk["want"])
+            if lk and lk["false_positives"]:
+                line += "  LEAK FALSE: " + "; ".join(lk["false_positives"])
+            if "kinds" in r:
+                line += "  kinds " + ("hit" if r["kinds"]["hit"] else
+                                      "MISS %s" % r["kinds"]["wrong"])
             if "oom" in r:
                 line += "  oom %s %d/%d" % ("hit" if r["oom"]["hit"] else "MISS",
                                             r["oom"]["got"], r["oom"]["want"])

@@ -35,7 +35,9 @@ def test_verdicts_hold_their_floor():
     """Every score at least the floor's: no clean run with a growing site,
     every injected fault found at its line within 5% of its bytes per step
     from its first step, every loop's step count exact, the OOM's request
-    and line named."""
+    and line named; at exit, every fault's bytes kept step after step and
+    no clean run's memory called its own; memory by kind at a step's mark
+    PyTorch's own count of parameters, gradients and optimizer state."""
     with open(os.path.join(CORPUS, "floor.json")) as f:
         floor = json.load(f)
     p, doc = score("--floor", os.path.join(CORPUS, "floor.json"))
@@ -46,6 +48,11 @@ def test_verdicts_hold_their_floor():
     expect(card["growth_hits"] == card["growth_faults"] == floor["growth_faults"], f"{card}")
     expect(card["steps_exact"] == card["steps_total"] == floor["steps_total"], f"{card}")
     expect(card["oom_hits"] == card["oom_total"] >= 1, f"{card}")
+    expect(card["leaks_hits"] == card["leaks_faults"] == floor["leaks_faults"] and
+           card["leaks_false_positives"] == 0 and card["clean_runs_with_a_leak"] == 0,
+           f"leaks: {card}")
+    expect(card["kinds_hits"] == card["kinds_total"] == floor["kinds_total"] >= 6,
+           f"kinds: {card}")
 
 
 def test_scorer_fails_below_the_floor():
@@ -101,3 +108,52 @@ def test_a_forward_that_ran_out_is_not_held_across_steps():
     kinds = {k["kind"]: k["bytes"] for k in s["oom_events"][0]["live_by_kind"]}
     expect(kinds["held"] == 0 and kinds["other"] > 137 * (1 << 30) and
            kinds["parameters"] == 102441032, f"{kinds}")
+
+
+def leaks_of(name):
+    t = corpus_trace(name)
+    doc = json.loads(report("leaks", "--json", t).stdout)["traces"][0]
+    text = report("leaks", t).stdout
+    os.unlink(t)
+    return doc, text
+
+
+def test_what_a_crashed_step_held_is_not_a_leak():
+    """GPT-2 raised an exception in step 7's forward: the 23.5 MiB its
+    traceback held at exit were made in the last step - in use when the
+    run ended, one line, not the program's own table; what the program
+    made before its loop and never gave back (the 4 KiB input) is."""
+    doc, text = leaks_of("crash-gpt2-mid")
+    own = sum(s["bytes"] for s in doc["own"]["sites"])
+    expect(doc["in_use_at_end"]["bytes"] > 23 << 20 and own == 4096 and
+           doc["grew"]["sites"] == [], f"{doc['in_use_at_end']['bytes']} {own} {doc['grew']}")
+    expect("in use when the run ended (not leaks: made in its last step" in text, text)
+
+
+def test_a_tensor_grown_by_concatenation_leads_the_leaks():
+    """A global grown by torch.cat every step is one block at exit, made
+    in the last step - yet it is what grew: the table leads with it (the
+    growth verdict's site), 10 MiB, the truth's bytes."""
+    doc, text = leaks_of("global-bert")
+    with open(os.path.join(CORPUS, "global-bert.truth.json")) as f:
+        truth = json.load(f)
+    rows = [(s["site"].split(" > ")[0], s["bytes"]) for s in doc["grew"]["sites"]]
+    want = [(f"inject (verdict_corpus.py:{truth['fault_line']})", truth["alive_at_end"]["fault"])]
+    expect(rows == want, f"{rows}\nwant {want}")
+    first = text.splitlines()[1]
+    expect(first.startswith("  kept step after step"), text)
+
+
+def test_a_clean_runs_state_and_workspaces_are_no_leak():
+    """transformers' Trainer, run clean: at exit its model's parameters
+    and AdamW's state are alive (the Trainer holds them) and cuBLAS's
+    workspaces are - PyTorch's own count of the first two, to the byte,
+    one line each; the program's own table is empty."""
+    doc, _ = leaks_of("clean-trainer")
+    with open(os.path.join(CORPUS, "clean-trainer.truth.json")) as f:
+        end = json.load(f)["alive_at_end"]
+    st = doc["model_state"]
+    expect(st["parameters"] == end["parameters"] + end["buffers"] and
+           st["optimizer_state"] == end["optimizer_state"] and
+           sum(s["bytes"] for s in doc["own"]["sites"]) == 0 and doc["grew"]["sites"] == [] and
+           doc["workspaces"]["bytes"] > 0, f"{st} {doc['own']} {doc['workspaces']['bytes']}")

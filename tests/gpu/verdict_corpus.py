@@ -21,6 +21,11 @@ Workloads (models built from configs, random weights, no download):
   oom       timm resnet50 training at a batch the card cannot hold
   fragoom   an out-of-memory by fragmentation that expandable segments
             avoid (see fragoom())
+  trainer   transformers' Trainer on the GPT-2 above (bf16, its own loop
+            and AdamW; the fault and the truth from a TrainerCallback)
+  lightning Lightning's Trainer on a torchvision resnet18 (fp32, Adam, its
+            own loop and data loader; the fault and the truth from the
+            module's on_train_batch_end)
 
 Faults, each at one line of this file marked "FAULT <kind>", from step
 --from (default 3) on:
@@ -42,7 +47,8 @@ the fault (its line, the bytes it keeps per step by construction and by
 PyTorch's own counter, its first step and period), PyTorch's
 memory_allocated() at the end of every step, what is alive at the end by
 kind (parameters, gradients, optimizer state, buffers, the fault's
-tensors), and for an out-of-memory the failing request's size and the
+tensors) and, with --mark, at the last step's mark (state_at_last_mark,
+taken just before it), and for an out-of-memory the failing request's size and the
 innermost line of this file on its traceback.
 """
 import argparse
@@ -353,6 +359,91 @@ def fragoom(batch):
     return None, None, step
 
 
+def step_begins(i, model, opt, mark):
+    """What the main loop does as step i begins: with --mark, the model's
+    state as the mark is made (the truth of memory by kind there)."""
+    if mark:
+        torch.cuda.synchronize()
+        TRUTH["state_at_last_mark"] = dict(model_state(model, opt),
+                                           allocated=torch.cuda.memory_allocated(), step=i)
+        mark(b"step")
+
+
+def inner_optimizer(opt):
+    """The torch.optim optimizer under a framework's wrapper."""
+    return getattr(opt, "optimizer", opt)
+
+
+def trainer(batch, mark):
+    """transformers' Trainer runs the loop: a callback is the loop's body
+    here (the mark as a step begins, the fault and the truth as it ends)."""
+    import tempfile
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+    model, cfg = gpt2_model()
+    n = batch or 4
+    ids = torch.randint(0, cfg.vocab_size, (n * ARGS.steps, 128))
+    data = [{"input_ids": x, "labels": x} for x in ids]
+    box = {}
+
+    class Truth(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            step_begins(state.global_step + 1, model, box.get("opt"), mark)
+
+        def on_step_end(self, args, state, control, **kw):
+            box["opt"] = inner_optimizer(box["t"].optimizer)
+            record_step(state.global_step, inject(state.global_step, None))
+
+    args = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=ARGS.steps,
+                             per_device_train_batch_size=n, bf16=True, learning_rate=1e-4,
+                             report_to=[], save_strategy="no", logging_strategy="no",
+                             disable_tqdm=True, dataloader_num_workers=0)
+    t = box["t"] = Trainer(model=model, args=args, train_dataset=data, callbacks=[Truth()])
+    t.train()
+    return model, inner_optimizer(t.optimizer)
+
+
+def lightning(batch, mark):
+    """Lightning's Trainer runs the loop, its DataLoader feeding batches
+    from the CPU; the module's batch hooks are the loop's body here."""
+    try:
+        import lightning as L
+    except ImportError:
+        import pytorch_lightning as L
+    import torchvision
+    n = batch or 32
+    data = torch.utils.data.TensorDataset(torch.randn(n * ARGS.steps, 3, 64, 64),
+                                          torch.randint(0, 100, (n * ARGS.steps,)))
+
+    class Net(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torchvision.models.resnet18(weights=None, num_classes=100)
+
+        def training_step(self, b, i):
+            x, y = b
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+        def on_train_batch_start(self, b, i):
+            opts = self.trainer.optimizers
+            step_begins(self.global_step + 1, self, opts[0] if opts else None, mark)
+
+        def on_train_batch_end(self, out, b, i):
+            record_step(self.global_step, inject(self.global_step, None))
+
+    net = Net()
+    tr = L.Trainer(max_steps=ARGS.steps, accelerator="gpu", devices=1, logger=False,
+                   enable_checkpointing=False, enable_progress_bar=False,
+                   enable_model_summary=False)
+    tr.fit(net, torch.utils.data.DataLoader(data, batch_size=n))
+    return net, inner_optimizer(tr.optimizers[0])
+
+
+# the workloads that run their own loop: (batch, mark) -> (model, optimizer)
+OWN_LOOP = {"trainer": trainer, "lightning": lightning}
+
 WORKLOADS = {"fragoom": fragoom, "gpt2": gpt2, "bert": bert, "t5": t5, "resnet": resnet, "mobilenet": mobilenet,
              "generate": generate, "vit-infer": vit_infer, "mlp": mlp, "oom": oom}
 
@@ -390,7 +481,7 @@ def oom_truth(e):
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
-    ap.add_argument("workload", choices=sorted(WORKLOADS))
+    ap.add_argument("workload", choices=sorted(list(WORKLOADS) + list(OWN_LOOP)))
     ap.add_argument("--fault", choices=["list", "cache", "graph", "retain", "every", "closure",
                                         "global"])
     ap.add_argument("--steps", type=int, default=12)
@@ -414,6 +505,11 @@ def main():
     if ARGS.mark:
         import ctypes
         mark = getattr(ctypes.CDLL(None), "gpumemtrace_mark", None)
+    if ARGS.workload in OWN_LOOP:
+        save_truth()
+        model, opt = OWN_LOOP[ARGS.workload](ARGS.batch, mark)
+        finish(model, opt)
+        return
     model, opt, step = WORKLOADS[ARGS.workload](ARGS.batch)
     box = [0]
     if ARGS.crash_step:
@@ -423,8 +519,7 @@ def main():
     try:
         for i in range(1, ARGS.steps + 1):  # the program's loop
             box[0] = i
-            if mark:
-                mark(b"step")
+            step_begins(i, model, opt, mark)
             out = step(i)
             kept = inject(i, out)
             if ARGS.fault == "graph" and i >= ARGS.from_step:
@@ -440,6 +535,11 @@ def main():
         TRUTH["crashed_in_step"] = box[0]
         save_truth()
         raise
+    finish(model, opt)
+
+
+def finish(model, opt):
+    """The truth at the end of a run that finished its loop."""
     torch.cuda.synchronize()
     TRUTH["alive_at_end"] = dict(model_state(model, opt) if model is not None else {},
                                  fault=fault_bytes_alive(),
