@@ -236,11 +236,14 @@ def scorecard(results, truths):
     ooms = [r["oom"]["hit"] for r in results.values() if "oom" in r]
     card["oom_hits"] = sum(ooms)
     card["oom_total"] = len(ooms)
+    card["oom_whatif_checked"] = sum(r["oom"]["whatif_checked"] for r in results.values()
+                                     if "oom" in r)
     return card
 
 
 # scores where higher is better; a floor holds each
-HIGHER = ["steps_exact", "growth_hits", "oom_hits", "leaks_hits", "kinds_hits"]
+HIGHER = ["steps_exact", "growth_hits", "oom_hits", "oom_whatif_checked", "leaks_hits",
+          "kinds_hits"]
 LOWER = ["clean_runs_with_false_growth", "growth_false_positives", "leaks_false_positives",
          "clean_runs_with_a_leak"]
 
