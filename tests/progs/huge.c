@@ -99,6 +99,7 @@ static void driver_calls(void)
 
 int main(void)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each line out before a crash */
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
         FAIL("cudaMemGetInfo");
@@ -109,7 +110,8 @@ int main(void)
     driver_calls();
     if (cudaMalloc(&p, MiB) != cudaSuccess)
         FAIL("cudaMalloc of 1 MiB after them");
-    memset(p, 1, MiB);
+    if (cudaMemset(p, 1, MiB) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        FAIL("cudaMemset");
     if (cudaFree(p) != cudaSuccess || cudaGetLastError() != cudaSuccess)
         FAIL("cudaFree");
     printf("ok\n");
