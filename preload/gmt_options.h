@@ -23,7 +23,8 @@
  * README's options list and `--help` of the launcher all come from it. */
 #define GMT_OPTIONS(X)                                                        \
     X(OUTPUT, output, str, "gpumemtrace.%R%p.gmt", 0, 0,                      \
-      "trace file path; %p is the pid, %h the host name, %r the rank (RANK, " \
+      "trace file path; %p is the pid, %h the host name (a '/' in it, or a " \
+      "name of dots only, made '_'), %r the rank (RANK, "                    \
       "SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, LOCAL_RANK; " \
       "0 if none is set), %R \"r<rank>.\" when one is set (else nothing), " \
       "%% a percent sign")                                                    \

@@ -15,6 +15,10 @@
  * a plain decimal number is skipped, so an odd variable can never put a
  * '/' or anything else into a file name.
  *
+ * The host name (`%h`) follows the same rule for the same reason: it is
+ * whatever an administrator or a container runtime set, so it is made one
+ * plain file-name component before it reaches a path (gmt_host_component).
+ *
  * The trace header records the rank with the rest of what the launcher
  * said (gmt_dist_read): the rank on the host, the job's size and the
  * host's share of it, from the same launchers' variables.
@@ -25,8 +29,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gmt_format.h"
 
@@ -59,6 +65,25 @@ static inline const char *gmt_rank(char *buf, size_t cap)
     if (cap > 1)
         strcpy(buf, "0");
     return NULL;
+}
+
+/* The host name as one file-name component, in buf (cap >= 2): a '/' in
+ * it, or a name of dots only, would make %h a directory step ("../../x"
+ * wrote two levels up), and a control byte has no place in a file name;
+ * each such byte becomes '_'. "host" when the name cannot be read. */
+static inline void gmt_host_component(char *buf, size_t cap)
+{
+    if (gethostname(buf, cap) != 0 || buf[0] == '\0')
+        snprintf(buf, cap, "host");
+    buf[cap - 1] = '\0';
+    bool dots = true;
+    for (char *p = buf; *p; p++) {
+        if (*p == '/' || (unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '_';
+        dots = dots && *p == '.';
+    }
+    for (char *p = buf; dots && *p; p++)
+        *p = '_';
 }
 
 /* The first of vars (NULL-terminated) that holds a plain number. */

@@ -100,9 +100,7 @@ static bool expand_path(const char *pat, char *out, size_t cap)
             add = tmp;
             s++;
         } else if (s[0] == '%' && s[1] == 'h') {
-            if (gethostname(tmp, sizeof tmp) != 0)
-                strcpy(tmp, "host");
-            tmp[sizeof tmp - 1] = '\0';
+            gmt_host_component(tmp, sizeof tmp); /* never a directory step */
             add = tmp;
             s++;
         } else if (s[0] == '%' && s[1] == '%') {

@@ -90,9 +90,7 @@ bool pattern_dir(const char *pattern, char *out, size_t cap)
             gmt_rank(tmp, sizeof tmp);
             add = tmp, len = strlen(tmp), s++;
         } else if (s[0] == '%' && s[1] == 'h') {
-            if (gethostname(tmp, sizeof tmp) != 0)
-                strcpy(tmp, "host");
-            tmp[sizeof tmp - 1] = '\0';
+            gmt_host_component(tmp, sizeof tmp); /* as the library expands it */
             add = tmp, len = strlen(tmp), s++;
         } else if (s[0] == '%' && s[1] == '%') {
             s++;
