@@ -234,6 +234,7 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
                        : r->defs.process.present && r->defs.process.host ? r->defs.process.host
                                                                           : "";
     snprintf(p->host, sizeof p->host, "%s", host);
+    gmt_printable(p->host); /* the header's is raw bytes; a terminal shows it */
     p->closed = !r->cut;
     /* One scope for the three peaks, the process's, as summary counts
      * them: PyTorch's own figures leave out what was allocated outside its

@@ -56,22 +56,10 @@ static char *dup_printable(const uint8_t *p, size_t n, char nul_as)
         return NULL;
     memcpy(s, p, n);
     s[n] = '\0';
-    for (size_t i = 0; i < n;) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '\0') {
-            s[i++] = nul_as;
-        } else if (ch < 0x20 || ch == 0x7f) {
-            s[i++] = '?';
-        } else if (ch < 0x80) {
-            i++;
-        } else {
-            int len = gmt_utf8_len((const unsigned char *)s + i);
-            if (len == 0)
-                s[i++] = '?';
-            else
-                i += (size_t)len;
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\0')
+            s[i] = nul_as;
+    gmt_printable(s);
     /* a command line ends with a NUL: don't leave a trailing separator */
     while (n > 0 && s[n - 1] == nul_as && nul_as != '\0')
         n--;

@@ -168,6 +168,26 @@ int gmt_utf8_len(const unsigned char *p)
     return n;
 }
 
+/* Untrusted bytes printed as they are would reach the terminal: an escape
+ * sequence in a host name or a symbol could move the cursor, retitle the
+ * window or hide lines. The same rule as the definitions' strings
+ * (defs.c): control bytes (C0, DEL, and C1 as UTF-8) and invalid UTF-8
+ * become '?', in place, so lengths and widths stay. */
+char *gmt_printable(char *s)
+{
+    for (unsigned char *p = (unsigned char *)s; p && *p;) {
+        int n = *p < 0x80 ? 1 : gmt_utf8_len(p);
+        if (*p < 0x20 || *p == 0x7f || n == 0 || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)) {
+            *p++ = '?';
+            if (n == 2)
+                *p++ = '?';
+        } else {
+            p += n;
+        }
+    }
+    return s;
+}
+
 /* Trace strings are untrusted bytes: control characters are escaped and
  * invalid UTF-8 becomes U+FFFD, so the JSON is always valid. For a page
  * (html), also '<', '>', '&' and U+2028/2029 (html_json.c says why). */

@@ -79,6 +79,9 @@ const char *gmt_fmt_bytes(char *buf, uint64_t bytes, bool exact);
 void gmt_json_str(FILE *f, const char *s); /* a JSON string literal */
 /* The same; html: also safe inside a page's <script> (html_json.c) */
 void gmt_json_str_to(FILE *f, const char *s, bool html);
+/* Control bytes and invalid UTF-8 in s made '?', in place (for a terminal);
+ * returns s. */
+char *gmt_printable(char *s);
 /* Length of the valid UTF-8 sequence starting at p (NUL-terminated), or 0. */
 int gmt_utf8_len(const unsigned char *p);
 

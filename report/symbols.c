@@ -74,6 +74,7 @@ static const char *intern(struct symbolizer *s, const char *str, size_t n)
     char *p = s->strings->data + s->strings->used;
     memcpy(p, str, n);
     p[n] = '\0';
+    gmt_printable(p); /* names and paths from a binary's tables: printed */
     s->strings->used += n + 1;
     return p;
 }

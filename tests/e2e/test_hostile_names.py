@@ -1,10 +1,53 @@
-"""Names that come from outside are data, never a path: a host name of
-"../../x" expanded by %h in the output pattern stays one file name in the
-pattern's directory (it wrote two levels up)."""
+"""Names that come from outside - the host name, command lines, library
+paths, site names - are data, never terminal control, Markdown or a path:
+
+- every command's text output of a trace whose header names a host with
+  escape sequences carries no control character (ranks printed it raw);
+- a host name of "../../x" expanded by %h in the output pattern stays one
+  file name in the pattern's directory (it wrote two levels up)."""
 import os
+import socket
 import subprocess
 
 from gmt import *
+
+HOST_OFFSET = 128  # struct gmt_file_header.host (preload/gmt_format.h)
+HOSTILE_HOST = b"a\x1b[31mred\x1b]0;title\x07\x9bz"
+
+
+def hostile_host_trace():
+    # the command line carries an escape sequence too (phases ignores it)
+    run([prog("phases"), "basic", "\x1b[32mgreen"], GPUMEMTRACE_OUTPUT="t.gmt")
+    data = bytearray(open("t.gmt", "rb").read())
+    have = bytes(data[HOST_OFFSET:HOST_OFFSET + 64]).split(b"\0")[0]
+    expect(have == socket.gethostname().encode()[:63], f"header host field moved: {have!r}")
+    data[HOST_OFFSET:HOST_OFFSET + 64] = HOSTILE_HOST.ljust(64, b"\0")
+    open("t.gmt", "wb").write(data)
+    return "t.gmt"
+
+
+def no_control(what, text):
+    bad = sorted({c for c in text if (ord(c) < 0x20 and c not in "\n\t") or 0x7f <= ord(c) < 0xa0})
+    expect(not bad, f"{what}: control characters {bad!r} in\n{text[-3000:]}")
+
+
+def test_host_name_escapes_never_reach_the_terminal():
+    t = hostile_host_trace()
+    commands = [["summary"], ["peak"], ["frag"], ["timeline"], ["leaks"], ["growth"],
+                ["phases"], ["transfers"], ["flamegraph"], ["info"], ["dump", "--limit", "50"],
+                ["diff", t], ["check", "--max-peak", "1G"], ["whatif"], ["ranks"],
+                ["summary", "--kinds-at", "peak"]]
+    for args in commands:
+        for fmt in ([], ["--markdown"]):
+            if fmt and args[0] in ("info", "dump", "flamegraph"):
+                continue
+            p = subprocess.run([REPORT, *args, *fmt, t], capture_output=True, timeout=120)
+            expect(p.returncode in (0, 1), f"{args + fmt}: exit {p.returncode}\n{p.stderr!r}")
+            out = p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
+            no_control(" ".join(args + fmt), out)
+    # the host is still shown, its control bytes made visible
+    out = report("ranks", t).stdout
+    expect("a?[31mred?]0;title??z" in out, out)
 
 
 def with_host(host, cmd, env):
