@@ -561,7 +561,9 @@ void table_print(struct table *t, bool markdown)
             int pad = width[c] - utf8_width(cell);
             bool last = c == t->ncols - 1;
             if (markdown) {
-                printf(" %s |", cell);
+                fputc(' ', stdout);
+                gmt_md_cell(stdout, cell);
+                fputs(" |", stdout);
             } else if (t->right[c]) {
                 printf("%s%*s%s", c ? "  " : "", pad, "", cell);
             } else {

@@ -188,6 +188,83 @@ char *gmt_printable(char *s)
     return s;
 }
 
+/* A cell of a Markdown table is text: a site's name with a '|' would
+ * split the row, and '<script>' in one would be HTML to the page that
+ * shows a CI summary. Two pieces of Markdown that the commands put in
+ * cells are kept: code spans (`name`: code is literal, only '|' needs its
+ * backslash inside a table) and a cell that is bold as a whole
+ * (**FAIL**). Everything else is escaped: '<', '>' and '&' as entities,
+ * the characters Markdown gives meaning to with a backslash, a backtick
+ * that opens no span as well. */
+static void md_text(FILE *f, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '<')
+            fputs("&lt;", f);
+        else if (ch == '>')
+            fputs("&gt;", f);
+        else if (ch == '&')
+            fputs("&amp;", f);
+        else if (strchr("\\|`*_[]~", ch))
+            fprintf(f, "\\%c", ch);
+        else if ((unsigned char)ch < 0x20 || ch == 0x7f)
+            fputc('?', f);
+        else
+            fputc(ch, f);
+    }
+}
+
+static size_t run_of(const char *s, char ch)
+{
+    size_t k = 0;
+    while (s[k] == ch)
+        k++;
+    return k;
+}
+
+void gmt_md_cell(FILE *f, const char *s)
+{
+    size_t n = strlen(s);
+    if (n > 4 && !strncmp(s, "**", 2) && !strcmp(s + n - 2, "**") && s[2] != '*' &&
+        s[n - 3] != '*') {
+        fputs("**", f);
+        md_text(f, s + 2, n - 4);
+        fputs("**", f);
+        return;
+    }
+    const char *text = s;
+    for (const char *p = s; *p;) {
+        if (*p != '`') {
+            p++;
+            continue;
+        }
+        /* a span runs to the next run of exactly as many backticks */
+        size_t k = run_of(p, '`');
+        const char *close = NULL;
+        for (const char *q = p + k; *q;) {
+            size_t m = run_of(q, '`');
+            if (m == k) {
+                close = q;
+                break;
+            }
+            q += m ? m : 1;
+        }
+        if (close == NULL) { /* no span: the backticks are text */
+            p += k;
+            continue;
+        }
+        md_text(f, text, (size_t)(p - text));
+        for (const char *q = p; q < close + k; q++) {
+            if (*q == '|')
+                fputc('\\', f);
+            fputc((unsigned char)*q < 0x20 || *q == 0x7f ? '?' : *q, f);
+        }
+        p = text = close + k;
+    }
+    md_text(f, text, strlen(text));
+}
+
 /* Trace strings are untrusted bytes: control characters are escaped and
  * invalid UTF-8 becomes U+FFFD, so the JSON is always valid. For a page
  * (html), also '<', '>', '&' and U+2028/2029 (html_json.c says why). */

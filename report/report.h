@@ -82,6 +82,9 @@ void gmt_json_str_to(FILE *f, const char *s, bool html);
 /* Control bytes and invalid UTF-8 in s made '?', in place (for a terminal);
  * returns s. */
 char *gmt_printable(char *s);
+/* One cell of a Markdown table, escaped: its code spans and a bold cell
+ * kept, everything else text (no '|' ends it, no HTML starts in it). */
+void gmt_md_cell(FILE *f, const char *s);
 /* Length of the valid UTF-8 sequence starting at p (NUL-terminated), or 0. */
 int gmt_utf8_len(const unsigned char *p);
 

@@ -3,6 +3,8 @@ paths, site names - are data, never terminal control, Markdown or a path:
 
 - every command's text output of a trace whose header names a host with
   escape sequences carries no control character (ranks printed it raw);
+- a site named with '|' and '<script>' (here: the path of a dlopened
+  library) stays one cell of a --markdown table and never becomes HTML;
 - a host name of "../../x" expanded by %h in the output pattern stays one
   file name in the pattern's directory (it wrote two levels up)."""
 import os
@@ -48,6 +50,31 @@ def test_host_name_escapes_never_reach_the_terminal():
     # the host is still shown, its control bytes made visible
     out = report("ranks", t).stdout
     expect("a?[31mred?]0;title??z" in out, out)
+
+
+def test_markdown_cells_escape_pipes_and_html():
+    lib = "lib|<script>x.so"
+    with open(os.path.join(BUILD, "tests", "libdlalloc.so"), "rb") as f:
+        open(lib, "wb").write(f.read())
+    run([prog("dlopen"), "./" + lib, "keep"], GPUMEMTRACE_OUTPUT="t.gmt")
+    for args in (["peak"], ["summary"], ["diff", "t.gmt"], ["peak", "--group", "stack"]):
+        p = report(*args, "--markdown", "t.gmt")
+        rows = [ln for ln in p.stdout.splitlines() if ln.startswith("|")]
+        expect(rows, f"{args}: no table\n{p.stdout}")
+        width = None
+        for ln in p.stdout.splitlines():
+            if not ln.startswith("|"):
+                width = None  # the next table
+                continue
+            # a cell's '|' is escaped, so every row splits into the header's columns
+            cells = ln.replace("\\|", "").split("|")
+            width = width or len(cells)
+            expect(len(cells) == width, f"{args}: row with {len(cells)} cells, not {width}: {ln}")
+        site = [ln for ln in rows if "script" in ln]
+        expect(site, f"{args}: the library's site missing\n{p.stdout}")
+        table = "\n".join(rows)
+        expect("<script>" not in table and "&lt;script&gt;" in table and "lib\\|" in table,
+               f"{args}: site not escaped\n{p.stdout}")
 
 
 def with_host(host, cmd, env):
