@@ -5,19 +5,42 @@
 
 #include "pyclass.h"
 
+/* The answers by stack id: a byte each, 0 until found (every answer has
+ * PYCLASS_KNOWN). A table, not a hash: it is asked at every allocation.
+ * Ids past PYCLASS_MAX_ID (a damaged trace's) are answered, not kept. */
+#define PYCLASS_MAX_ID (1u << 24)
 struct pyclass {
-    uint32_t id;
-    uint8_t flags;
-    UT_hash_handle hh;
+    uint8_t *flags;
+    size_t cap;
 };
+
+static void keep(struct pyclass **cache, uint32_t id, uint8_t f)
+{
+    if (id >= PYCLASS_MAX_ID)
+        return;
+    if (*cache == NULL && (*cache = calloc(1, sizeof **cache)) == NULL)
+        return;
+    struct pyclass *c = *cache;
+    if (id >= c->cap) {
+        size_t cap = c->cap ? c->cap : 256;
+        while (cap <= id)
+            cap *= 2;
+        uint8_t *n = realloc(c->flags, cap);
+        if (n == NULL)
+            return;
+        memset(n + c->cap, 0, cap - c->cap);
+        c->flags = n;
+        c->cap = cap;
+    }
+    c->flags[id] = f;
+}
 
 uint8_t gmt_pyclass(struct pyclass **cache, const struct gmt_defs *d, uint32_t id,
                     uint8_t (*of_frame)(const char *name, const char *file))
 {
-    struct pyclass *c;
-    HASH_FIND(hh, *cache, &id, sizeof id, c);
-    if (c)
-        return c->flags;
+    const struct pyclass *c = *cache;
+    if (c && id < c->cap && c->flags[id])
+        return c->flags[id];
     uint8_t f = PYCLASS_KNOWN;
     struct gmt_stack_def def;
     if (id && gmt_defs_stack(d, id, &def)) {
@@ -29,21 +52,15 @@ uint8_t gmt_pyclass(struct pyclass **cache, const struct gmt_defs *d, uint32_t i
                 f |= of_frame(pc->name, pc->file) & 0x3fu;
         }
     }
-    if ((c = calloc(1, sizeof *c)) != NULL) {
-        c->id = id;
-        c->flags = f;
-        HASH_ADD(hh, *cache, id, sizeof c->id, c);
-    }
+    keep(cache, id, f);
     return f;
 }
 
 void gmt_pyclass_free(struct pyclass *cache)
 {
-    struct pyclass *c, *t;
-    HASH_ITER(hh, cache, c, t) {
-        HASH_DEL(cache, c);
-        free(c);
-    }
+    if (cache)
+        free(cache->flags);
+    free(cache);
 }
 
 bool gmt_library_file(const char *file)
