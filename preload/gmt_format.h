@@ -49,7 +49,7 @@
 
 #define GMT_MAGIC "GPUMEMTR"
 #define GMT_VERSION_MAJOR 1
-#define GMT_VERSION_MINOR 2
+#define GMT_VERSION_MINOR 3
 #define GMT_HEADER_SIZE 4096u
 #define GMT_ENDIAN_MARK 0x01020304u
 #define GMT_CHUNK_MAGIC 0x43544d47u /* "GMTC" */
@@ -103,6 +103,17 @@ struct gmt_file_header {
     uint32_t local_world_size; /* processes on this host */
     uint32_t reserved1;
     char host[64];             /* host name, NUL-terminated (1.2) */
+    /* 1.3: what the recorder could not record. Counted in the mapped
+     * header as it happens, not at close, so that the trace of a process
+     * killed after a loss says so too. A reader treats them as 0 in files
+     * before 1.3 (nothing known lost). */
+    uint64_t lost_events;      /* core records (calls, pool events) not written */
+    uint64_t lost_records;     /* extension records not written: definitions,
+                                  driver-level and framework events, notes */
+    uint64_t lost_stacks;      /* events written without their stack */
+    uint32_t lost_why;         /* GMT_LOST_*: every cause seen */
+    int32_t lost_errno;        /* the error that stopped the file growing
+                                  (GMT_LOST_FILE; Linux errno), or 0 */
 };
 
 /* gmt_file_header.dist_flags (1.2; files before 1.2 have 0: not known) */
@@ -114,6 +125,18 @@ struct gmt_file_header {
  * environment while running, as mp.spawn workers do): the file's name
  * does not carry it */
 #define GMT_DIST_LATE (1u << 4)
+
+/* gmt_file_header.lost_why (1.3) */
+#define GMT_LOST_FILE (1u << 0)      /* the file could not grow: a full disk,
+                                        a quota, the file size limit, a
+                                        failed mapping, 128 GiB reached */
+#define GMT_LOST_CUT (1u << 1)       /* another process truncated the file */
+#define GMT_LOST_STACK_CAP (1u << 2) /* GPUMEMTRACE_MAX_STACKS distinct stacks
+                                        recorded: later new ones are not */
+#define GMT_LOST_TOO_LARGE (1u << 3) /* a record larger than a chunk */
+#define GMT_LOST_OTHER (1u << 4)     /* the recorder's own failure (out of
+                                        memory), said on stderr */
+#define GMT_LOST_ALL 0x1fu
 
 struct gmt_chunk_header {
     uint32_t magic;      /* GMT_CHUNK_MAGIC */

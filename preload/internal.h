@@ -194,6 +194,15 @@ const char *gmt_trace_path(void);
 void gmt_trace_add_feature(uint64_t bit); /* GMT_FEAT_* found after open */
 /* The file could not grow: nothing more is recorded (hooks skip stacks). */
 bool gmt_trace_full(void);
+/* Something was not recorded: count it in the file header, with why
+ * (GMT_LOST_*; 0 when the cause was recorded where it began, as a file
+ * that stopped growing is). */
+enum gmt_lost_what {
+    GMT_LOST_EVENT,  /* a core record */
+    GMT_LOST_RECORD, /* an extension record */
+    GMT_LOST_STACK,  /* an event recorded without its stack */
+};
+void gmt_trace_lost(enum gmt_lost_what what, uint32_t why);
 void gmt_trace_windows(unsigned *mapped, unsigned *all);
 /* Thread state that the hooks use directly. */
 struct gmt_thread {

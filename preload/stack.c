@@ -200,7 +200,8 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash, uint64_t hash2,
      * call (generated code, unbounded recursion) would grow it, and the
      * trace, without end - a million stacks cost 236 MB. Past the cap new
      * stacks are recorded as none, said once, on stderr and in the
-     * trace; stacks already known keep their ids. */
+     * trace, and each event so recorded is counted in the file header
+     * (the trace is incomplete); stacks already known keep their ids. */
     if (__atomic_load_n(&g_next_id, __ATOMIC_RELAXED) >= (uint32_t)gmt_opt.max_stacks) {
         if (!__atomic_exchange_n(&g_capped, true, __ATOMIC_RELAXED)) {
             char text[200];
@@ -210,6 +211,7 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash, uint64_t hash2,
             gmt_warn("%s", text);
             gmt_trace_note(t, 1, text);
         }
+        gmt_trace_lost(GMT_LOST_STACK, GMT_LOST_STACK_CAP);
         return 0;
     }
     /* New code (a library dlopen'ed since the last scan) must be in the
@@ -221,14 +223,21 @@ static uint32_t insert(struct gmt_thread *t, uint64_t hash, uint64_t hash2,
         }
     }
     struct stack_entry *e = malloc(sizeof *e);
-    if (e == NULL)
+    if (e == NULL) {
+        gmt_trace_lost(GMT_LOST_STACK, GMT_LOST_OTHER);
         return 0;
+    }
     e->hash = hash;
     e->hash2 = hash2;
     e->n = (uint16_t)n;
     e->npy = (uint16_t)npy;
     e->id = __atomic_add_fetch(&g_next_id, 1, __ATOMIC_RELAXED);
     if (!write_definition(t, e->id, ip, n, npy)) {
+        /* its definition was lost (counted by the writer, with why); the
+         * event itself, unless the file stopped growing, is recorded
+         * without it */
+        if (!gmt_trace_full())
+            gmt_trace_lost(GMT_LOST_STACK, 0);
         free(e);
         return 0;
     }

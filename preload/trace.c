@@ -14,9 +14,13 @@
  *    default) and, more rarely, to extend the file.
  *  - Total order. Every record takes a number from one atomic counter;
  *    the reader merges the threads' streams by it.
- *  - Nothing dropped. Writing is a memcpy-sized store into memory that is
- *    already there; a thread that needs a chunk waits for the lock, it
- *    never discards.
+ *  - Nothing dropped silently. Writing is a memcpy-sized store into
+ *    memory that is already there; a thread that needs a chunk waits for
+ *    the lock, it never discards. Only a file that cannot grow (a full
+ *    disk, the file size limit) or was cut by another process stops
+ *    recording, and then every record not written is counted in the file
+ *    header (lost_events, lost_records, lost_why: gmt_trace_lost), so the
+ *    trace says it is incomplete.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -156,12 +160,44 @@ static int create_file(const char *want, uint32_t *index, const char **kind)
     return -1;
 }
 
-/* The file cannot grow (a full disk, its size limit): stop recording for
- * good, said once. Retrying on every later event cost a failing 4 MiB
- * fallocate under the file lock each time (the program ran ~10000x
- * slower); from here on an event costs one load. */
-static bool stop_growing(void)
+/* ---- what could not be recorded ---------------------------------------
+ * Counted in the file header, which is mapped and has its disk blocks from
+ * the start, so the counts reach the file whatever else fails, and as they
+ * happen rather than at close: a process killed after a loss leaves a
+ * trace that says so too. A counter is an atomic add on the header's
+ * cache line, paid only by records that are lost. */
+static void lost_why(uint32_t why, int err)
 {
+    struct gmt_file_header *h = __atomic_load_n(&g_file.hdr, __ATOMIC_ACQUIRE);
+    if (h == NULL)
+        return;
+    if (err && !__atomic_load_n(&h->lost_errno, __ATOMIC_RELAXED))
+        __atomic_store_n(&h->lost_errno, (int32_t)err, __ATOMIC_RELAXED);
+    __atomic_or_fetch(&h->lost_why, why, __ATOMIC_RELAXED);
+}
+
+void gmt_trace_lost(enum gmt_lost_what what, uint32_t why)
+{
+    struct gmt_file_header *h = __atomic_load_n(&g_file.hdr, __ATOMIC_ACQUIRE);
+    if (h == NULL)
+        return;
+    uint64_t *n = what == GMT_LOST_EVENT    ? &h->lost_events
+                  : what == GMT_LOST_RECORD ? &h->lost_records
+                                            : &h->lost_stacks;
+    __atomic_add_fetch(n, 1, __ATOMIC_RELAXED);
+    if (why)
+        lost_why(why, 0);
+}
+
+/* The file cannot grow (a full disk, its size limit): stop recording for
+ * good, said once, and in the header: why (err: the error that stopped
+ * it, 0 for the recorder's own limit); the records lost from here on are
+ * counted by the writers. Retrying on every later event cost a failing
+ * 4 MiB fallocate under the file lock each time (the program ran ~10000x
+ * slower); from here on an event costs one load and the count. */
+static bool stop_growing(int err)
+{
+    lost_why(GMT_LOST_FILE, err);
     __atomic_store_n(&g_file.full, true, __ATOMIC_RELEASE);
     return false;
 }
@@ -251,9 +287,15 @@ static void guard_sigbus(void)
 /* Called where a chunk is asked for: the one line about a cut file. */
 static void say_cut(void)
 {
-    if (__atomic_load_n(&g_file.cut, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&g_file.cut, __ATOMIC_ACQUIRE)) {
         gmt_error_once(GMT_ERR_GROW, "%s was truncated by another process; "
                        "events from here on are not recorded", g_file.path);
+        /* Here, not in the handler: a store into a header page the
+         * truncation took raises SIGBUS, which the handler serves (the
+         * header then becomes anonymous memory) - inside the handler,
+         * with SIGBUS blocked, it would kill the program. */
+        lost_why(GMT_LOST_CUT, 0);
+    }
 }
 
 /* Reserve and map `count` more chunks at the end of the usable area.
@@ -263,7 +305,7 @@ static bool grow(uint64_t count)
     if (g_file.nwin == MAX_WINDOWS) {
         gmt_error_once(GMT_ERR_GROW, "%s reached its size limit; events from "
                        "here on are not recorded", g_file.path);
-        return stop_growing();
+        return stop_growing(0);
     }
     uint64_t cs = g_file.chunk_size;
     off_t off = (off_t)(GMT_HEADER_SIZE + g_file.usable_chunks * cs);
@@ -273,14 +315,15 @@ static bool grow(uint64_t count)
         gmt_error_once(GMT_ERR_GROW,
                        "cannot extend %s (%s); events from here on are not "
                        "recorded", g_file.path, strerror(err));
-        return stop_growing();
+        return stop_growing(err);
     }
     void *p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED,
                    g_file.fd, off);
     if (p == MAP_FAILED) {
+        int e = errno;
         gmt_error_once(GMT_ERR_GROW, "cannot map %s (%s); events from here "
-                       "on are not recorded", g_file.path, strerror(errno));
-        return stop_growing();
+                       "on are not recorded", g_file.path, strerror(e));
+        return stop_growing(e);
     }
     g_file.win[g_file.nwin++] =
         (struct window){0, g_file.usable_chunks, count, (uint8_t *)p};
@@ -639,11 +682,14 @@ bool gmt_trace_emit(struct gmt_thread *t, struct gmt_event *ev)
         gmt_stamp(&ev->seq, &ev->time);
     if (GMT_UNLIKELY(t->chunk == NULL ||
                      (size_t)(t->end - t->pos) < EVENT_MAX) &&
-        !chunk_new(t, ev->seq, ev->time))
+        !chunk_new(t, ev->seq, ev->time)) {
+        gmt_trace_lost(GMT_LOST_EVENT, 0); /* why: said where it stopped */
         return false;
+    }
     if (ev->kind == GMT_K_INVALID || ev->kind > GMT_K_CORE_MAX) {
         gmt_error_once(GMT_ERR_RECORD, "internal: unknown record kind %u",
                        ev->kind);
+        gmt_trace_lost(GMT_LOST_EVENT, GMT_LOST_OTHER);
         return false;
     }
     uint8_t *p = t->pos;
@@ -680,13 +726,17 @@ bool gmt_trace_emit_ext(struct gmt_thread *t, unsigned ext, const uint8_t *src,
                         size_t len)
 {
     size_t need = 1 + 4 * GMT_VARINT_MAX + len;
-    if (need > g_file.chunk_size - GMT_CHUNK_HEADER_SIZE)
+    if (need > g_file.chunk_size - GMT_CHUNK_HEADER_SIZE) {
+        gmt_trace_lost(GMT_LOST_RECORD, GMT_LOST_TOO_LARGE);
         return false;
+    }
     uint64_t seq, time;
     gmt_stamp(&seq, &time);
     if ((t->chunk == NULL || (size_t)(t->end - t->pos) < need) &&
-        !chunk_new(t, seq, time))
+        !chunk_new(t, seq, time)) {
+        gmt_trace_lost(GMT_LOST_RECORD, 0);
         return false;
+    }
     uint8_t *p = t->pos;
     *p++ = GMT_K_EXT;
     p = put_prefix(t, p, seq, time);
