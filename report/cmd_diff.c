@@ -106,6 +106,8 @@ struct side {
     size_t nranks;
     char *fw_missing;           /* owned: gmt_fw_missing's why, of its first such trace */
     size_t fw_missing_n;        /* its traces without PyTorch's block events */
+    char *lost;                 /* owned: gmt_lost's line, of its first incomplete trace */
+    size_t lost_n;              /* its traces whose recorder lost records */
 };
 
 static bool pick(const struct site *s, int64_t v[GROUP_VALUES])
@@ -182,6 +184,8 @@ static int load_side(struct side *sd, int k, const struct gmt_common *c,
         char why[512];
         if (gmt_fw_missing(&l->r, why, sizeof why) != NULL && sd->fw_missing_n++ == 0)
             sd->fw_missing = strdup(why);
+        if (gmt_lost(&l->r.hdr, why, sizeof why) && sd->lost_n++ == 0)
+            sd->lost = strdup(why);
         const struct gmt_file_header *h = &l->r.hdr;
         if (h->dist_flags & GMT_DIST_RANK)
             sd->ranks[sd->nranks++] = (struct rank_fig){
@@ -337,6 +341,15 @@ static void describe_side(const char *name, const struct side *sd)
                sd->command && *sd->command ? sd->command : "command unknown");
     else
         printf("%s: %s (%zu processes, summed)\n", name, sd->arg, sd->npaths);
+    if (sd->lost) {
+        char who[64];
+        if (sd->npaths == 1)
+            snprintf(who, sizeof who, "%s", name);
+        else
+            snprintf(who, sizeof who, "%s, %zu of its processes (the first)", name,
+                     sd->lost_n);
+        gmt_lost_note_of(who, sd->lost);
+    }
     if (sd->fw_missing) {
         char who[64];
         if (sd->npaths == 1)
@@ -477,6 +490,11 @@ static void json_side(const struct side *sd)
         printf(",\"pid\":%u,\"command\":", sd->pid);
         gmt_json_str(stdout, sd->command ? sd->command : "");
     }
+    printf(",\"incomplete_traces\":%zu,\"lost\":", sd->lost_n);
+    if (sd->lost)
+        gmt_json_str(stdout, sd->lost);
+    else
+        printf("null");
     printf("}");
 }
 
@@ -589,6 +607,7 @@ out:
         free(sd[k].command);
         free(sd[k].ranks);
         free(sd[k].fw_missing);
+        free(sd[k].lost);
     }
     return rc;
 }

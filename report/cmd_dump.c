@@ -465,6 +465,8 @@ int cmd_dump(int argc, char **argv)
     char damage[640];
     if (rc == EXIT_OK && got >= 0 && gmt_damage(r, &d, damage, sizeof damage))
         gmt_warnf("%s: damaged trace, read where intact: %s", path, damage);
+    if (rc == EXIT_OK && gmt_lost(gmt_reader_header(r), damage, sizeof damage))
+        gmt_warnf("%s: incomplete trace: %s", path, damage);
     gmt_defs_free(&d);
     gmt_reader_close(r);
     return gmt_finish_output(rc);

@@ -71,8 +71,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     if (n)
         qsort(f, n, sizeof *f, cmp_fold);
     if (c->json) {
-        printf("{\"trace\":");
-        gmt_json_str(stdout, l->path);
+        gmt_json_trace(l);
         printf(",\"pid\":%u,\"weight\":\"%s\",\"unit\":\"bytes\",\"stacks\":[",
                l->r.hdr.pid, total ? "total" : "peak");
     }

@@ -379,7 +379,7 @@ static void text_no_pool(const struct gmt_common *c, const struct replay *r,
 {
     char a[32];
     printf("recorded without gpumemtrace's pool (GPUMEMTRACE_POOL=0)\n");
-    gmt_fw_note(r);
+    gmt_header_notes(r);
     printf("no pool state to report: the driver does the caching, out of the trace's sight\n");
     if (sc->nsnaps == 0 || !sc->snaps[0].taken) {
         printf("no device allocations\n");
@@ -406,7 +406,7 @@ static void text(const struct loaded *l, const struct gmt_common *c, const struc
                : r->fw          ? "PyTorch's caching allocator (its block and segment events)"
                                 : "gpumemtrace's pool on",
                r->ooms_total);
-        gmt_fw_note(r);
+        gmt_header_notes(r);
         if (sc->nsnaps == 0)
             printf("no device allocations\n");
         for (size_t i = 0, n = 0; i < sc->nsnaps; i++)
@@ -504,8 +504,7 @@ static void json_rows(const struct replay *r, const struct scan *sc)
 static void json(const struct loaded *l, const struct gmt_common *c, const struct scan *sc)
 {
     const struct replay *r = &l->r;
-    printf("{\"trace\":");
-    gmt_json_str(stdout, l->path);
+    gmt_json_trace(l);
     printf(",\"pid\":%u,\"pool\":%s,\"framework\":%s,\"inconsistencies\":%" PRIu64
            ",\"peak\":", r->hdr.pid, r->pool ? "true" : "false",
            r->fw ? "\"pytorch\"" : "null", sc->odd);
@@ -537,8 +536,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
         gmt_errorf("%s: %s", l->path, err);
         fc->failed = true;
         if (c->json) { /* keep the document well-formed */
-            printf("{\"trace\":");
-            gmt_json_str(stdout, l->path);
+            gmt_json_trace(l);
             printf(",\"pid\":%u,\"error\":", l->r.hdr.pid);
             gmt_json_str(stdout, err);
             printf("}");

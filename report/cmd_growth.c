@@ -67,8 +67,7 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
     const char *mname = mark >= 0 ? r->mark[mark].name : NULL;
     char a[32], b[32], e[32];
     if (c->json) {
-        printf("{\"trace\":");
-        gmt_json_str(stdout, l->path);
+        gmt_json_trace(l);
         double total = 0;
         for (size_t i = 0; i < n; i++)
             total += rows[i].bytes_per_s;
@@ -94,7 +93,7 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
     if (n == 0) {
         printf("%s: no site grows step after step (%u steps; a step: %s%s)\n", l->path,
                r->step_count, r->step_mark ? "" : "one allocation at ", step);
-        gmt_fw_note(r);
+        gmt_header_notes(r);
         return;
     }
     double total = 0;
@@ -108,7 +107,7 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
     if (mname)
         printf("; per interval of mark \"%s\" (%u marks)", mname, r->mark[mark].count);
     printf("\n");
-    gmt_fw_note(r);
+    gmt_header_notes(r);
     char per[48];
     snprintf(per, sizeof per, "per %.40s", mname ? mname : "");
     const char *h[] = {"per step", "rate/s", "rise", "from", "to", "from step", per, "site"};
@@ -160,8 +159,7 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
     int mark = gmt_growth_mark(l);
     const char *mname = mark >= 0 ? l->r.mark[mark].name : NULL;
     if (c->json) {
-        printf("{\"trace\":");
-        gmt_json_str(stdout, l->path);
+        gmt_json_trace(l);
         printf(",\"pid\":%u,\"growing_sites\":%zu,\"total_bytes_per_s\":%.0f,"
                "\"interval_mark\":", l->r.hdr.pid, n, total);
         if (mname)
@@ -183,10 +181,10 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
     } else if (n == 0 && l->unjudged) {
         printf("%s: growth not judged: no steps (%s); a Python program's growth is judged "
                "step to step\n", l->path, l->unjudged);
-        gmt_fw_note(&l->r);
+        gmt_header_notes(&l->r);
     } else if (n == 0) {
         printf("%s: no site grows steadily\n", l->path);
-        gmt_fw_note(&l->r);
+        gmt_header_notes(&l->r);
     } else {
         printf("%s: %zu growing site%s, %s/s in all", l->path, n, n == 1 ? "" : "s",
                gmt_size(c, a, (int64_t)total));
@@ -194,7 +192,7 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
             printf("; per interval of mark \"%s\" (%u marks)", mname,
                    l->r.mark[mark].count);
         printf("\n");
-        gmt_fw_note(&l->r);
+        gmt_header_notes(&l->r);
         /* the per-interval column is named after the mark: "per step" */
         char per[48];
         snprintf(per, sizeof per, "per %.40s", mname ? mname : "");

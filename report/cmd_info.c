@@ -1,7 +1,8 @@
 /* cmd_info.c - `gpumemreport info`: what a trace holds.
  *
  * Header, process, devices, threads, whether the trace was closed or cut
- * short, and how many events of each kind and from each runtime entry
+ * short, what its recorder could not record (a file that stopped
+ * growing, a stack cap), and how many events of each kind and from each runtime entry
  * point it holds. The counts are what the tests compare with the calls a
  * test program made. PyTorch's caching allocator's block events are not
  * calls of CUDA: they are counted apart (framework), not by entry point.
@@ -196,6 +197,9 @@ static void text(const char *path, const struct gmt_reader *r,
                "event is intact\n");
     else
         printf("state:      closed normally\n");
+    char lost[512];
+    if (gmt_lost(h, lost, sizeof lost))
+        printf("lost:       INCOMPLETE - %s\n", lost);
     for (size_t i = 0; i < d->ndevices; i++) {
         const struct gmt_device_def *dv = &d->devices[i];
         printf("device %u:   %s, %s, sm_%u%u, PCI %04x:%02x:%02x\n", dv->ordinal,
@@ -266,6 +270,8 @@ static void json(const char *path, const struct gmt_reader *r,
            h->version_minor, h->features, h->pid, h->ppid, h->session_id,
            h->file_index, h->start_realtime_ns, duration(r, in),
            gmt_reader_cut(r) ? "false" : "true");
+    char lost[512];
+    gmt_json_lost(h, lost, sizeof lost);
     static const struct {
         uint32_t bit;
         const char *key;
@@ -382,6 +388,8 @@ int cmd_info(int argc, char **argv)
             char damage[640];
             if (gmt_damage(r, &in->defs_tab, damage, sizeof damage))
                 gmt_warnf("%s: damaged trace, read where intact: %s", argv[i], damage);
+            if (gmt_lost(gmt_reader_header(r), damage, sizeof damage))
+                gmt_warnf("%s: incomplete trace: %s", argv[i], damage);
             if (as_json) {
                 if (i > optind)
                     printf(",");

@@ -351,8 +351,7 @@ static void json_out(struct loaded *l, const struct gmt_common *c, struct leak_s
     }
     total += sp->bytes[LEAK_STATE] + sp->bytes[LEAK_WORKSPACE];
     count += sp->count[LEAK_STATE] + sp->count[LEAK_WORKSPACE];
-    printf("{\"trace\":");
-    gmt_json_str(stdout, l->path);
+    gmt_json_trace(l);
     printf(",\"pid\":%u,\"closed\":%s,\"leaked\":%" PRId64 ",\"allocations\":%" PRId64
            ",\"host\":%" PRId64 ",\"sites\":[", l->r.hdr.pid,
            l->r.cut ? "false" : "true", total, count, host);
@@ -401,7 +400,7 @@ static void text_out(struct loaded *l, const struct gmt_common *c, bool layers,
            gmt_size(c, a, total), count, host ? ", pinned host " : "",
            host ? gmt_size(c, b, host) : "",
            l->r.cut ? " (the trace was cut short: the process did not exit)" : "");
-    gmt_fw_note(&l->r);
+    gmt_header_notes(&l->r);
     size_t top = c->top ? (size_t)c->top : SIZE_MAX;
     if (!sp->known) {
         if (nall)

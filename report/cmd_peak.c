@@ -93,8 +93,7 @@ static void table(struct loaded *l, const struct gmt_common *c, bool layers,
     /* shares are of what was live then */
     uint64_t total = in ? (uint64_t)(in->requested > 0 ? in->requested : 0) : r->peak_requested;
     if (c->json) {
-        printf("{\"trace\":");
-        gmt_json_str(stdout, l->path);
+        gmt_json_trace(l);
         printf(",\"pid\":%u,\"peak_requested\":%" PRIu64 ",\"peak_at_ns\":%" PRIu64,
                r->hdr.pid, r->peak_requested, (uint64_t)(t * 1e9));
         if (in) {
@@ -143,7 +142,7 @@ static void table(struct loaded *l, const struct gmt_common *c, bool layers,
                    gmt_size(c, a, in->requested), at_t, r->hdr.pid,
                    gmt_size(c, b, (int64_t)r->peak_requested), t);
         }
-        gmt_fw_note(r);
+        gmt_header_notes(r);
         size_t nrows = shown + (rest ? 1 : 0);
         bool rounded = rest != rest_alloc || gmt_group_differ(rows, shown, 0, 2);
         struct table *tb = gmt_sites_table(rounded);
@@ -196,8 +195,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             gmt_errorf("peak: %s: --at %s: %s", l->path, o->at_arg, in.why);
         o->failed = true;
         if (c->json) { /* the list stays one object per trace */
-            printf("{\"trace\":");
-            gmt_json_str(stdout, l->path);
+            gmt_json_trace(l);
             printf(",\"pid\":%u,\"at\":null,\"sites\":[]}", l->r.hdr.pid);
         }
         return;

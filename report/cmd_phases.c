@@ -530,8 +530,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     if (p->list && p->nrows > 1) /* rows may be NULL when there are none */
         qsort(p->rows, p->nrows, sizeof *p->rows, cmp_row);
     if (c->json) {
-        printf("{\"trace\":");
-        gmt_json_str(stdout, l->path);
+        gmt_json_trace(l);
         printf(",\"pid\":%u,\"markers\":%" PRIu64 ",\"marks\":%" PRIu64 ",\"pushes\":%" PRIu64
                ",\"pops\":%" PRIu64 ",\"unbalanced_pops\":%" PRIu64
                ",\"deeper_than_followed\":%" PRIu64 ",\"regions_open_at_end\":%" PRIu64
@@ -566,11 +565,11 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
                "ctypes (preload/gpumemtrace_markers.py), or as NVTX ranges with\n"
                "NVTX_INJECTION64_PATH=libgpumemtrace.so; see docs/usage.md.\n",
                l->path, r->hdr.pid);
-        gmt_fw_note(r);
+        gmt_header_notes(r);
     } else {
         printf("%s: %" PRIu64 " markers (pid %u): %zu mark name%s, %zu region%s\n", l->path,
                r->markers, r->hdr.pid, nm, nm == 1 ? "" : "s", nr, nr == 1 ? "" : "s");
-        gmt_fw_note(r);
+        gmt_header_notes(r);
         if (nm) {
             printf("\nmarks (each runs to the next mark of the same name, or to the end):\n");
             text_table(c, mv, nm, sm);

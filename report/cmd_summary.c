@@ -502,7 +502,7 @@ static void text(struct loaded *l, const struct gmt_common *c)
            gmt_seconds(a, replay_duration(r)), r->events, total_allocs(r),
            r->pool && r->segments_taken ? ", gpumemtrace pool on" : "",
            r->cut ? ", CUT SHORT" : "");
-    gmt_fw_note(r);
+    gmt_header_notes(r);
     kinds_text(l, c);
     printf("\npeak requested:  %-12s at %.3f s (what the program asked for)\n",
            gmt_size(c, a, (int64_t)r->peak_requested), at_s(r, r->peak_requested_time));
@@ -595,8 +595,7 @@ static void json(struct loaded *l, const struct gmt_common *c)
     uint64_t nleak, hleak, leak = replay_leaked(r, &nleak, &hleak);
     enum beyond_source src;
     int64_t beyond = replay_beyond(r, -1, &src);
-    printf("{\"trace\":");
-    gmt_json_str(stdout, l->path);
+    gmt_json_trace(l);
     printf(",\"pid\":%u,\"command\":", r->hdr.pid);
     gmt_json_str(stdout, d->process.present ? d->process.cmdline : "");
     printf(",\"closed\":%s,\"pool\":%s,\"duration_ns\":%" PRIu64

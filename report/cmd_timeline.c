@@ -205,8 +205,7 @@ static void csv(const struct replay *r, const struct point *p, size_t n)
 static void json(const struct loaded *l, const struct point *p, size_t n)
 {
     const struct replay *r = &l->r;
-    printf("{\"trace\":");
-    gmt_json_str(stdout, l->path);
+    gmt_json_trace(l);
     printf(",\"pid\":%u,\"duration_ns\":%" PRIu64 ",\"bucket_ns\":%" PRIu64
            ",\"peak_requested\":%" PRIu64 ",\"peak_reserved\":%" PRIu64 ",\"buckets\":[",
            r->hdr.pid, replay_duration(r), r->bucket_ns, r->peak_requested,
@@ -386,7 +385,7 @@ static void chart(const struct loaded *l, const struct gmt_common *c,
     char a[32];
     printf("%s (pid %u): device memory over %s\n", l->path, r->hdr.pid,
            gmt_seconds(a, replay_duration(r)));
-    gmt_fw_note(r);
+    gmt_header_notes(r);
     struct point *col = calloc((size_t)o->width, sizeof *col);
     if (n == 0 || col == NULL) {
         printf("no device memory events\n");

@@ -30,8 +30,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     size_t n = gmt_group(l, c, gmt_pick_transfers, &rows);
     size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
     if (c->json) {
-        printf("{\"trace\":");
-        gmt_json_str(stdout, l->path);
+        gmt_json_trace(l);
         printf(",\"pid\":%u,\"directions\":[", r->hdr.pid);
         bool first = true;
         for (int d = 0; d < 5; d++)
@@ -59,7 +58,7 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
         return;
     }
     printf("%s (pid %u)\n", l->path, r->hdr.pid);
-    gmt_fw_note(r);
+    gmt_header_notes(r);
     static const char *const h[] = {"direction", "host memory", "bytes", "count", "average"};
     static const bool right[] = {false, false, true, true, true};
     struct table *t = table_new(5, h, right);

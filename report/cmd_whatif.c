@@ -252,8 +252,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         gmt_warnf("%s: out of host memory during the what-if replay; figures are partial",
                   l->path);
     if (c->json) {
-        printf("{\"trace\":");
-        gmt_json_str(stdout, l->path);
+        gmt_json_trace(l);
         printf(",\"pid\":%u,\"requests_from\":\"%s\",\"requests\":%" PRIu64
                ",\"frees\":%" PRIu64 ",\"allocations_outside\":%" PRIu64
                ",\"device_memory\":",
@@ -273,7 +272,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             printf("; %" PRIu64 " %s allocation%s held outside the models", w->outside_n,
                    w->source == WI_REQ_RUNTIME ? "driver" : "runtime", w->outside_n == 1 ? "" : "s");
         printf("\n");
-        gmt_fw_note(r);
+        gmt_header_notes(r);
     }
     static const char *const hd[] = {"policy", "device", "peak reserved", "peak requested",
                                      "frag at peak", "largest free", "device calls",

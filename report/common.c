@@ -324,6 +324,9 @@ struct loaded *gmt_load(const char *path, const struct gmt_common *c,
                   "crashed?); read up to its last complete event", path);
     if (l->r.damage[0])
         gmt_warnf("%s: damaged trace, read where intact: %s", path, l->r.damage);
+    char lost[512];
+    if (gmt_lost(&l->r.hdr, lost, sizeof lost))
+        gmt_warnf("%s: incomplete trace: %s", path, lost);
     l->sym = sym_new(&l->r.defs, !c->no_symbols);
     sym_set_backward(l->sym, l->r.bw);
     return l;
@@ -379,6 +382,61 @@ void gmt_fw_note(const struct replay *r)
     char why[512];
     if (gmt_fw_missing(r, why, sizeof why) != NULL)
         gmt_fw_note_of(NULL, why);
+}
+
+void gmt_lost_note_of(const char *who, const char *what)
+{
+    printf("note: %s%sINCOMPLETE TRACE - %s:\n"
+           "      the figures and sites cover only what was recorded\n",
+           who ? who : "", who ? ": " : "", what);
+}
+
+void gmt_header_notes(const struct replay *r)
+{
+    char what[512];
+    if (gmt_lost(&r->hdr, what, sizeof what))
+        gmt_lost_note_of(NULL, what);
+    gmt_fw_note(r);
+}
+
+void gmt_json_trace(const struct loaded *l)
+{
+    char what[512];
+    printf("{\"trace\":");
+    gmt_json_str(stdout, l->path);
+    gmt_json_lost(&l->r.hdr, what, sizeof what);
+}
+
+void gmt_json_lost(const struct gmt_file_header *h, char *buf, size_t len)
+{
+    if (!gmt_lost(h, buf, len)) {
+        printf(",\"lost\":null");
+        return;
+    }
+    printf(",\"lost\":{\"events\":%llu,\"records\":%llu,\"stacks\":%llu,\"why\":[",
+           (unsigned long long)h->lost_events, (unsigned long long)h->lost_records,
+           (unsigned long long)h->lost_stacks);
+    static const struct {
+        uint32_t bit;
+        const char *name;
+    } why[] = {{GMT_LOST_FILE, "file_full"}, {GMT_LOST_CUT, "file_cut"},
+               {GMT_LOST_STACK_CAP, "stack_cap"}, {GMT_LOST_TOO_LARGE, "record_too_large"},
+               {GMT_LOST_OTHER, "recorder_failed"}};
+    bool first = true;
+    for (size_t i = 0; i < sizeof why / sizeof *why; i++) {
+        if (h->lost_why & why[i].bit) {
+            printf("%s\"%s\"", first ? "" : ",", why[i].name);
+            first = false;
+        }
+    }
+    printf("],\"error\":");
+    if (h->lost_errno)
+        gmt_json_str(stdout, strerror(h->lost_errno));
+    else
+        printf("null");
+    printf(",\"text\":");
+    gmt_json_str(stdout, buf);
+    printf("}");
 }
 
 /* The forward line that made an autograd node's input (issue 18): the

@@ -183,6 +183,19 @@ void gmt_fw_note(const struct replay *r);
 /* The same for one of several processes (ranks, diff): `who` names it,
  * `why` is gmt_fw_missing's. */
 void gmt_fw_note_of(const char *who, const char *why);
+/* A trace whose recorder lost events (format 1.3 header; gmt_lost):
+ * gmt_lost_note_of prints the header line that says so ("note: who:
+ * INCOMPLETE TRACE - what"), `who` naming one of several processes or
+ * NULL. gmt_header_notes: the notes every text report prints under its
+ * first line - this one, then gmt_fw_note's. */
+void gmt_lost_note_of(const char *who, const char *what);
+void gmt_header_notes(const struct replay *r);
+/* The start of a command's JSON object for a trace: {"trace": path,
+ * "lost": gmt_json_lost - the caller goes on with ,"pid":... */
+void gmt_json_trace(const struct loaded *l);
+/* ,"lost":null, or ,"lost":{events, records, stacks, why, error, text}
+ * (docs/report-json.md); buf: room for gmt_lost's line. */
+void gmt_json_lost(const struct gmt_file_header *h, char *buf, size_t len);
 /* Does v[a] differ from v[b] in any of the first n rows? */
 bool gmt_group_differ(const struct group_row *rows, size_t n, int a, int b);
 

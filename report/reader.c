@@ -170,6 +170,16 @@ static bool check_header(struct gmt_reader *r)
     h->host[sizeof h->host - 1] = '\0';
     h->dist_flags &= GMT_DIST_RANK | GMT_DIST_LOCAL_RANK | GMT_DIST_WORLD_SIZE |
                      GMT_DIST_LOCAL_WORLD_SIZE | GMT_DIST_LATE;
+    /* the loss counters are 1.3's: in older files those bytes were never
+     * written, and nothing is known lost */
+    if (h->version_major == 1 && h->version_minor < 3) {
+        h->lost_events = h->lost_records = h->lost_stacks = 0;
+        h->lost_why = 0;
+        h->lost_errno = 0;
+    }
+    h->lost_why &= GMT_LOST_ALL;
+    if (h->lost_errno < 0 || h->lost_errno > 4095)
+        h->lost_errno = 0;
     if (memcmp(h->magic, GMT_MAGIC, 8) != 0) {
         fail(r, "not a gpumemtrace trace (bad magic)");
         return false;
@@ -604,6 +614,63 @@ const char *gmt_reader_error(const struct gmt_reader *r)
 const struct gmt_file_header *gmt_reader_header(const struct gmt_reader *r)
 {
     return &r->hdr;
+}
+
+bool gmt_lost(const struct gmt_file_header *h, char *buf, size_t len)
+{
+    if (!h->lost_events && !h->lost_records && !h->lost_stacks)
+        return false;
+    size_t n = 0;
+#define ADD(...)                                                              \
+    do {                                                                      \
+        int k_ = snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__);      \
+        n += k_ > 0 ? (size_t)k_ : 0;                                         \
+    } while (0)
+    /* what: "N events, M other records and the stacks of S events" */
+    uint64_t what[3] = {h->lost_events, h->lost_records, h->lost_stacks};
+    int parts = (what[0] > 0) + (what[1] > 0) + (what[2] > 0), done = 0;
+    ADD("the recorder lost ");
+    for (int i = 0; i < 3; i++) {
+        if (!what[i])
+            continue;
+        if (done)
+            ADD(done == parts - 1 ? " and " : ", ");
+        unsigned long long v = (unsigned long long)what[i];
+        if (i == 0)
+            ADD("%llu event%s", v, v == 1 ? "" : "s");
+        else if (i == 1)
+            ADD("%llu %srecord%s", v, what[0] ? "other " : "", v == 1 ? "" : "s");
+        else
+            ADD("the stack%s of %llu event%s", v == 1 ? "" : "s", v, v == 1 ? "" : "s");
+        done++;
+    }
+    /* why: every cause the recorder saw */
+    const char *sep = ": ";
+    if (h->lost_why & GMT_LOST_FILE) {
+        if (h->lost_errno)
+            ADD("%sthe trace file could not grow (%s)", sep, strerror(h->lost_errno));
+        else
+            ADD("%sthe trace file could not grow", sep);
+        sep = "; ";
+    }
+    if (h->lost_why & GMT_LOST_CUT) {
+        ADD("%sanother process truncated the trace file", sep);
+        sep = "; ";
+    }
+    if (h->lost_why & GMT_LOST_STACK_CAP) {
+        ADD("%sGPUMEMTRACE_MAX_STACKS distinct stacks were reached", sep);
+        sep = "; ";
+    }
+    if (h->lost_why & GMT_LOST_TOO_LARGE) {
+        ADD("%sa record was larger than a chunk (GPUMEMTRACE_CHUNK_KB)", sep);
+        sep = "; ";
+    }
+    if (h->lost_why & GMT_LOST_OTHER) {
+        ADD("%sthe recorder failed (out of memory; said on the program's stderr)", sep);
+        sep = "; ";
+    }
+#undef ADD
+    return true;
 }
 
 bool gmt_reader_cut(const struct gmt_reader *r)

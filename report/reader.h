@@ -52,6 +52,12 @@ bool gmt_reader_cut(const struct gmt_reader *r);
  * partial chunk at the end of the file is ignored. After reading: true
  * if anything was skipped, with a one-line account in buf. */
 bool gmt_reader_damage(const struct gmt_reader *r, char *buf, size_t len);
+/* What the recorder could not record (format 1.3 header: a file that
+ * could not grow, a stack cap, a cut file): true with a one-line account
+ * in buf ("the recorder lost N events ...: why"); false when nothing is
+ * known lost (always, for files before 1.3). Works on a replay's copy of
+ * the header too. */
+bool gmt_lost(const struct gmt_file_header *h, char *buf, size_t len);
 uint64_t gmt_reader_file_size(const struct gmt_reader *r);
 uint64_t gmt_reader_chunks(const struct gmt_reader *r); /* in use */
 const char *gmt_reader_path(const struct gmt_reader *r);
