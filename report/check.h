@@ -44,6 +44,9 @@ struct figures {
     /* owned: what the reader skipped or found missing (a damaged or
      * cut file), one line; NULL: nothing */
     char *damage;
+    /* owned: what its recorder could not record (gmt_lost: a file that
+     * stopped growing, a stack cap), one line; NULL: nothing */
+    char *lost;
     /* with growth asked: whether the run was judged by steps, how many
      * there were, and its sites growing step after step, most per step
      * first */
@@ -91,8 +94,10 @@ int load_figures(int argc, char **argv, const struct gmt_common *c, bool growth,
 void figures_free(struct figures *f, size_t n);
 /* Is f's trace one a gate must not judge as it is: not closed normally
  * (the process was killed or crashed), damaged or cut short (the reader
- * skipped parts, or the file is shorter than its writer left it), or
- * nothing read from it at all? True with a one-line account in buf. */
+ * skipped parts, or the file is shorter than its writer left it),
+ * incomplete (its recorder lost events or their stacks, and says so in
+ * the header), or nothing read from it at all? True with a one-line
+ * account in buf. */
 bool figures_damaged(const struct figures *f, char *buf, size_t len);
 
 /* BASE: a directory (traces), a JSON file (--save or `summary --json`

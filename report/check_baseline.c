@@ -20,9 +20,11 @@
  *
  * A trace's figures also say whether it can be judged as it is
  * (figures_damaged): a trace the process never closed, one the reader
- * read only where intact, one shorter than its writer left it, or one
- * it read nothing from gives figures that are low for no fault of the
- * program - a gate passing on them would pass on a broken artifact.
+ * read only where intact, one shorter than its writer left it, one whose
+ * recorder lost events (a full disk) or stacks (a cap), or one it read
+ * nothing from gives figures that are low, or sites that are missing,
+ * for no fault of the program - a gate passing on them would pass on a
+ * broken artifact.
  *
  * Hostile input: the baseline JSON is read by a small strict parser
  * (RFC 8259 grammar, depth, size and value-count limits, valid UTF-8, no
@@ -144,6 +146,9 @@ static int figures_of(struct loaded *l, const struct gmt_common *c, bool growth,
     f->closed = !r->cut;
     f->events = r->events;
     f->damage = damage_of(l, &oom);
+    char lost[512];
+    if (gmt_lost(&r->hdr, lost, sizeof lost) && (f->lost = strdup(lost)) == NULL)
+        oom = true;
     f->v[M_PEAK] = (int64_t)r->peak_requested;
     f->v[M_RESERVED] = (int64_t)r->peak_reserved;
     f->v[M_LEAKED] = (int64_t)replay_leaked(r, NULL, NULL);
@@ -155,7 +160,7 @@ static int figures_of(struct loaded *l, const struct gmt_common *c, bool growth,
 
 bool figures_damaged(const struct figures *f, char *buf, size_t len)
 {
-    if (f->closed && f->damage == NULL)
+    if (f->closed && f->damage == NULL && f->lost == NULL)
         return false;
     size_t n = 0;
     const char *sep = "";
@@ -174,6 +179,8 @@ bool figures_damaged(const struct figures *f, char *buf, size_t len)
             "running)", sep);
     if (f->damage)
         ADD("%scut short or damaged, read where intact: %s", sep, f->damage);
+    if (f->lost)
+        ADD("%sincomplete: %s", sep, f->lost);
 #undef ADD
     return true;
 }
@@ -184,6 +191,7 @@ void figures_free(struct figures *f, size_t n)
         free(f[i].trace);
         free(f[i].command);
         free(f[i].damage);
+        free(f[i].lost);
         for (size_t k = 0; k < f[i].ngrow; k++)
             free(f[i].grow[k].label);
         free(f[i].grow);

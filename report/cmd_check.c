@@ -12,15 +12,15 @@
  *
  * Damaged traces: a trace the process did not close (killed, crashed),
  * one the reader could read only where intact (a copy cut short, a
- * damaged chunk), one shorter than its writer left it, or one it read
- * nothing from, gives figures that are low because the artifact is
- * broken, not because the program is good: a gate judging them would
- * pass on a broken artifact. So any such trace, of the run or of a
- * baseline given as traces, is an error (exit 2, one line naming it and
- * what is wrong) - unless --allow-damaged: then it is judged on what was
- * read, and the output says which traces are damaged and how. The trace
- * format records no lost events (a writer that stops on a full disk
- * still closes the trace), so there is nothing more to check.
+ * damaged chunk), one shorter than its writer left it, one whose
+ * recorder lost events or stacks (a full disk, a stack cap: the header
+ * counts them, format 1.3), or one it read nothing from, gives figures
+ * that are low because the artifact is broken, not because the program
+ * is good: a gate judging them would pass on a broken artifact. So any
+ * such trace, of the run or of a baseline given as traces, is an error
+ * (exit 2, one line naming it and what is wrong) - unless
+ * --allow-damaged: then it is judged on what was read, and the output
+ * says which traces are damaged and how.
  *
  * Figures, per process (trace):
  *   peak requested  the most device (and managed) memory the program had
@@ -544,8 +544,13 @@ static void print_json(const struct options *op, const struct figures *f, size_t
         json_rank(f[i].rank);
         printf(",\"command\":");
         gmt_json_str(stdout, f[i].command);
-        printf(",\"closed\":%s,\"events\":%" PRIu64 ",\"damage\":",
+        printf(",\"closed\":%s,\"events\":%" PRIu64 ",\"lost\":",
                f[i].closed ? "true" : "false", f[i].events);
+        if (f[i].lost)
+            gmt_json_str(stdout, f[i].lost);
+        else
+            printf("null");
+        printf(",\"damage\":");
         if (figures_damaged(&f[i], how, sizeof how))
             gmt_json_str(stdout, how);
         else
@@ -632,7 +637,8 @@ static void usage(FILE *f)
             "                       comma-separated list\n"
             "  --save FILE          write this run's figures as a baseline (JSON)\n"
             "damaged traces (not closed: killed or crashed; cut short or damaged;\n"
-            "nothing read), of the run or a baseline, are an error, unless:\n"
+            "incomplete: the recorder lost events, e.g. on a full disk; nothing\n"
+            "read), of the run or a baseline, are an error, unless:\n"
             "  --allow-damaged      judge them on what was read; the output says\n"
             "                       which are damaged and how\n\n"
             "SIZE: bytes, or a number with B, K/KiB (1024), KB (1000), M/MiB, MB,\n"
