@@ -369,14 +369,17 @@ install: all
 	  echo "  INSTALL  $$site/gpumemtrace_markers.py" || \
 	  echo "  (no python3: preload/gpumemtrace_markers.py not installed)"
 
-# scripts/fuzz.sh builds its targets from the same list
+# scripts/fuzz.sh builds its targets from the same lists as the smoke runs
+# (a list of its own missed the pool's core when whatif linked it)
 trace-sources:
 	@echo $(TRACE_SRC)
+command-sources:
+	@echo $(FUZZ_CMD_SRC)
 
 clean:
 	rm -rf $(O)
 
-.PHONY: all test tests asan install clean trace-sources
+.PHONY: all test tests asan install clean trace-sources command-sources
 .DELETE_ON_ERROR:
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

@@ -11,12 +11,13 @@
 #             tests/fuzz/corpus_baseline
 #
 # Builds the target with clang's fuzzer, address and undefined-behaviour
-# sanitizers into build/fuzz/fuzz_TARGET and runs it for SECONDS (default
-# 1800). New inputs that add coverage are kept in the target's corpus
-# directory (the commands target keeps its own, build/fuzz/corpus_commands,
-# seeded from tests/fuzz/corpus, which the reader target owns); crashes
-# land in build/fuzz/ as crash-* (build/fuzz/TARGET-crash-* for the new
-# targets).
+# sanitizers into $O/fuzz/fuzz_TARGET (O: the build directory, as for make;
+# default build) and runs it for SECONDS (default 1800). New inputs that
+# add coverage are kept in the target's corpus directory (the commands
+# target keeps its own, $O/fuzz/corpus_commands, seeded from
+# tests/fuzz/corpus, which the reader target owns); crashes land in
+# $O/fuzz/ as crash-* ($O/fuzz/TARGET-crash-* for the new targets). The
+# sources are the Makefile's lists, the ones its smoke runs link.
 set -eu
 cd "$(dirname "$0")/.."
 target=reader
@@ -24,19 +25,21 @@ case "${1:-}" in
 reader|commands|baseline) target=$1; shift ;;
 esac
 secs=${1:-1800}
-out=build/fuzz
+O=${O:-build}
+out=$O/fuzz
 mkdir -p "$out" tests/fuzz/corpus
-make -s tests
+make -s O="$O" tests
 # -fwrapv as the report tool is built (sums over hostile sizes wrap)
 CC="clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=fuzzer,address,undefined
     -fno-sanitize-recover=undefined -Ipreload -Ireport"
-# the command layer: the report tool less its main() and the launcher
-report_src="$(ls report/*.c | grep -v -e '^report/main\.c$') build/report/html_page.c" # (html's page: make tests)
+# the command layer: the report tool less its main() and the launcher, with
+# the pool's core (whatif --policy gmt-pool) and html's page
+report_src=$(make -s O="$O" command-sources)
 case $target in
 reader)
     # the trace-reading library (libgmttrace: the Makefile's list)
     # shellcheck disable=SC2046
-    $CC -o "$out/fuzz_reader" tests/fuzz/fuzz_reader.c $(make -s trace-sources) \
+    $CC -o "$out/fuzz_reader" tests/fuzz/fuzz_reader.c $(make -s O="$O" trace-sources) \
         -ldw -lelf -ldl -lm
     corpus=tests/fuzz/corpus prefix="$out/" extra= ;;
 commands)
@@ -57,7 +60,7 @@ if [ -z "$(ls tests/fuzz/corpus)" ]; then
     seeds=$(mktemp -d)
     for p in hello stacks errstate lifecycle; do
         (cd "$seeds" && GPUMEMTRACE_CHUNK_KB=4 GPUMEMTRACE_OUTPUT="$p.gmt" \
-            LD_PRELOAD="$OLDPWD/build/libgpumemtrace.so" "$OLDPWD/build/tests/$p" >/dev/null 2>&1) || true
+            LD_PRELOAD="$OLDPWD/$O/libgpumemtrace.so" "$OLDPWD/$O/tests/$p" >/dev/null 2>&1) || true
     done
     cp "$seeds"/*.gmt tests/fuzz/corpus/ 2>/dev/null || true
     rm -rf "$seeds"
