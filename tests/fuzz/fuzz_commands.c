@@ -8,8 +8,14 @@
  * damaged one, which check refuses without it) and `check` against the
  * trace itself as the baseline, `diff` of the trace against itself,
  * `dump` with and without stacks, `timeline --csv`, `flamegraph --total`,
- * `phases --occurrences`, `html`, `export` in each format. This covers what fuzz_reader.c leaves out:
- * grouping, the per-command tables and JSON writers, the check verdicts.
+ * `phases --occurrences`, `html`, `export` in each format, `summary
+ * --kinds-at step` (the memory by kind at a mark, a second replay),
+ * `ranks` in its three forms, and `whatif` under every allocator model
+ * (PyTorch's with a configuration, gpumemtrace's pool with its options,
+ * the driver's async pool), with and without --device-memory, whose
+ * out-of-memory paths name sites. This covers what fuzz_reader.c leaves
+ * out: grouping, the per-command tables and JSON writers, the check
+ * verdicts, the allocator models.
  *
  * Always --no-symbols: symbolization opens the binaries a trace names, and
  * a fuzzed trace must not make the fuzzer open arbitrary host files.
@@ -34,11 +40,12 @@
 #include <unistd.h>
 
 #include "report.h"
+#include "whatif.h" /* cmd_whatif */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define T "\1" /* stands for the trace's path */
-#define MAXARGS 8
+#define MAXARGS 12
 
 struct run {
     int (*fn)(int, char **);
@@ -48,6 +55,8 @@ struct run {
 static const struct run runs[] = {
     {cmd_summary, {"summary", "--no-symbols", T}},
     {cmd_summary, {"summary", "--no-symbols", "--json", T}},
+    {cmd_summary, {"summary", "--no-symbols", "--kinds-at", "step", "--markdown", T}},
+    {cmd_summary, {"summary", "--no-symbols", "--kinds-at", "step", "--json", T}},
     {cmd_peak, {"peak", "--no-symbols", T}},
     {cmd_peak, {"peak", "--no-symbols", "--json", "--group", "stack", T}},
     {cmd_frag, {"frag", "--no-symbols", T}},
@@ -71,6 +80,15 @@ static const struct run runs[] = {
     {cmd_dump, {"dump", "--no-stacks", "--limit", "100", T}},
     {cmd_ranks, {"ranks", "--no-symbols", T}},
     {cmd_ranks, {"ranks", "--no-symbols", "--json", T}},
+    {cmd_ranks, {"ranks", "--no-symbols", "--markdown", "--bytes", T}},
+    {cmd_whatif, {"whatif", "--no-symbols", T}},
+    {cmd_whatif, {"whatif", "--no-symbols", "--json", "--policy", "gmt-pool", "--policy",
+                  "cuda-async", T}},
+    {cmd_whatif, {"whatif", "--no-symbols", "--device-memory", "8MiB", "--policy",
+                  "pytorch:max_split_size_mb:20,roundup_power2_divisions:4,"
+                  "garbage_collection_threshold:0.5", T}},
+    {cmd_whatif, {"whatif", "--no-symbols", "--json", "--device-memory", "16MiB",
+                  "--policy", "gmt-pool:ordered,vmm,chunk=4", "--requests", "all", T}},
     {cmd_check, {"check", "--no-symbols", "--max-peak", "1", T}},
     {cmd_check, {"check", "--no-symbols", "--allow-damaged", "--max-growth", "1/step", T}},
     {cmd_check, {"check", "--no-symbols", "--json", "--allow-damaged", "--max-peak", "1", T}},
