@@ -178,26 +178,30 @@ static struct blk *tmerge(struct blk *a, struct blk *b)
     return root;
 }
 
+/* Down the key's path to where b's priority puts it, and the subtree
+ * there split around b: one pass, touching only that path. */
 static void tinsert(struct tree *t, struct blk *b)
 {
     struct key k = key_of(b);
-    struct blk *l, *r;
-    tsplit(t, t->root, &k, &l, &r);
-    b->tl = b->tr = NULL;
-    t->root = tmerge(tmerge(l, b), r);
+    struct blk **at = &t->root;
+    while (*at && (*at)->prio > b->prio)
+        at = cmp(t, *at, &k) < 0 ? &(*at)->tr : &(*at)->tl;
+    tsplit(t, *at, &k, &b->tl, &b->tr);
+    *at = b;
     t->n++;
 }
 
+/* Down the key's path to b, and its two subtrees merged in its place. */
 static void terase(struct tree *t, struct blk *b)
 {
-    struct key k = key_of(b), k2 = k;
-    k2.serial++;
-    struct blk *l, *m, *r;
-    tsplit(t, t->root, &k, &l, &r);
-    tsplit(t, r, &k2, &m, &r);
-    t->root = tmerge(l, r);
-    if (m)
+    struct key k = key_of(b);
+    struct blk **at = &t->root;
+    while (*at && *at != b)
+        at = cmp(t, *at, &k) < 0 ? &(*at)->tr : &(*at)->tl;
+    if (*at) {
+        *at = tmerge(b->tl, b->tr);
         t->n--;
+    }
     b->tl = b->tr = NULL;
 }
 
