@@ -1,6 +1,7 @@
 #!/bin/sh
 # scripts/fuzz.sh [reader|commands|baseline] [SECONDS] - fuzz the report
-# tool with libFuzzer. (`scripts/fuzz.sh SECONDS` fuzzes the reader.)
+# tool with libFuzzer. (`scripts/fuzz.sh SECONDS` fuzzes the reader;
+# SECONDS 0 builds the target and stops.)
 #
 #   reader    tests/fuzz/fuzz_reader.c: the trace reader, definitions,
 #             replay engine and frag pool view; corpus tests/fuzz/corpus
@@ -28,7 +29,8 @@ secs=${1:-1800}
 O=${O:-build}
 out=$O/fuzz
 mkdir -p "$out" tests/fuzz/corpus
-make -s O="$O" tests
+seed_progs="hello stacks errstate lifecycle"
+make -s O="$O" "$O/report/html_page.c" # html's page, generated
 # -fwrapv as the report tool is built (sums over hostile sizes wrap)
 CC="clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=fuzzer,address,undefined
     -fno-sanitize-recover=undefined -Ipreload -Ireport"
@@ -49,16 +51,22 @@ commands)
     # error lines of every rejected input: stderr closed (crash reports still show)
     extra=-close_fd_mask=2
     mkdir -p "$corpus"
-    [ -n "$(ls "$corpus")" ] || cp tests/fuzz/corpus/* "$corpus/" 2>/dev/null || true ;;
+    [ "$secs" = 0 ] || [ -n "$(ls "$corpus")" ] || cp tests/fuzz/corpus/* "$corpus/" 2>/dev/null || true ;;
 baseline)
     # shellcheck disable=SC2086
     $CC -o "$out/fuzz_baseline" tests/fuzz/fuzz_baseline.c $report_src -ldw -lelf -ldl -lm
     corpus=tests/fuzz/corpus_baseline prefix="$out/baseline-" extra=-close_fd_mask=2
     mkdir -p "$corpus" ;;
 esac
+if [ "$secs" = 0 ]; then
+    echo "$target: built $out/fuzz_$target"
+    exit 0
+fi
 if [ -z "$(ls tests/fuzz/corpus)" ]; then
+    # shellcheck disable=SC2046
+    make -s O="$O" all $(for p in $seed_progs; do echo "$O/tests/$p"; done)
     seeds=$(mktemp -d)
-    for p in hello stacks errstate lifecycle; do
+    for p in $seed_progs; do
         (cd "$seeds" && GPUMEMTRACE_CHUNK_KB=4 GPUMEMTRACE_OUTPUT="$p.gmt" \
             LD_PRELOAD="$OLDPWD/$O/libgpumemtrace.so" "$OLDPWD/$O/tests/$p" >/dev/null 2>&1) || true
     done
