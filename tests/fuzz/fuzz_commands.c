@@ -82,8 +82,10 @@ static const struct run runs[] = {
     {cmd_ranks, {"ranks", "--no-symbols", "--json", T}},
     {cmd_ranks, {"ranks", "--no-symbols", "--markdown", "--bytes", T}},
     {cmd_whatif, {"whatif", "--no-symbols", T}},
-    {cmd_whatif, {"whatif", "--no-symbols", "--json", "--policy", "gmt-pool", "--policy",
-                  "cuda-async", T}},
+    /* the driver's pool models every 32 MiB page of what it holds: with
+     * no card size, a hostile 2^48-byte request costs 8 M pages */
+    {cmd_whatif, {"whatif", "--no-symbols", "--json", "--device-memory", "1GiB", "--policy",
+                  "gmt-pool", "--policy", "cuda-async", T}},
     {cmd_whatif, {"whatif", "--no-symbols", "--device-memory", "8MiB", "--policy",
                   "pytorch:max_split_size_mb:20,roundup_power2_divisions:4,"
                   "garbage_collection_threshold:0.5", T}},
