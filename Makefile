@@ -50,7 +50,7 @@ REPORT_SRC  := $(wildcard report/*.c)
 # frames (symbols, opnames, pyclass), with the messages and JSON strings
 # they print (output). The report commands, the launcher, the unit tests,
 # the fuzzers and the benches link it; nothing in it knows a command.
-TRACE_SRC   := $(addprefix report/,reader.c defs.c names.c stacks.c output.c replay.c \
+TRACE_SRC   := $(addprefix report/,reader.c reader_ahead.c defs.c names.c stacks.c output.c replay.c \
                  replay_series.c replay_device.c backward.c kinds.c poolview.c \
                  pyclass.c symbols.c opnames.c)
 TRACE_LIB   := $(O)/libgmttrace.a

@@ -22,56 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "reader.h"
-
-#define MAX_DEVICE 0xffffu
-
-struct chunk_ref {
-    uint64_t index;
-    uint64_t first_seq, first_time;
-    uint32_t thread, ordinal, used;
-};
-
-struct cursor {
-    struct chunk_ref *chunks; /* this thread's chunks, in ordinal order */
-    size_t nchunks, next;     /* next: the chunk to load next */
-    uint8_t *buf;
-    size_t pos, end;
-    uint64_t chunk_index;     /* for messages */
-    uint64_t seq, time, addr, addr2, stream;
-    uint32_t device;
-    bool loaded;              /* else: keyed by chunks[next].first_seq */
-    uint32_t thread;
-};
-
-/* Heap entries carry their key, so ordering never chases a pointer. */
-struct hent {
-    uint64_t key; /* seq of the cursor's next record */
-    struct cursor *c;
-};
-
-struct gmt_reader {
-    int fd;
-    char *path;
-    struct gmt_file_header hdr;
-    uint64_t size;
-    uint32_t cs;
-    struct chunk_ref *refs;
-    size_t nrefs;
-    struct cursor *cur;
-    size_t ncur;
-    struct hent *heap;
-    size_t nheap;
-    uint8_t *scratch;
-    char err[512];
-    bool failed;
-    /* salvage: what a damaged or cut trace lost (gmt_reader_damage) */
-    uint64_t bad_chunks;     /* chunks skipped whole (bad header, duplicate) */
-    uint64_t damaged_chunks; /* chunks read up to a malformed record */
-    uint64_t damaged_bytes;  /* bytes skipped in them */
-    uint64_t tail_bytes;     /* a partial chunk at the end of the file */
-    char first_damage[160];  /* where the first damage was */
-};
+#include "reader_internal.h"
 
 /* Remember where the first damage was, for the warning. */
 static void note_damage(struct gmt_reader *r, const char *fmt, ...)
@@ -99,7 +50,7 @@ static void fail(struct gmt_reader *r, const char *fmt, ...)
     r->failed = true;
 }
 
-static bool pread_all(int fd, void *buf, size_t len, uint64_t off)
+bool gmt_reader_pread(int fd, void *buf, size_t len, uint64_t off)
 {
     uint8_t *p = buf;
     while (len > 0) {
@@ -233,7 +184,7 @@ static bool index_chunks(struct gmt_reader *r)
             i = ((uint64_t)data_at - r->hdr.header_size) / r->cs - 1;
             continue;
         }
-        if (!pread_all(r->fd, &c, sizeof c, off)) {
+        if (!gmt_reader_pread(r->fd, &c, sizeof c, off)) {
             fail(r, "cannot read chunk %llu: %s", (unsigned long long)i,
                  errno ? strerror(errno) : "short read");
             return false;
@@ -328,14 +279,14 @@ struct gmt_reader *gmt_reader_open(const char *path, char *err, size_t errlen)
     } else if ((r->size = (uint64_t)st.st_size) < sizeof r->hdr) {
         fail(r, r->size == 0 ? "empty file" : "file too short for a trace "
                                               "header (truncated?)");
-    } else if (!pread_all(r->fd, &r->hdr, sizeof r->hdr, 0)) {
+    } else if (!gmt_reader_pread(r->fd, &r->hdr, sizeof r->hdr, 0)) {
         fail(r, "cannot read the header");
     } else if (check_header(r)) {
         r->cs = r->hdr.chunk_size;
         if (r->size < r->hdr.header_size)
             fail(r, "trace is truncated inside its header");
-        else
-            index_chunks(r);
+        else if (index_chunks(r))
+            gmt_ahead_start(r);
     }
     if (r->failed) {
         snprintf(err, errlen, "%s", r->err);
@@ -401,16 +352,28 @@ struct gmt_reader *gmt_reader_open(const char *path, char *err, size_t errlen)
 static bool load(struct gmt_reader *r, struct cursor *c)
 {
     const struct chunk_ref *ref = &c->chunks[c->next++];
+    c->chunk_index = ref->index;
+    if ((c->pc = gmt_ahead_take(r, ref)) != NULL) {
+        c->i = 0;
+        c->pc_done = false;
+        if (c->pc->read_failed || c->pc->no_memory) {
+            if (c->pc->no_memory)
+                fail(r, "out of memory");
+            else
+                fail(r, "cannot read chunk %llu", (unsigned long long)ref->index);
+            return false;
+        }
+        return true;
+    }
     if (c->buf == NULL && (c->buf = malloc(r->cs)) == NULL) {
         fail(r, "out of memory");
         return false;
     }
     uint64_t off = r->hdr.header_size + ref->index * r->cs;
-    if (!pread_all(r->fd, c->buf, ref->used, off)) {
+    if (!gmt_reader_pread(r->fd, c->buf, ref->used, off)) {
         fail(r, "cannot read chunk %llu", (unsigned long long)ref->index);
         return false;
     }
-    c->chunk_index = ref->index;
     c->pos = GMT_CHUNK_HEADER_SIZE;
     c->end = ref->used;
     c->seq = ref->first_seq;
@@ -433,10 +396,7 @@ static void damaged(struct gmt_reader *r, struct cursor *c, const char *what)
     c->pos = c->end;
 }
 
-/* Peek at the next record's sequence number (the cursor's heap key)
- * without consuming it. false: malformed (the rest of the chunk is
- * skipped: damaged), or a fatal error (r->failed). */
-static bool peek_seq(struct gmt_reader *r, struct cursor *c, uint64_t *seq)
+bool gmt_reader_peek(const struct cursor *c, uint64_t *seq)
 {
     const uint8_t *p = c->buf + c->pos + 1, *end = c->buf + c->end;
     uint64_t d;
@@ -444,16 +404,55 @@ static bool peek_seq(struct gmt_reader *r, struct cursor *c, uint64_t *seq)
         *seq = c->seq + *p;
         return true;
     }
-    if (p > end || gmt_get_varint(p, end, &d) == NULL) {
-        damaged(r, c, "malformed record");
+    if (p > end || gmt_get_varint(p, end, &d) == NULL)
         return false;
-    }
     *seq = c->seq + d;
     return true;
 }
 
-/* Decode the record at the cursor into *rec and move past it. */
-static bool decode(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
+/* A decoded-ahead chunk's damage, said as reading it here would have:
+ * at the record where it stopped. */
+static void ahead_damaged(struct gmt_reader *r, struct cursor *c, const char *what)
+{
+    c->pos = c->pc->fail_pos;
+    c->end = c->pc->end;
+    damaged(r, c, what);
+    c->pc_done = true;
+}
+
+/* Peek at the next record's sequence number (the cursor's heap key)
+ * without consuming it. false: malformed (the rest of the chunk is
+ * skipped: damaged), or a fatal error (r->failed). */
+static bool peek_seq(struct gmt_reader *r, struct cursor *c, uint64_t *seq)
+{
+    struct ahead_chunk *pc = c->pc;
+    if (pc) {
+        if (c->i < pc->n) {
+            *seq = pc->recs[c->i].seq;
+            return true;
+        }
+        if (pc->damaged && !pc->peek_failed) {
+            *seq = pc->fail_seq;
+            return true;
+        }
+        ahead_damaged(r, c, "malformed record");
+        return false;
+    }
+    if (gmt_reader_peek(c, seq))
+        return true;
+    damaged(r, c, "malformed record");
+    return false;
+}
+
+/* Records left in the cursor's chunk. */
+static bool more(const struct cursor *c)
+{
+    if (c->pc)
+        return !c->pc_done && (c->i < c->pc->n || c->pc->damaged);
+    return c->pos < c->end;
+}
+
+const char *gmt_reader_decode(struct cursor *c, struct gmt_rec *rec)
 {
     const uint8_t *start = c->buf + c->pos, *p = start;
     const uint8_t *end = c->buf + c->end;
@@ -463,14 +462,14 @@ static bool decode(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
     rec->result = 0;
     rec->stack = 0;
     rec->addr = rec->addr2 = rec->size = rec->size2 = rec->value = rec->flags = 0;
+    memset(rec->v, 0, sizeof rec->v); /* nothing of the record before it stays */
+    rec->priority = 0;
     rec->payload = NULL;
     rec->len = 0;
     uint8_t tag = *p++;
     unsigned kind = tag & GMT_TAG_KIND_MASK;
-    if (kind == GMT_K_INVALID || (kind > GMT_K_CORE_MAX && kind != GMT_K_EXT)) {
-        damaged(r, c, "unknown record kind");
-        return false;
-    }
+    if (kind == GMT_K_INVALID || (kind > GMT_K_CORE_MAX && kind != GMT_K_EXT))
+        return "unknown record kind";
     GET(dseq);
     GET(dtime);
     c->seq += dseq;
@@ -511,18 +510,35 @@ static bool decode(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
         break;
     }
     c->pos += (size_t)(p - start);
-    return true;
+    return NULL;
 bad:
-    damaged(r, c, kind == GMT_K_EXT ? "malformed extension record"
-                                    : "malformed event record");
-    return false;
+    return kind == GMT_K_EXT ? "malformed extension record" : "malformed event record";
+}
+
+/* The cursor's next record into *rec. false: malformed (the rest of the
+ * chunk is skipped: damaged). */
+static bool decode(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
+{
+    struct ahead_chunk *pc = c->pc;
+    if (pc) {
+        if (c->i < pc->n) {
+            *rec = pc->recs[c->i++];
+            return true;
+        }
+        ahead_damaged(r, c, pc->decode_what);
+        return false;
+    }
+    const char *what = gmt_reader_decode(c, rec);
+    if (what)
+        damaged(r, c, what);
+    return what == NULL;
 }
 
 /* After a record was taken from the top cursor: key it by its next
  * record, or by its next chunk, or take it off the heap. */
 static bool rekey_top(struct gmt_reader *r, struct cursor *c)
 {
-    if (c->pos < c->end) {
+    if (more(c)) {
         /* one cursor left (the heap only shrinks): its order is its own */
         if (r->nheap == 1)
             return true;
@@ -532,7 +548,11 @@ static bool rekey_top(struct gmt_reader *r, struct cursor *c)
         }
         if (r->failed)
             return false;
-        /* damaged: the chunk is done (c->pos == c->end) */
+        /* damaged: the chunk is done */
+    }
+    if (c->pc) {
+        gmt_ahead_give_back(r, c->pc);
+        c->pc = NULL;
     }
     if (c->next < c->nchunks) {
         c->loaded = false;
@@ -697,6 +717,7 @@ void gmt_reader_close(struct gmt_reader *r)
 {
     if (r == NULL)
         return;
+    gmt_ahead_stop(r); /* and every chunk decoded ahead, the cursors' too */
     for (size_t i = 0; i < r->ncur; i++)
         free(r->cur[i].buf);
     if (r->fd >= 0)
