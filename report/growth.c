@@ -231,8 +231,10 @@ size_t gmt_growth(struct loaded *l, const struct gmt_common *c,
             e->first = UINT64_MAX;
             HASH_ADD_KEYPTR(hh, map, e->label, strlen(e->label), e);
         }
+        int64_t live[REPLAY_GROWTH_BUCKETS];
+        replay_site_series(s->growth, live, nb);
         for (int k = 0; k < nb; k++)
-            e->v[k] += s->growth->live[k];
+            e->v[k] += live[k];
         e->start += s->growth->at_first_step;
         if (s->growth->first_time && s->growth->first_time < e->first)
             e->first = s->growth->first_time;

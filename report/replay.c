@@ -53,11 +53,10 @@ static struct site *site_new(struct replay *r, uint32_t id, uint32_t *index)
     struct site *s = &r->sites[r->nsites];
     memset(s, 0, sizeof *s);
     s->stack = id;
-    if ((r->want_growth && (s->growth = calloc(1, sizeof *s->growth)) == NULL) ||
-        (r->want_marks && (s->marks = calloc(1, sizeof *s->marks)) == NULL)) {
-        free(s->growth);
+    /* a site's values at marks are made at its first change after a mark
+     * (replay_marks_before_change): a trace without marks needs none */
+    if (r->want_growth && (s->growth = calloc(1, sizeof *s->growth)) == NULL)
         return NULL;
-    }
     *index = (uint32_t)r->nsites++;
     return s;
 }
@@ -840,6 +839,8 @@ void replay_free(struct replay *r)
     free(r->thread_allocs);
     for (size_t i = 0; i < r->nsites; i++) {
         free(r->sites[i].rare);
+        if (r->sites[i].growth)
+            free(r->sites[i].growth->dense);
         free(r->sites[i].growth);
         free(r->sites[i].marks);
     }

@@ -73,8 +73,19 @@ struct site_rare {
     uint64_t set_bytes, set_count;
 };
 
+/* A site's live bytes at each growth bucket (replay_site_series) are a
+ * step function, and most sites of a run with a million stacks change in
+ * one or two buckets: up to GROWTH_POINTS changes are kept as (bucket,
+ * value) points, and only a site that changes more gets the full series.
+ * 64 buckets of every site were 512 bytes a site, most of `html`'s
+ * memory on such a trace. */
+#define GROWTH_POINTS 4
 struct site_growth {
-    int64_t live[REPLAY_GROWTH_BUCKETS]; /* live bytes at the end of each bucket */
+    int64_t *dense;               /* [REPLAY_GROWTH_BUCKETS] once more than
+                                     GROWTH_POINTS changes; else NULL */
+    int64_t value[GROWTH_POINTS]; /* from bucket at[i] on, until the next */
+    uint8_t at[GROWTH_POINTS];    /* ascending; before the first: 0 bytes */
+    uint8_t npoints;
     uint64_t first_time, last_time; /* of its allocations and frees */
     /* its device allocations' ordinals among its thread's (the thread of
      * its first; mixed: it allocated on another too): the first, the
@@ -88,6 +99,9 @@ struct site_growth {
     uint32_t first_step; /* step mode: steps begun at its first allocation */
     int64_t at_first_step; /* step mode: live bytes as the first step began */
 };
+
+/* The site's live bytes at each of the first n growth buckets, into out. */
+void replay_site_series(const struct site_growth *g, int64_t *out, int n);
 
 /* Live bytes of a site at the first and the latest occurrence of each
  * followed mark name (replay.mark[]), kept lazily: see replay.c. */

@@ -54,11 +54,14 @@ int replay_step_buckets(const struct replay *r);
  * itself. A site about to change checks each followed mark: if it occurred
  * since the site's last change, the site's live bytes until now are its
  * value at that occurrence (and at the first one, if that is the one). So
- * a mark costs O(1) however many sites there are, a change O(slots). */
+ * a mark costs O(1) however many sites there are, a change O(slots). A
+ * site's values are made at its first change after a mark: until then
+ * they are its live bytes (replay_site_mark), and a run without marks
+ * holds none. */
 void replay_marks_update(const struct replay *r, struct site *s);
 static inline void replay_marks_before_change(const struct replay *r, struct site *s)
 {
-    if (s->marks)
+    if (r->nmarks > 0 && r->want_marks)
         replay_marks_update(r, s);
 }
 /* A MARKER record: counts, the followed names, replay_opts.on_marker. */

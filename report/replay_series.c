@@ -38,16 +38,80 @@ static void merge_buckets(struct replay *r)
     r->cur_bucket = NULL; /* ranges changed */
 }
 
+/* ---- a site's growth series: points, or every bucket -------------------- */
+
+void replay_site_series(const struct site_growth *g, int64_t *out, int n)
+{
+    if (g->dense) {
+        memcpy(out, g->dense, (size_t)n * sizeof *out);
+        return;
+    }
+    int64_t v = 0;
+    for (int b = 0, i = 0; b < n; b++) {
+        while (i < g->npoints && g->at[i] <= b)
+            v = g->value[i++];
+        out[b] = v;
+    }
+}
+
+/* Bucket b (the buckets are written in order) holds v. */
+static void series_put(struct site_growth *g, int b, int64_t v)
+{
+    if (g->dense) {
+        g->dense[b] = v;
+        return;
+    }
+    int64_t now = g->npoints ? g->value[g->npoints - 1] : 0;
+    if (v == now)
+        return;
+    if (g->npoints && g->at[g->npoints - 1] == b) {
+        g->value[g->npoints - 1] = v;
+        return;
+    }
+    if (g->npoints < GROWTH_POINTS) {
+        g->at[g->npoints] = (uint8_t)b;
+        g->value[g->npoints++] = v;
+        return;
+    }
+    /* one change too many: every bucket from here on (out of memory:
+     * the change is lost, as a site's would be) */
+    int64_t *d = malloc(REPLAY_GROWTH_BUCKETS * sizeof *d);
+    if (d == NULL)
+        return;
+    replay_site_series(g, d, REPLAY_GROWTH_BUCKETS);
+    for (int i = b; i < REPLAY_GROWTH_BUCKETS; i++)
+        d[i] = v;
+    g->dense = d;
+}
+
 static void merge_growth(struct replay *r)
 {
     for (size_t k = 0; k < r->nsites; k++) {
-        if (r->sites[k].growth == NULL)
+        struct site_growth *s = r->sites[k].growth;
+        if (s == NULL)
             continue;
-        int64_t *g = r->sites[k].growth->live;
-        for (int i = 0; i < REPLAY_GROWTH_BUCKETS / 2; i++)
-            g[i] = g[2 * i + 1]; /* the value at the end of the merged pair */
-        for (int i = REPLAY_GROWTH_BUCKETS / 2; i < REPLAY_GROWTH_BUCKETS; i++)
-            g[i] = g[REPLAY_GROWTH_BUCKETS / 2 - 1];
+        if (s->dense) {
+            int64_t *g = s->dense;
+            for (int i = 0; i < REPLAY_GROWTH_BUCKETS / 2; i++)
+                g[i] = g[2 * i + 1]; /* the value at the end of the merged pair */
+            for (int i = REPLAY_GROWTH_BUCKETS / 2; i < REPLAY_GROWTH_BUCKETS; i++)
+                g[i] = g[REPLAY_GROWTH_BUCKETS / 2 - 1];
+            continue;
+        }
+        /* a change at bucket p shows in merged bucket p / 2 (which takes
+         * the value of old bucket 2i + 1); of two that land together the
+         * later holds, and one that restores the value before it goes */
+        int m = 0;
+        for (int i = 0; i < s->npoints; i++) {
+            uint8_t at = (uint8_t)(s->at[i] / 2);
+            if (m && s->at[m - 1] == at)
+                m--;
+            if ((m ? s->value[m - 1] : 0) == s->value[i])
+                continue;
+            s->at[m] = at;
+            s->value[m++] = s->value[i];
+        }
+        s->npoints = (uint8_t)m;
     }
     r->g_bucket_ns *= 2;
     r->g_last /= 2;
@@ -63,7 +127,7 @@ void replay_growth_fill_to(struct replay *r, int b)
         r->g_last++;
         for (size_t k = 0; k < r->nsites; k++)
             if (r->sites[k].growth)
-                r->sites[k].growth->live[r->g_last] = r->sites[k].live_bytes;
+                series_put(r->sites[k].growth, r->g_last, r->sites[k].live_bytes);
     }
 }
 
@@ -108,12 +172,7 @@ void replay_growth_advance(struct replay *r, uint64_t t)
         merge_growth(r);
         b = (t - r->t0) / r->g_bucket_ns;
     }
-    while (r->g_last < (int)b) {
-        r->g_last++;
-        for (size_t k = 0; k < r->nsites; k++)
-            if (r->sites[k].growth)
-                r->sites[k].growth->live[r->g_last] = r->sites[k].live_bytes;
-    }
+    replay_growth_fill_to(r, (int)b);
 }
 
 /* The bucket of time t, when it is not the last one found (the inline
@@ -140,6 +199,8 @@ struct bucket *replay_bucket_find(struct replay *r, uint64_t t)
  * how the values are kept lazily). */
 void replay_marks_update(const struct replay *r, struct site *s)
 {
+    if (s->marks == NULL && (s->marks = calloc(1, sizeof *s->marks)) == NULL)
+        return; /* out of memory: its values stay its live bytes */
     struct site_marks *m = s->marks;
     for (int j = 0; j < r->nmarks; j++) {
         if (r->mark[j].count > m->stamp[j]) {
@@ -154,10 +215,10 @@ void replay_marks_update(const struct replay *r, struct site *s)
 bool replay_site_mark(const struct replay *r, const struct site *s, int slot,
                       int64_t *first, int64_t *last)
 {
-    if (slot < 0 || slot >= r->nmarks || r->mark[slot].count == 0 ||
-        s->marks == NULL)
+    if (slot < 0 || slot >= r->nmarks || r->mark[slot].count == 0 || !r->want_marks)
         return false;
-    const struct site_marks *m = s->marks;
+    static const struct site_marks unchanged; /* no change since the marks began */
+    const struct site_marks *m = s->marks ? s->marks : &unchanged;
     bool since = r->mark[slot].count > m->stamp[slot]; /* unchanged since */
     *first = m->stamp[slot] == 0 ? s->live_bytes : m->first[slot];
     *last = since ? s->live_bytes : m->last[slot];

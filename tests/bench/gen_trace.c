@@ -1,11 +1,14 @@
 /* gen_trace.c - write a large synthetic trace, fast.
  *
- * usage: gen_trace EVENTS OUT [THREADS]
+ * usage: gen_trace EVENTS OUT [THREADS [STACKS]]
  * Writes a valid .gmt file (format 1.0) the way the recorder lays one out:
  * a header, per-thread 64 KiB chunks interleaved in the file, a process,
  * module and stack definitions, then EVENTS events from THREADS threads
- * (default 4) in one global sequence: allocations from 200 call sites
- * (512 B .. 64 MiB, each thread holding up to 4096 live blocks), frees,
+ * (default 4) in one global sequence: allocations from STACKS call stacks
+ * (default 200; more share their outer frames as a program's do, and
+ * their two innermost frames tell them apart, so up to 16 M are distinct)
+ * of 8 frames (512 B .. 64 MiB, each thread holding up to 4096 live
+ * blocks), frees,
  * host-to-device and device-to-host copies (pinned and pageable), sets,
  * device synchronizations, and a pool sample every 10,000 events. Sizes
  * and sites are pseudo-random with a fixed seed: the same command writes
@@ -23,6 +26,7 @@
 
 #define CHUNK (64u * 1024u)
 #define SITES 200
+#define MAX_STACKS (1u << 24)
 #define MAXT 16
 #define LIVE 4096
 
@@ -107,12 +111,13 @@ static void ext(struct thr *t, uint64_t seq, uint64_t time, unsigned kind,
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: gen_trace EVENTS OUT [THREADS]\n");
+        fprintf(stderr, "usage: gen_trace EVENTS OUT [THREADS [STACKS]]\n");
         return 2;
     }
     uint64_t events = strtoull(argv[1], NULL, 10);
     int nt = argc > 3 ? atoi(argv[3]) : 4;
-    if (nt < 1 || nt > MAXT)
+    uint64_t nstacks = argc > 4 ? strtoull(argv[4], NULL, 10) : SITES;
+    if (nt < 1 || nt > MAXT || nstacks < 1 || nstacks > MAX_STACKS)
         return 2;
     int fd = open(argv[2], O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0 || (out = fdopen(fd, "wb")) == NULL) {
@@ -161,18 +166,23 @@ int main(int argc, char **argv)
     p = gmt_put_varint(pl, 1);
     p = gmt_put_varint(p, 0x400000);
     p = gmt_put_varint(p, 0x400000);
-    p = gmt_put_varint(p, 0x800000);
+    p = gmt_put_varint(p, nstacks <= SITES ? 0x800000 : 0x400000 + 0x10000000);
     p = gmt_put_varint(p, 0);
     p = gmt_put_varint(p, 14);
     memcpy(p, "/gen/synthetic", 14);
     p += 14;
     ext(&th[0], seq++, time, GMT_X_MODULE, pl, (size_t)(p - pl));
-    for (unsigned s = 1; s <= SITES; s++) {
+    for (uint64_t s = 1; s <= nstacks; s++) {
         p = gmt_put_varint(pl, s);
         p = gmt_put_varint(p, 8);
         uint64_t prev = 0;
         for (unsigned f = 0; f < 8; f++) {
-            uint64_t ip = 0x401000 + s * 64 + f * 0x1000;
+            /* the default's 200 as before; beyond that, frames 0 and 1 are
+             * s's two base-4096 digits (in their own 1 MiB of the module),
+             * the outer six one of 64 call paths */
+            uint64_t ip = nstacks <= SITES ? 0x401000 + s * 64 + f * 0x1000
+                          : f < 2 ? 0x401000 + f * 0x100000 + (s >> (12 * f) & 4095) * 16
+                                  : 0x601000 + f * 0x100000 + (s % 64) * 16;
             p = gmt_put_svarint(p, (int64_t)(ip - prev));
             prev = ip;
         }
@@ -196,7 +206,7 @@ int main(int argc, char **argv)
             next_addr += (size + 4095) & ~4095ull;
             struct gmt_body b = {.kind = GMT_K_ALLOC, .api = GMT_API_MALLOC,
                                  .addr = a, .size = size};
-            b.stack = (uint32_t)(1 + next() % SITES);
+            b.stack = (uint32_t)(1 + next() % nstacks);
             core(t, seq++, time, &b);
             t->live[t->nlive] = a;
             t->live_size[t->nlive++] = size;
@@ -204,7 +214,7 @@ int main(int argc, char **argv)
             uint32_t k = (uint32_t)(next() % t->nlive);
             struct gmt_body b = {.kind = GMT_K_FREE, .api = GMT_API_FREE,
                                  .addr = t->live[k]};
-            b.stack = (uint32_t)(1 + next() % SITES);
+            b.stack = (uint32_t)(1 + next() % nstacks);
             core(t, seq++, time, &b);
             t->live[k] = t->live[--t->nlive];
             t->live_size[k] = t->live_size[t->nlive];
@@ -218,13 +228,13 @@ int main(int argc, char **argv)
             b.addr = h2d ? a : host; /* dst */
             b.addr2 = h2d ? host : a;
             b.size = 4096 + next() % 65536;
-            b.stack = (uint32_t)(1 + next() % SITES);
+            b.stack = (uint32_t)(1 + next() % nstacks);
             core(t, seq++, time, &b);
         } else if (t->nlive > 0) {
             struct gmt_body b = {.kind = GMT_K_MEMSET, .api = GMT_API_MEMSET_ASYNC,
                                  .size = 65536};
             b.addr = t->live[next() % t->nlive];
-            b.stack = (uint32_t)(1 + next() % SITES);
+            b.stack = (uint32_t)(1 + next() % nstacks);
             core(t, seq++, time, &b);
         } else {
             continue;
