@@ -51,6 +51,7 @@ struct figures {
      * there were, and its sites growing step after step, most per step
      * first */
     bool steps_found;
+    const char *no_steps_why; /* without steps: why none (static), or NULL */
     uint32_t steps;
     struct step_site *grow; /* owned, ngrow entries */
     size_t ngrow;

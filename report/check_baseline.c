@@ -83,6 +83,7 @@ static int growth_of(struct loaded *l, const struct gmt_common *c, struct figure
         total += rows[i].bytes_per_s;
     f->v[M_GROWTH] = round_bytes(total);
     f->steps_found = stepped != NULL || (n > 0 && rows[0].by_step);
+    f->no_steps_why = f->steps_found ? NULL : l->unjudged;
     f->steps = stepped ? stepped->r.step_count : 0;
     if (f->steps_found && n > 0 && (f->grow = calloc(n, sizeof *f->grow)) == NULL)
         rc = -1;

@@ -373,7 +373,9 @@ static void explain(const struct gmt_common *c, const struct options *op,
     else
         printf("FAIL %s in %s (%s): ", metric_info[r->m].name, f->trace, who);
     if (r->unjudged) {
-        printf(NO_STEPS " (limit %s)\n", lim);
+        const char *why = f->no_steps_why;
+        printf(NO_STEPS "%s%s%s (limit %s)\n", why ? " (" : "", why ? why : "",
+               why ? ")" : "", lim);
         return;
     }
     if (r->site) {
@@ -593,8 +595,16 @@ static void print_json(const struct options *op, const struct figures *f, size_t
                 printf("%u", r->site->first_step);
             else
                 printf("null");
-            printf(",\"judged\":%s,\"reason\":%s", r->unjudged ? "false" : "true",
-                   r->unjudged ? "\"" NO_STEPS "\"" : "null");
+            printf(",\"judged\":%s,\"reason\":", r->unjudged ? "false" : "true");
+            if (r->unjudged)
+                printf("\"" NO_STEPS "\"");
+            else
+                printf("null");
+            printf(",\"no_steps_why\":");
+            if (r->unjudged && f[r->trace].no_steps_why)
+                gmt_json_str(stdout, f[r->trace].no_steps_why);
+            else
+                printf("null");
         }
         if (r->from_baseline) {
             printf(",\"baseline\":%" PRId64 ",\"tolerance_pct\":%.10g,\"baseline_rank\":",

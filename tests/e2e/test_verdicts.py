@@ -157,3 +157,18 @@ def test_a_clean_runs_state_and_workspaces_are_no_leak():
            st["optimizer_state"] == end["optimizer_state"] and
            sum(s["bytes"] for s in doc["own"]["sites"]) == 0 and doc["grew"]["sites"] == [] and
            doc["workspaces"]["bytes"] > 0, f"{st} {doc['own']} {doc['workspaces']['bytes']}")
+
+
+def test_check_says_why_a_run_has_no_steps():
+    """A growth-per-step gate on one ViT inference cannot judge it, and
+    says why as growth does: what recurs is the model's blocks inside one
+    forward pass - in the failing line and in --json."""
+    t = corpus_trace("single-vit-infer")
+    p = report("check", "--max-growth", "1MiB/step", t, check_rc=1)
+    why = "what recurs is layers inside one forward pass, not a loop"
+    expect(f"no steps found: growth per step cannot be judged ({why})" in p.stdout, p.stdout)
+    doc = json.loads(report("check", "--json", "--max-growth", "1MiB/step", t,
+                            check_rc=1).stdout)
+    rows = [r for r in doc["checks"] if r.get("metric") == "growth_per_step"] or doc["checks"]
+    expect(any(r.get("no_steps_why") == why for r in rows), doc)
+    os.unlink(t)
