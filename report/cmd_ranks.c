@@ -154,6 +154,8 @@ struct proc {
     bool fw;
     uint64_t fw_requested, fw_allocated, fw_reserved;
     char *fw_missing; /* gmt_fw_missing's why, or NULL */
+    struct gmt_file_header hdr; /* what its recorder lost (gmt_lost) */
+    char *lost;                 /* gmt_lost's line, or NULL */
     enum beyond_source beyond_source;
     int64_t beyond;
     uint64_t ooms;
@@ -211,6 +213,7 @@ static void proc_free(struct proc *p)
     free(p->path);
     free(p->oom_site);
     free(p->fw_missing);
+    free(p->lost);
     for (size_t i = 0; i < p->nsites; i++)
         free(p->sites[i].label);
     free(p->sites);
@@ -246,6 +249,9 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
     char why[512];
     if (gmt_fw_missing(r, why, sizeof why) != NULL)
         p->fw_missing = strdup(why);
+    p->hdr = r->hdr;
+    if (gmt_lost(&r->hdr, why, sizeof why))
+        p->lost = strdup(why);
     for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
         const struct device_state *s = &r->dev[d];
         p->peak_allocated += s->peak_allocated; /* sums of each device's peak */
@@ -516,6 +522,8 @@ static void job_json(const struct proc *p, size_t n, const struct gmt_common *c)
         gmt_json_str(stdout, q->host);
         printf(",\"pid\":%" PRIu32 ",\"trace\":", q->pid);
         gmt_json_str(stdout, q->path);
+        char lost[512];
+        gmt_json_lost(&q->hdr, lost, sizeof lost);
         printf(",\"peak_requested\":%" PRIu64 ",\"peak_allocated\":%" PRIu64
                ",\"peak_reserved\":%" PRIu64 ",\"beyond_trace\":",
                q->peak_requested, q->peak_allocated, q->peak_reserved);
@@ -659,6 +667,9 @@ static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
         printf("peaks are the process's: PyTorch's blocks and segments and the allocations "
                "outside its\nallocator (cuBLAS/cuDNN/NCCL workspaces) alike; PyTorch's own "
                "figures: summary\n");
+    for (size_t i = 0; i < n; i++)
+        if (p[i].lost)
+            gmt_lost_note_of(who(a, sizeof a, &p[i]), p[i].lost);
     for (size_t i = 0; i < n; i++)
         if (p[i].fw_missing)
             gmt_fw_note_of(who(a, sizeof a, &p[i]), p[i].fw_missing);

@@ -496,6 +496,8 @@ int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c)
     /* a PyTorch process whose bridge did not attach: why ("" for others) */
     char why[512];
     html_kv_str(f, true, "fw_missing", gmt_fw_missing(r, why, sizeof why) ? why : "");
+    /* what the recorder lost (a full disk, a stack cap): "" when nothing */
+    html_kv_str(f, true, "lost", gmt_lost(&r->hdr, why, sizeof why) ? why : "");
     summary(f, l);
     kinds(f, l, c);
     html_oom(f, l, c, top_of(c, SIZE_MAX, HTML_ROWS));

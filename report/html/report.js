@@ -952,6 +952,7 @@
                          (t.cmdline ? ': ' + t.cmdline : '')));
       if (t.cut) sec.appendChild(el('div', { 'class': 'sub warn' }, 'the process ended without closing the trace: read up to its last complete event'));
       if (t.damage) sec.appendChild(el('div', { 'class': 'sub warn' }, 'damaged trace, read where intact: ' + t.damage));
+      if (t.lost) sec.appendChild(el('div', { 'class': 'sub warn' }, 'incomplete trace: ' + t.lost));
       if (t.fw_missing) sec.appendChild(el('div', { 'class': 'sub warn' }, "PyTorch's bridge did not attach (" + t.fw_missing +
                                            "): the figures are PyTorch's segments as it took them from CUDA, not its tensors"));
       summary(sec, t);

@@ -79,6 +79,17 @@ def test_full_trace_file_says_events_lost():
         expect(f"full.gmt: incomplete trace: {said}" in p.stderr, (cmd, p.stderr))
         t = json.loads(report(cmd, "--json", "full.gmt").stdout)["traces"][0]
         expect(t["lost"] == lost, (cmd, t["lost"], lost))
+    # ranks: a note naming the process, and its JSON field
+    r = report("ranks", "room.gmt", "full.gmt").stdout
+    expect(re.search(r"^note: .*: INCOMPLETE TRACE - " + re.escape(said), r, re.M), r)
+    jobs = json.loads(report("ranks", "--json", "room.gmt", "full.gmt").stdout)["jobs"]
+    ranks = [q for j in jobs for q in j["ranks"]]
+    expect(sorted((q["lost"] or {}).get("events", 0) for q in ranks) == [0, n], ranks)
+    # the HTML page: under the trace's heading, as Chromium shows it
+    from test_html import browse
+    report("html", "-o", "full.html", "full.gmt")
+    shown = browse("full.html")["text"]
+    expect("incomplete trace: " + said in shown, shown[:2000])
     d = report("diff", "room.gmt", "full.gmt").stdout.splitlines()
     expect(any(l.startswith("note: B: INCOMPLETE TRACE - " + said) for l in d[:8]), d[:8])
     expect(not any("A: INCOMPLETE" in l for l in d), d[:8])
