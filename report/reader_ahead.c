@@ -12,7 +12,8 @@
  * that was not foreseen (a damaged trace whose sequence numbers go back),
  * read-ahead stops and it decodes the rest itself. Memory: a slot per
  * thread of the trace being read plus AHEAD, none of it the trace's
- * length. GPUMEMREPORT_READ_AHEAD=0 turns it off.
+ * length. Traces of fewer than AHEAD_MIN_CHUNKS chunks are read alone;
+GPUMEMREPORT_READ_AHEAD=0 turns it off.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +24,9 @@
 
 #define AHEAD 4          /* chunks decoded beyond those the merge holds */
 #define AHEAD_THREADS 64 /* a trace of more recording threads reads alone */
+/* a trace of fewer chunks reads alone: starting a thread costs more than
+ * decoding them (a fuzzer's small traces, loaded thousands of times) */
+#define AHEAD_MIN_CHUNKS 16
 
 struct ahead {
     pthread_t thread;
@@ -126,7 +130,7 @@ static void ahead_free(struct ahead *a)
 void gmt_ahead_start(struct gmt_reader *r)
 {
     const char *env = getenv("GPUMEMREPORT_READ_AHEAD");
-    if (r->nrefs < 2 || r->ncur > AHEAD_THREADS || (env && strcmp(env, "0") == 0))
+    if (r->nrefs < AHEAD_MIN_CHUNKS || r->ncur > AHEAD_THREADS || (env && strcmp(env, "0") == 0))
         return;
     struct ahead *a = calloc(1, sizeof *a);
     if (a == NULL)
