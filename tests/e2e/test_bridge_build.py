@@ -63,10 +63,13 @@ def start(args, cache="bridge-cache", out="t.gmt", log="app.err", **env):
     e = clean_env(SIM_TORCH_LIB=STANDIN, GMT_BUILD=BUILD, GPUMEMTRACE_OUTPUT=out,
                   GPUMEMTRACE_CACHE=os.path.abspath(cache), **env)
     e["LD_PRELOAD"] = SANITIZED or LIB
-    if SANITIZED:  # as gmt.run does
+    if SANITIZED:  # as gmt.run does: the same environment, so the same bridge key
         e.setdefault("ASAN_OPTIONS", "detect_leaks=0:handle_segv=0:handle_sigbus=0:"
                      "allow_user_segv_handler=1")
         e.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+        if "LD_LIBRARY_PATH" not in e:
+            e["LD_LIBRARY_PATH"] = os.path.join(BUILD, "sim")
+            e.setdefault("SIM_NVML", "off")
     with open(log, "w") as err:
         return subprocess.Popen(args, env=e, stdout=subprocess.DEVNULL, stderr=err)
 
