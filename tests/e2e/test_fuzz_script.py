@@ -12,6 +12,11 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def test_fuzz_script_links_the_commands_target():
+    if SANITIZED:
+        # the suite's second pass preloads the library under ASan; this
+        # builds a fuzz target and loads no library: the first pass ran it
+        print("skipped in the sanitized pass: it preloads nothing")
+        return
     target = os.path.join(BUILD, "fuzz", "fuzz_commands")
     if os.path.exists(target):
         os.unlink(target)
