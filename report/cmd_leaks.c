@@ -340,35 +340,26 @@ static void json_section(struct loaded *l, const struct gmt_common *c, const cha
     printf("]}");
 }
 
+/* whole: the program's own in one (every row, before the split), summed */
 static void json_out(struct loaded *l, const struct gmt_common *c, struct leak_split *sp,
-                     struct section *sec, struct group_row *all, size_t nall, size_t shown)
+                     struct section *sec, const struct section *whole, size_t shown)
 {
-    int64_t total = 0, count = 0, host = 0;
-    for (size_t i = 0; i < nall; i++) {
-        total += all[i].v[0];
-        count += all[i].v[1];
-        host += all[i].v[2];
-    }
-    total += sp->bytes[LEAK_STATE] + sp->bytes[LEAK_WORKSPACE];
-    count += sp->count[LEAK_STATE] + sp->count[LEAK_WORKSPACE];
+    int64_t total = whole->bytes + sp->bytes[LEAK_STATE] + sp->bytes[LEAK_WORKSPACE];
+    int64_t count = whole->count + sp->count[LEAK_STATE] + sp->count[LEAK_WORKSPACE];
+    int64_t host = whole->host;
     gmt_json_trace(l);
     printf(",\"pid\":%u,\"closed\":%s,\"leaked\":%" PRId64 ",\"allocations\":%" PRId64
            ",\"host\":%" PRId64 ",\"sites\":[", l->r.hdr.pid,
            l->r.cut ? "false" : "true", total, count, host);
-    json_rows(l, c, all, shown);
+    json_rows(l, c, whole->rows, shown);
     printf("]");
     if (!sp->known) {
         printf(",\"program\":null,\"grew\":null,\"in_use_at_end\":null,"
                "\"model_state\":null,\"workspaces\":null}");
         return;
     }
-    int64_t own = 0, own_count = 0;
-    for (size_t i = 0; i < nall; i++) {
-        own += all[i].v[0];
-        own_count += all[i].v[1];
-    }
-    printf(",\"program\":{\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}", own,
-           own_count);
+    printf(",\"program\":{\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 "}",
+           whole->bytes, whole->count);
     json_section(l, c, "grew", &sec[LEAK_GREW]);
     json_section(l, c, "own", &sec[LEAK_PROGRAM]);
     json_section(l, c, "in_use_at_end", &sec[LEAK_LAST]);
@@ -384,18 +375,12 @@ static void json_out(struct loaded *l, const struct gmt_common *c, struct leak_s
 }
 
 static void text_out(struct loaded *l, const struct gmt_common *c, bool layers,
-                     struct leak_split *sp, struct section *sec, struct group_row *all,
-                     size_t nall)
+                     struct leak_split *sp, struct section *sec, const struct section *whole)
 {
     char a[32], b[32], d[32], e[32];
-    int64_t total = 0, count = 0, host = 0;
-    for (size_t i = 0; i < nall; i++) {
-        total += all[i].v[0];
-        count += all[i].v[1];
-        host += all[i].v[2];
-    }
-    total += sp->bytes[LEAK_STATE] + sp->bytes[LEAK_WORKSPACE];
-    count += sp->count[LEAK_STATE] + sp->count[LEAK_WORKSPACE];
+    int64_t total = whole->bytes + sp->bytes[LEAK_STATE] + sp->bytes[LEAK_WORKSPACE];
+    int64_t count = whole->count + sp->count[LEAK_STATE] + sp->count[LEAK_WORKSPACE];
+    int64_t host = whole->host;
     printf("%s: %s in %" PRId64 " allocations live at exit%s%s%s\n", l->path,
            gmt_size(c, a, total), count, host ? ", pinned host " : "",
            host ? gmt_size(c, b, host) : "",
@@ -403,8 +388,8 @@ static void text_out(struct loaded *l, const struct gmt_common *c, bool layers,
     gmt_header_notes(&l->r);
     size_t top = c->top ? (size_t)c->top : SIZE_MAX;
     if (!sp->known) {
-        if (nall)
-            text_rows(l, c, layers, all, nall < top ? nall : top);
+        if (whole->n)
+            text_rows(l, c, layers, whole->rows, whole->n < top ? whole->n : top);
         return;
     }
     struct section *g = &sec[LEAK_GREW], *own = &sec[LEAK_PROGRAM], *last = &sec[LEAK_LAST];
@@ -458,19 +443,20 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
         sec[k].n = gmt_group(l, c, pick_class, &sec[k].rows);
     }
     /* the program's own in one, before the split: --json's "sites" */
-    struct group_row *all;
+    struct section whole = {0};
     picking = PICK_OWN;
-    size_t nall = gmt_group(l, c, pick_class, &all);
+    whole.n = gmt_group(l, c, pick_class, &whole.rows);
+    section_sum(&whole);
     move_grown(&sp, &sec[LEAK_PROGRAM], &sec[LEAK_GREW]);
     move_grown(&sp, &sec[LEAK_LAST], &sec[LEAK_GREW]);
     for (int k = 0; k < LEAK_CLASSES; k++)
         section_sum(&sec[k]);
-    size_t shown = c->top && (size_t)c->top < nall ? (size_t)c->top : nall;
+    size_t shown = c->top && (size_t)c->top < whole.n ? (size_t)c->top : whole.n;
     if (c->json)
-        json_out(l, c, &sp, sec, all, nall, shown);
+        json_out(l, c, &sp, sec, &whole, shown);
     else
-        text_out(l, c, layers, &sp, sec, all, nall);
-    free(all);
+        text_out(l, c, layers, &sp, sec, &whole);
+    free(whole.rows);
     for (int k = 0; k < LEAK_CLASSES; k++)
         free(sec[k].rows);
     split_free(&sp);
