@@ -589,7 +589,7 @@ static cudaError_t real_malloc(void **devPtr, size_t size)
  * driver says the pointer is that device's plain memory: trusting the
  * current device (or the runtime's view, which calls cudaMallocAsync
  * memory plain device memory) made pending blocks reusable while
- * kernels still queued on it wrote them (issue 17). When the driver
+ * kernels still queued on it wrote them. When the driver
  * cannot say, nothing is credited: the pool synchronizes itself later. */
 static cudaError_t real_free(struct gmt_thread *t, void *ptr)
 {
@@ -850,7 +850,7 @@ cudaError_t gmt_mem_free_async(void *ptr, cudaStream_t stream, bool ptsz,
 /* A free that reached the driver (cuMemFree, cuMemFreeAsync) without our
  * cudaFree: the runtime's cudaFree found through dlsym(handle,
  * "cudaFree") on a dlopened runtime (what ctypes does), a static runtime,
- * or the program's own driver call (issue 17). The driver must never see
+ * or the program's own driver call. The driver must never see
  * a pool address: an interior block is no allocation of its (it would
  * fail the call), and a segment's start would free the whole segment
  * while the pool hands its memory out. So the pool takes the free as our

@@ -1,6 +1,6 @@
 #!/bin/sh
 # scripts/bench-naming.sh [STEPS] - what naming and memory kinds cost in
-# the report (issue 18; docs/benchmarks.md). Traces STEPS (default 20000)
+# the report (docs/benchmarks.md). Traces STEPS (default 20000)
 # training-like steps over the PyTorch stand-in (tests/e2e/py/
 # site-packages: a leaf, `mul`, backward on the autograd engine's thread,
 # a two-block model) and times `peak`, `summary` (its kinds replay) and

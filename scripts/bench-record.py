@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Recording cost of libgpumemtrace.so on the CPU, against the simulated
-CUDA runtime (tests/sim). Issue targets: per-event cost <= 100 ns with
+CUDA runtime (tests/sim). Targets: per-event cost <= 100 ns with
 stacks off and <= 1 us with 32-frame stacks (medians, one thread); <= 16
 bytes per event on an alloc/free/copy mix; >= 1M events/s from 16 threads
 with nothing lost.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-corpus-live.sh [BUNDLE] [OUTDIR] - record issue 21's live
+# scripts/gpu-corpus-live.sh [BUNDLE] [OUTDIR] - record the what-if live
 # corpus on a GPU: the allocation streams of real models with PyTorch's
 # cache off (PYTORCH_NO_CUDA_MEMORY_CACHING=1: every tensor is a
 # cudaMalloc, which the pool serves), as the pool sees them in a run of

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What the library sees of each kind of CUDA program, on a GPU: the
-coverage table of docs/validation.md (the driver-level observer, issue 6).
+coverage table of docs/validation.md (the driver-level observer).
 
 usage: scripts/gpu-coverage.py [--bundle DIR] [--out DIR] [--only a,b]
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-ctypes.sh [BUNDLE] - issue 17, fault 9 on the GPU: the CUDA
+# scripts/gpu-ctypes.sh [BUNDLE] - ctypes on the GPU: the CUDA
 # runtime called through ctypes (dlsym on a dlopened libcudart) is traced
 # at the runtime level, with the Python line, and pooled. Runs
 # tests/gpu/ctypes_rt.py untraced and traced; prints PASS/FAIL lines and

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-export.sh [BUNDLE] [OUTDIR] - issue 19 on the GPU: a real
+# scripts/gpu-export.sh [BUNDLE] [OUTDIR] - export on the GPU: a real
 # PyTorch training trace (tests/gpu/torch_models.py gpt2, bf16, 2 steps,
 # PyTorch's allocator and the bridge) exported with `gpumemreport export`
 # and read by PyTorch's own torch.cuda._memory_viz: its trace_plot and

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-kinds.sh [BUNDLE] [OUTDIR] - issue 18, item 0 on the GPU: the
+# scripts/gpu-kinds.sh [BUNDLE] [OUTDIR] - memory by kind on the GPU: the
 # summary's memory by kind against PyTorch's own MemTracker on the same
 # process. Runs tests/gpu/kinds_memtracker.py (a real model's training
 # steps inside MemTracker, which marks the trace at its peak) under the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-naming.sh [BUNDLE] [OUTDIR] - issue 18 on the GPU: how the
+# scripts/gpu-naming.sh [BUNDLE] [OUTDIR] - naming on the GPU: how the
 # report names the bytes at the peak of real PyTorch programs (ops,
 # autograd nodes under the line that called backward, layers inside
 # transformers and timm). Traces tests/gpu/torch_models.py's leaf, gpt2

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU checks of multi-rank jobs (issue 22): torchrun under one launcher,
+"""GPU checks of multi-rank jobs: torchrun under one launcher,
 `gpumemreport ranks`. Run on the GPU machine from the repository root with
 the bundle built by scripts/gpu-bundle.sh; prints one PASS/FAIL line per
 check (INFO and SKIP lines besides), then "gpu-ranks: N passed, M failed",

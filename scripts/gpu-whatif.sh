@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-whatif.sh [BUNDLE] [OUTDIR] - issue 21 on the GPU: does
+# scripts/gpu-whatif.sh [BUNDLE] [OUTDIR] - what-if on the GPU: does
 # `gpumemreport whatif` predict PyTorch's reserved peak under other
 # PYTORCH_CUDA_ALLOC_CONF settings from one trace?
 #

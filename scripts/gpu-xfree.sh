@@ -1,5 +1,6 @@
 #!/bin/bash
-# scripts/gpu-xfree.sh [BUILD_DIR] - issue 17's two frees on a real GPU.
+# scripts/gpu-xfree.sh [BUILD_DIR] - the pool's two unsafe frees on a real
+# GPU (a cross-device cudaFree, cudaFreeAsync of pool blocks).
 #
 # Run from anywhere on a machine with NVIDIA GPUs (two for the cross-device
 # cases) and nvcc, after `make` (or with a bundle from scripts/gpu-bundle.sh).

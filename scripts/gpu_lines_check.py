@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The Python-stack proof on a GPU (issue 5), run by scripts/gpu-validate.sh
-or by hand:
+"""The Python-stack proof on a GPU (each allocation's Python line in the
+trace), run by scripts/gpu-validate.sh or by hand:
 
     scripts/gpu_lines_check.py BUNDLE OUTDIR
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Model a pool that moves physical pages instead of growing (issue 3).
+"""Model a pool that moves physical pages instead of growing.
 
 usage: tests/bench/model-page-remap.py TRACE [SLACK]
 

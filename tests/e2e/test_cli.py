@@ -1,4 +1,4 @@
-"""The command lines of the three programs (issue 19): --version on each,
+"""The command lines of the three programs: --version on each,
 and bad usage - an unknown option, a missing value, no trace - answered
 with one line that says what is wrong and where the help is, exit 2."""
 import json

@@ -57,7 +57,7 @@ def test_truncated():
 
 
 def test_cut_mid_chunk_reads_its_whole_chunks():
-    # issue 17, fault 7: a trace cut by an interrupted copy could not be
+    # a trace cut by an interrupted copy could not be
     # read at all. Its whole chunks are read; the partial one is said.
     run([prog("threads")], GPUMEMTRACE_CHUNK_KB="4")
     t = one_trace()
@@ -78,7 +78,7 @@ def test_cut_mid_chunk_reads_its_whole_chunks():
 
 
 def test_flipped_chunk_header_loses_that_chunk_only():
-    # issue 17, fault 7: one flipped bit lost the whole trace
+    # one flipped bit used to lose the whole trace
     run([prog("threads")], GPUMEMTRACE_CHUNK_KB="4")
     t = one_trace()
     data = bytearray(open(t, "rb").read())

@@ -118,7 +118,7 @@ def test_copies_and_sets():
 
 
 def test_runtime_through_a_handle():
-    """Issue 17, fault 9: dlsym(handle, "cudaMalloc") on the dlopened
+    """dlsym(handle, "cudaMalloc") on the dlopened
     runtime (what ctypes does) found the runtime's own functions, which
     bypassed the hooks and the pool: only the driver calls underneath were
     recorded, without the runtime's view. The lookup now hands out the
@@ -261,9 +261,10 @@ def test_runtime_allocations_counted_once():
 
 
 def test_free_of_pool_memory_that_bypasses_our_cudaFree():
-    """Issue 17, fault 2: a free of pool memory that does not pass our
+    """A free of pool memory that does not pass our
     cudaFree reaches the driver: a static runtime's, the program's own
-    cuMemFree / cuMemFreeAsync, and (before fault 9's fix) the runtime's
+    cuMemFree / cuMemFreeAsync, and (before dlsym(handle) handed out the
+    hooks) the runtime's
     cudaFree found with dlsym(handle), as ctypes does. The driver must
     never free pool memory: a segment's first block freed the whole
     segment (C, D and E lost their bytes), an interior one failed. The

@@ -1,4 +1,4 @@
-"""gpumemreport export (issue 19): a trace in the format of another tool's
+"""gpumemreport export: a trace in the format of another tool's
 viewer, each read back here the way that viewer reads it.
 
 memory-viz: the pickle is loaded with Python's pickle and walked as

@@ -44,7 +44,7 @@ def test_unwritable_directory_reports_once_and_runs():
 
 
 def test_output_that_is_not_a_file_is_refused():
-    # issue 17, fault 8: an output path naming a directory, a FIFO, a
+    # an output path naming a directory, a FIFO, a
     # device or a link was written beside as <name>.1 (/dev/null.1 as
     # root). Refused with one line; the program runs on untouched.
     os.mkdir("adir")
@@ -62,7 +62,7 @@ def test_output_that_is_not_a_file_is_refused():
 
 
 def test_full_disk_stops_recording_once():
-    # issue 17, fault 4: once the trace's file system was full, every later
+    # once the trace's file system was full, every later
     # event retried a failing fallocate under the file lock (the program
     # slowed ~10000x). Now the first failure stops recording, said once;
     # the program goes on and the trace reads up to there, closed.
@@ -83,7 +83,7 @@ def test_full_disk_stops_recording_once():
 
 
 def test_finished_windows_are_unmapped():
-    # issue 17, fault 5: the trace's mapped windows stayed mapped until
+    # the trace's mapped windows stayed mapped until
     # exit, so the process's memory grew with the trace. A window whose
     # chunks every thread has left is unmapped; what was written stays in
     # the file (every event is read back).
@@ -99,7 +99,7 @@ def test_finished_windows_are_unmapped():
 
 
 def test_trace_cut_under_the_program():
-    # issue 17, fault 4: truncating the trace from outside killed the
+    # truncating the trace from outside killed the
     # program with SIGBUS (a store into a mapped page past the new end)
     p = run([prog("truncate"), "cut", "t.gmt"], check=False,
             GPUMEMTRACE_OUTPUT="t.gmt", GPUMEMTRACE_CHUNK_KB="4")

@@ -287,7 +287,7 @@ def test_stdout_and_bad_input():
 
 
 def test_memory_by_kind():
-    """The page's bytes by kind at the peak are summary's (issue 18), drawn
+    """The page's bytes by kind at the peak are summary's, drawn
     as one bar of shares and a table: tests/e2e/py/train_app.py's training
     steps over the stand-in PyTorch (test_report_naming.py has the rules)."""
     os.mkdir("cache", 0o700)

@@ -468,7 +468,7 @@ def test_help_lists_every_library_option():
 
 
 def test_unwritable_output_runs_the_command_and_says_why():
-    # issue 17, fault 8: the launcher refused to run the command when -o
+    # the launcher refused to run the command when -o
     # named a directory it could not create, where LD_PRELOAD alone runs it
     # untraced; and with an output directory it could not write it said
     # the command "made no CUDA memory call", which was false.

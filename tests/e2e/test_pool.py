@@ -278,7 +278,7 @@ def test_virtual_memory_with_other_sizes():
 
 
 def test_free_async_of_pool_blocks_stays_in_the_pool():
-    # issue 17, fault 2 (its cudaFreeAsync part): cudaFreeAsync of a block
+    # cudaFreeAsync of a block
     # the pool served went to the runtime - an interior block failed with
     # cudaErrorInvalidValue, a segment's first block freed the whole
     # segment. Both frees succeed, the pool takes them, and the memory is
@@ -290,7 +290,7 @@ def test_free_async_of_pool_blocks_stays_in_the_pool():
 
 
 def test_free_on_another_device_is_no_sync_of_this_one():
-    # issue 17, fault 1: a cudaFree of memory the pool does not own, made
+    # a cudaFree of memory the pool does not own, made
     # while another device is current, made that device's pending blocks
     # reusable as if it had been drained: a kernel still queued wrote into
     # the block handed out again (C lost its bytes).
@@ -300,7 +300,7 @@ def test_free_on_another_device_is_no_sync_of_this_one():
 
 
 def test_free_of_stream_ordered_memory_is_no_sync():
-    # issue 17: on an H100 a real cudaFree of cudaMallocAsync memory waits
+    # on an H100 a real cudaFree of cudaMallocAsync memory waits
     # for nothing, though the runtime calls it the current device's memory
     # (docs/validation.md); counting it as a synchronization handed out a
     # block a queued kernel still wrote. The driver says which memory is a

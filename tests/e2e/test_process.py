@@ -82,7 +82,7 @@ def test_normal_exit_closes_trace():
 
 
 def test_runtime_dlclosed_before_exit():
-    # issue 17, fault 3: a program that dlopens the runtime and dlcloses it
+    # a program that dlopens the runtime and dlcloses it
     # before exit died with SIGSEGV in the pool's exit handler, which
     # called into the unloaded library. It must exit 0, say nothing, and
     # leave a closed trace of what it did.

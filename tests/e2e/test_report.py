@@ -192,7 +192,7 @@ def test_peak_without_rounding_keeps_its_columns():
 
 
 def test_module_path_naming_a_fifo_does_not_hang():
-    # issue 17, fault 6: a trace is untrusted; one whose module path names
+    # a trace is untrusted; one whose module path names
     # a FIFO made symbolization block in open() forever. Trace a copy of a
     # program, then put a FIFO where the copy was: every command must end.
     import shutil

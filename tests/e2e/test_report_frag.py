@@ -188,7 +188,7 @@ def test_corrupt_trace():
     data = bytearray(open(t, "rb").read())
     data[4096 + 232:4096 + 292] = bytes(60)  # zeroes inside chunk 0's records
     open("bad.gmt", "wb").write(data)
-    # read where intact (issue 17): the rest of chunk 0 is skipped, said
+    # read where intact: the rest of chunk 0 is skipped, said
     for args in ([], ["--json"]):
         p = report("frag", *args, "bad.gmt", check_rc=0)
         lines = p.stderr.strip().splitlines()
@@ -217,6 +217,6 @@ def test_flipped_bytes_never_crash():
         expect(p.returncode in (0, 2), f"exit {p.returncode}\n{p.stderr}")
         if p.returncode == 0:
             json.loads(p.stdout)
-        # damage inside chunks is read around and said (issue 17)
+        # damage inside chunks is read around and said
         seen.add("warned" if "damaged trace" in p.stderr else p.returncode)
     expect("warned" in seen, f"outcomes {seen}: no damage detected")

@@ -1,4 +1,4 @@
-"""Naming the bytes at the peak by something a user can act on (issue 18):
+"""Naming the bytes at the peak by something a user can act on:
 the op that allocated, the autograd node that made a gradient and the
 line that called backward, the layer inside a library. Runs
 tests/e2e/py/ops_app.py over the PyTorch stand-in's op and engine layers
@@ -122,7 +122,7 @@ def test_layers_of_leaks():
                      text), text)
 
 
-# ---- growth per step (item 4) ------------------------------------------------
+# ---- growth per step ---------------------------------------------------------
 
 STEP_APP = os.path.join(HERE, "py", "step_app.py")
 KiB = 1 << 10
@@ -192,7 +192,7 @@ def test_steps_are_not_a_layer_repeated_within_the_step():
     expect(g["steps"] == 20 and g["growing_sites"] == 0, f"flat: {g}")
 
 
-# ---- memory by kind (item 0) -------------------------------------------------
+# ---- memory by kind ----------------------------------------------------------
 
 def test_sites_under_a_python_dispatch_mode():
     """Under a Python dispatch mode (as under PyTorch's MemTracker) an op

@@ -136,7 +136,7 @@ def test_corrupt_trace():
     data = bytearray(open(t, "rb").read())
     data[4096 + 232:4096 + 292] = bytes(60)
     open("bad.gmt", "wb").write(data)
-    for args in ([], ["--csv"], ["--json"]):  # read where intact, said (issue 17)
+    for args in ([], ["--csv"], ["--json"]):  # read where intact, said
         p = report("timeline", *args, "bad.gmt", check_rc=0)
         lines = p.stderr.strip().splitlines()
         expect(len(lines) == 1 and lines[0].startswith(

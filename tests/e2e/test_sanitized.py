@@ -1,7 +1,7 @@
 """Every report command under AddressSanitizer and UndefinedBehaviorSanitizer
 (build/tests/gpumemreport-san) on ordinary traces of the test programs:
-any sanitizer report fails the test (issue 17, fault 10: UBSan flagged
-cmd_phases.c on ordinary traces). Hostile traces are the fuzzers' part."""
+any sanitizer report fails the test (UBSan once flagged cmd_phases.c
+on ordinary traces). Hostile traces are the fuzzers' part."""
 import os
 import subprocess
 import sys
@@ -35,7 +35,7 @@ def traces_of_programs():
         check=False, GPUMEMTRACE_OUTPUT="torch.gmt", GPUMEMTRACE_CACHE=os.path.abspath("cache"))
     if os.path.exists("torch.gmt"):
         out.append("torch.gmt")
-    # issue 18's names, layers, kinds and steps: a training loop and the
+    # the report's names, layers, kinds and steps: a training loop and the
     # ops and autograd engine over the stand-in
     for app in ("train_app.py", "ops_app.py", "model_leak_app.py"):
         t = app.replace(".py", ".gmt")

@@ -210,7 +210,7 @@ def test_unwind_cache_refuses_frames_that_move():
 
 
 def test_stack_table_is_capped():
-    # issue 17, fault 5 (its stack part): distinct stacks had no bound (a
+    # distinct stacks had no bound (a
     # million cost 236 MB). 300 allocations from 300 distinct generated
     # functions with GPUMEMTRACE_MAX_STACKS=100: at most 100 stack
     # records, one warning, one note, and every allocation still recorded.

@@ -165,7 +165,7 @@ def test_real_traces_predict_pytorchs_reserved_peak():
     torch.cuda.max_memory_reserved() of real runs under five settings
     (real.json, scripts/gpu-whatif.sh). whatif, from each one trace, must
     predict every setting without max_split_size_mb to the byte, those
-    with it within 1% (the issue's goal is 2%; the model's known gap: the
+    with it within 1% (the goal is 2%; the model's known gap: the
     worst measured is -0.50%, ViT's max_split 64 + roundup 8), and rank the
     settings' best as reality did."""
     import lzma
@@ -237,7 +237,7 @@ def live_corpus():
 def test_gmt_pool_whole_segments_on_the_live_corpus():
     """--policy gmt-pool:ordered,whole (GPUMEMTRACE_POOL_VMM_WHOLE=1 with
     ordered reuse, the pool's real code) on the eight live traces: never
-    above the pytorch model's peak reserved (issue 21's goal; with
+    above the pytorch model's peak reserved (the pool's goal; with
     gmt-pool:ordered Llama training is above it, 5.00 GiB against 4.83),
     and on Llama below the plain pool's, by giving segments back (device
     frees) rather than cutting its 500 MiB segment for 250 MiB requests."""
@@ -257,7 +257,7 @@ def test_gmt_pool_pages_on_the_live_corpus():
     """--policy gmt-pool:ordered,vmm,chunk=4 (GPUMEMTRACE_POOL_VMM=1,
     GPUMEMTRACE_POOL_VMM_CHUNK_MB=4 with ordered reuse, the pool's real
     code) holds every live trace within 1.05x its peak requested and below
-    the pytorch model (issue 21's goal for the pool), with mappings made
+    the pytorch model (the goal for the pool), with mappings made
     and undone; with the default mappings of up to 16 MiB resnet50
     inference is at 1.09x: free pages stuck in mappings a live block
     shares."""
@@ -301,11 +301,11 @@ def test_gmt_pool_on_the_corpus():
     preload/pool*.c, linked in) on each corpus trace: they run and reserve
     at least what ideal does (the peak requested). On the 3-step traces
     recorded with PyTorch's cache on, at most 2% more than PyTorch's
-    allocator (issue 21: before the pool's loose-fit rule it held 1.17x
+    allocator (before the pool's loose-fit rule it held 1.17x
     PyTorch's peak on GPT-2 and 1.72x on GPT-2 inference). On the live
     traces (10 steps, cache off: the stream the pool serves), against the
     reserved peak of real runs with PyTorch's allocator (real.json): at
-    most 1.2x (the worst, resnet50 inference, is 1.19x; issue 21's goal of
+    most 1.2x (the worst, resnet50 inference, is 1.19x; the pool's goal of
     never above PyTorch is not met there), and with ordered reuse GPT-2
     training within 1.05x its peak requested (1.04x; 1.19x before the
     arenas were shared, live on an H100). The text table agrees with

@@ -1,4 +1,4 @@
-"""The CUDA runtime through ctypes (issue 17, fault 9): ctypes.CDLL finds
+"""The CUDA runtime through ctypes: ctypes.CDLL finds
 the runtime's functions with dlsym(handle), which used to bypass the
 library's hooks and pool. Allocates 1 MiB, sets it, reads it back, frees
 it, and leaves 3 MiB allocated; prints one JSON line: the results of the

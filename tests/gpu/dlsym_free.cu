@@ -1,5 +1,5 @@
 // dlsym_free.cu - a free of pool memory that bypasses the interposed
-// cudaFree (issue 17, fault 2), on a real GPU: what
+// cudaFree (it used to reach the driver), on a real GPU: what
 // ctypes.CDLL("libcudart.so.13").cudaFree(ptr) does. Blocks A (its
 // segment's start under the pool), B and C come from the interposed
 // cudaMalloc; C holds 0x5A. A and B are freed through dlsym(handle,

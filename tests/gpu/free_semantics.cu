@@ -3,8 +3,8 @@
 // usage: free_semantics [SPIN_MS]      (run untraced; default 200)
 //
 // The pool counts a real cudaFree as a synchronization of a device and
-// makes that device's pending blocks reusable (preload/mem.c, real_free;
-// issue 17). That is only safe for the device the free really waits for:
+// makes that device's pending blocks reusable (preload/mem.c,
+// real_free). That is only safe for the device the free really waits for:
 // the current one, the pointer's, or both? This measures it. For each
 // case, a spin kernel of SPIN_MS is launched on one device (on a
 // non-blocking stream, which the legacy stream does not cover), then the

@@ -1,4 +1,4 @@
-"""The classic growth bug (issue 18, item 4): an evaluation loop without
+"""The classic growth bug (growth per step): an evaluation loop without
 torch.no_grad() that keeps each step's output with .cpu() - the CPU copy
 still references the autograd graph, so every step's saved activations
 stay on the GPU. With --detach the output is detached first (the fix):

@@ -1,4 +1,4 @@
-"""Issue 18's check of `gpumemreport summary`'s memory by kind against
+"""A check of `gpumemreport summary`'s memory by kind against
 PyTorch's own answer: runs a real model's training steps inside PyTorch's
 MemTracker (torch.distributed._tools.mem_tracker) and prints, as one JSON
 line, MemTracker's breakdown at its peak (bytes by kind, each tensor

@@ -1,4 +1,5 @@
-// xfree_stress.cu - issue 17's two faults on a real GPU, kernels still writing.
+// xfree_stress.cu - the pool's two unsafe frees on a real GPU, kernels still
+// writing.
 //
 // usage: xfree_stress MODE [ITERATIONS] [SPIN_US] [HEADROOM_MIB]
 //   MODE: xdev-managed | xdev-async | xdev-malloc | freeasync | same-async
@@ -21,9 +22,9 @@
 //                 the real call waits for nothing (free_semantics), though
 //                 the runtime calls the memory device 0's.
 // A real cudaFree of device 1's memory may be no synchronization of device
-// 0 at all; a pool that took it for one (issue 17, fault 1) would hand the
+// 0 at all; a pool that took it for one would hand the
 // pending blocks out while their kernels run, as would one that let
-// cudaFreeAsync of its blocks through or reused them at once (fault 2).
+// cudaFreeAsync of its blocks through or reused them at once.
 // Right after, new blocks of the same sizes are allocated and a fast
 // kernel on ANOTHER stream (8 more, idle, non-blocking) writes the NEW
 // pattern into each. Once everything is done every new block must hold
@@ -45,9 +46,9 @@
 // 0, so window=0 is expected in the xdev modes; traced, those frees stay in
 // the pool and window says whether the faulty free itself waited for
 // device 0 (window=0 there: this GPU's cudaFree did, and the run could not
-// have caught fault 1). Exit: 0, 1 if any word is corrupted,
-// 2 if a CUDA call fails. An xdev mode with fewer than 2 GPUs prints
-// "xfree_stress MODE SKIP: needs 2 GPUs" and exits 0.
+// have caught a pool that took that free for a synchronization). Exit: 0,
+// 1 if any word is corrupted, 2 if a CUDA call fails. An xdev mode with
+// fewer than 2 GPUs prints "xfree_stress MODE SKIP: needs 2 GPUs" and exits 0.
 //
 // Runs untraced (the baseline: the real runtime) and under
 // LD_PRELOAD=libgpumemtrace.so. Build with nvcc -cudart shared.

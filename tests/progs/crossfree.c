@@ -1,9 +1,10 @@
 /* crossfree.c - a cudaFree made on another device than the memory's
- * (issue 17, fault 1). Device 0: a pool block A, a slow kernel still to
- * write A, A freed (pending: the kernel runs). Device 1: memory the pool
- * does not own (cudaMallocAsync). Back on device 0 that memory is freed
- * with cudaFree: the real call waits for the pointer's device (the
- * simulator's choice; on a GPU it may be the current one), so it is no
+ * (the pool once took it for a synchronization of the current device).
+ * Device 0: a pool block A, a slow kernel still to write A, A freed
+ * (pending: the kernel runs). Device 1: memory the pool does not own
+ * (cudaMallocAsync). Back on device 0 that memory is freed with cudaFree:
+ * the real call waits for the pointer's device (the simulator's choice;
+ * on a GPU it may be the current one), so it is no
  * synchronization of device 0, and A must not be handed out while its
  * kernel is queued. With the argument "same", the memory freed is device
  * 0's own cudaMallocAsync memory, whose real cudaFree waits for nothing

@@ -1,6 +1,7 @@
 /* dlsymfree.c - frees of pool blocks that bypass the interposed cudaFree
- * (issue 17, fault 2), and the runtime's cudaFree looked up through a
- * handle (fault 9).
+ * (they used to reach the driver and free pool memory there), and the
+ * runtime's cudaFree looked up through a handle (which used to bypass
+ * the hooks).
  *
  * dlsym(handle, "cudaFree") on the runtime dlopened by its soname - what
  * ctypes.CDLL("libcudart.so.13").cudaFree does - must hand out the

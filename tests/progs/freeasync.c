@@ -1,7 +1,7 @@
 /* freeasync.c - cudaFreeAsync of cudaMalloc memory (legal: the runtime
  * frees it when the stream gets there). Under the pool both blocks are
  * pool blocks, the second one inside the first one's segment: the pool
- * must take both frees, the runtime must see neither (issue 17, fault 2).
+ * must take both frees, the runtime must see neither.
  * Then the memory is allocated and used again. Prints each result; exits
  * 0 when every call succeeded. */
 #include <stdio.h>

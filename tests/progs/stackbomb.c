@@ -1,6 +1,6 @@
 /* stackbomb.c - many distinct call stacks, for the recorder's and the
- * reader's memory with a large stack table (issue 17, fault 5;
- * docs/benchmarks.md).
+ * reader's memory with a large stack table (it once
+ * had no bound; docs/benchmarks.md).
  *
  * usage: stackbomb N
  * Allocation i (0 <= i < N) is made at the bottom of a 20-level recursion

@@ -1,5 +1,5 @@
-/* truncate.c - the trace file cut under a running program (issue 17,
- * fault 4), and SIGBUS that is not the trace's.
+/* truncate.c - the trace file cut under a running program (it used to
+ * die of SIGBUS), and SIGBUS that is not the trace's.
  *
  * usage: truncate cut PATH   allocate and free, truncate PATH (the trace)
  *                            to 0 bytes, go on allocating; print "alive"

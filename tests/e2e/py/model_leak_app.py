@@ -1,7 +1,7 @@
 """A loop that keeps one layer's output of a model library every step
 (simmodels over the PyTorch stand-in): 12 steps, each calling a one-block
 model whose Attention makes 64 KiB (kept) and whose MLP makes 128 KiB
-(given back). For the tests of growth's layers (issue 18).
+(given back). For the tests of growth's layers.
 
 usage: model_leak_app.py
 """

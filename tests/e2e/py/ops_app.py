@@ -1,6 +1,6 @@
 """A program that allocates through the stand-in's op and autograd layers
 (tests/sim/torch/ops.cpp, through the simtorch package in site-packages/
-here), for the tests of how gpumemtrace names allocations (issue 18).
+here), for the tests of how gpumemtrace names allocations.
 Every allocation's line carries a "# SITE name" comment.
 
   leaf      x = 64 MiB; y = 5 * x (simtorch.mul); y.backward(): the seed

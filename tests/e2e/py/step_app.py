@@ -1,4 +1,4 @@
-"""A training-like loop for the tests of growth per step (issue 18):
+"""A training-like loop for the tests of growth per step:
 weights allocated once, then STEPS steps that each make three 4 MiB
 "activations" (freed at the end of the step), a 1 MiB temporary (freed at
 once) and, with LEAK > 0, keep LEAK bytes in a list - the classic leak of

@@ -1,5 +1,5 @@
 """A training loop over the PyTorch stand-in for the tests of memory by
-kind (issue 18): parameters placed by torch.nn's Module.to, a cuBLAS
+kind: parameters placed by torch.nn's Module.to, a cuBLAS
 workspace, activations saved for backward (given back by the autograd
 engine's thread during backward), an intermediate gradient (made and
 given back within backward), the gradient (kept past backward, given

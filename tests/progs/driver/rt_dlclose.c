@@ -2,7 +2,7 @@
  * dlopens it (argv[1]), allocates and frees through cudaMalloc/cudaFree
  * found with dlsym(RTLD_DEFAULT) - the preloaded library's hooks when it
  * is there, else the runtime's own - then dlcloses it and exits. Nothing
- * of the runtime may be called after that (issue 17, fault 3: the pool's
+ * of the runtime may be called after that (the pool's
  * exit handler called cudaGetDevice into the unloaded library). */
 #include <dlfcn.h>
 #include <stdio.h>

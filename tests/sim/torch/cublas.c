@@ -1,5 +1,5 @@
-/* cublas.c - a stand-in for a CUDA math library's own device memory (issue
- * 18, memory by kind): cuBLAS, cuDNN and NCCL call cudaMalloc themselves
+/* cublas.c - a stand-in for a CUDA math library's own device memory (for
+ * memory by kind): cuBLAS, cuDNN and NCCL call cudaMalloc themselves
  * for their handles' workspaces and buffers, outside PyTorch's allocator.
  * Built as .../lib/libcublas.so.13, so the innermost frame of such an
  * allocation is in a module named as cuBLAS's is; the report counts it as

@@ -1,5 +1,5 @@
 /* ops.cpp - the layers of PyTorch above its allocator, for the tests of
- * how gpumemtrace names allocations (issue 18): a Python binding, the
+ * how gpumemtrace names allocations: a Python binding, the
  * dispatcher's operator entry, a kernel's output allocation, and the
  * autograd engine's device thread evaluating backward nodes.
  *
