@@ -17,8 +17,8 @@ for lib in libunwind.so.8 libunwind-x86_64.so.8 libdw.so.1 libelf.so.1 libbz2.so
     [ -n "$src" ] || { echo "gpu-bundle: $lib not found" >&2; exit 1; }
     cp -L "$src" "$dir/$lib"
 done
-# what it was built from (gpu-validate.sh prints it): the commit, -dirty
-# when the tree had changes
+# what it was built from (tests/gpu/gpu-validate.sh prints it): the commit,
+# -dirty when the tree had changes
 c=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || c="$c-dirty"
 echo "$c" > "$dir/commit"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score gpumemreport's verdicts against the labelled corpus
 (tests/corpus/verdicts/: real models' traces recorded on a GPU by
-scripts/gpu-verdict-corpus.sh, each with a truth file that the program
+tests/gpu/gpu-verdict-corpus.sh, each with a truth file that the program
 itself wrote: its loop's step count, the fault it injected - line, bytes
 kept per step by PyTorch's own memory_allocated(), first step - and, for
 an out-of-memory, the failing request and line).

@@ -1,6 +1,6 @@
 """The report's verdicts against the truth of real runs: the labelled
 corpus of tests/corpus/verdicts/ (real models recorded on an H200 by
-scripts/gpu-verdict-corpus.sh, clean and with faults injected at a known
+tests/gpu/gpu-verdict-corpus.sh, clean and with faults injected at a known
 line, size and step; each truth file written by the program itself) and
 the clean real runs of tests/corpus/, scored by scripts/score-verdicts.py.
 The floor (tests/corpus/verdicts/floor.json) holds the scores: a change

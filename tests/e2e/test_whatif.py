@@ -163,7 +163,7 @@ def test_real_traces_predict_pytorchs_reserved_peak():
     torchvision's ViT-B/16 bf16; inference: GPT-2, resnet50) under
     PyTorch's default allocator settings, and PyTorch's own
     torch.cuda.max_memory_reserved() of real runs under five settings
-    (real.json, scripts/gpu-whatif.sh). whatif, from each one trace, must
+    (real.json, tests/gpu/gpu-whatif.sh). whatif, from each one trace, must
     predict every setting without max_split_size_mb to the byte, those
     with it within 1% (the goal is 2%; the model's known gap: the
     worst measured is -0.50%, ViT's max_split 64 + roundup 8), and rank the

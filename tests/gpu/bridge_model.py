@@ -1,5 +1,5 @@
 """A small real model's training losses, printed exactly: the program
-scripts/gpu-safety.sh runs untraced and traced (a cached bridge cut short
+tests/gpu/gpu-safety.sh runs untraced and traced (a cached bridge cut short
 between runs) to show the traced results are the untraced ones.
 
 usage: bridge_model.py [STEPS]

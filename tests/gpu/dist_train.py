@@ -1,5 +1,5 @@
 """A torch.distributed training job for the multi-rank GPU checks
-(scripts/gpu-ranks.py), started by torchrun (one process per rank).
+(tests/gpu/gpu-ranks.py), started by torchrun (one process per rank).
 
 usage: torchrun --standalone --nproc_per_node 2 tests/gpu/dist_train.py
            [--backend gloo|nccl] [--mode ddp|fsdp|plain] [--model gpt2|mlp]

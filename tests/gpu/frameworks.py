@@ -1,5 +1,5 @@
 """Small workloads of each framework for the driver observer's coverage
-proof (scripts/gpu-coverage.py). Prints one JSON line with the framework's
+proof (tests/gpu/gpu-coverage.py). Prints one JSON line with the framework's
 own memory figures.
 
 usage: frameworks.py torch|torch-profiler|cupy|jax

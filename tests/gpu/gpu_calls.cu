@@ -3,7 +3,7 @@
 //
 // Build with `nvcc -cudart shared` (a static cudart is invisible to
 // LD_PRELOAD). Prints "api <entry point> <n>", "kind <kind> <n>",
-// "bytes_allocated <n>" and "ok"; scripts/gpu-validate.sh compares these
+// "bytes_allocated <n>" and "ok"; tests/gpu/gpu-validate.sh compares these
 // with `gpumemreport info --json` of the trace.
 #include <cuda_runtime.h>
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compare `gpumemreport summary --json`'s memory by kind with PyTorch's
-own figures for the same process (scripts/gpu-kinds.sh runs it after
+own figures for the same process (tests/gpu/gpu-kinds.sh runs it after
 tests/gpu/kinds_memtracker.py).
 
 usage: kinds_compare.py NAME PROGRAM_JSON PREFIX

@@ -5,7 +5,7 @@ line, MemTracker's breakdown at its peak (bytes by kind, each tensor
 storage rounded up to 512 bytes as MemTracker does) and the exact sizes
 of the parameters, buffers, gradients and optimizer state at the end.
 
-Run it under gpumemtrace (scripts/gpu-kinds.sh does) and compare with
+Run it under gpumemtrace (tests/gpu/gpu-kinds.sh does) and compare with
 `gpumemreport summary --json`'s "kinds": both see the same process. Each
 time MemTracker's peak rises, the trace gets a mark "memtracker-peak", so
 `summary --kinds-at memtracker-peak` is taken at the same instant as

@@ -2,7 +2,7 @@
 halving the size at each out-of-memory error down to 256 MiB, then free
 them and allocate and fill 1 GiB and 3 GiB: prints one JSON line (errors
 caught, tensors held, checksums) that must be the same with and without
-the library (scripts/gpu-validate.sh, oom_whole). Without the caching
+the library (tests/gpu/gpu-validate.sh, oom_whole). Without the caching
 allocator PyTorch raises AcceleratorError rather than OutOfMemoryError."""
 import json
 

@@ -5,7 +5,7 @@ must flag the loop that keeps every step's un-detached output.
 
 usage: torch_lines.py STEPS [--leak]
 Prints one JSON line: losses, step times, torch.cuda.max_memory_allocated().
-Lines that allocate are marked "# LINE name" for scripts/gpu_lines_check.py.
+Lines that allocate are marked "# LINE name" for tests/gpu/gpu_lines_check.py.
 Each step is an NVTX range "step" holding "forward", "backward" and
 "optimizer": under the launcher they become markers (NVTX injection).
 """

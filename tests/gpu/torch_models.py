@@ -1,5 +1,5 @@
 """PyTorch workloads for the framework bridge's GPU checks and benchmark
-(scripts/gpu-framework.sh, scripts/bench-framework-gpu.py): each runs
+(tests/gpu/gpu-framework.py, scripts/bench-framework-gpu.py): each runs
 with PyTorch's caching allocator as configured and prints one JSON line
 on stdout: its result (the last loss, or a checksum of outputs), the time
 of each step (synchronized) and of its launch (until the step's work is

@@ -1,6 +1,6 @@
 """Real models' runs with faults whose truth is known by construction, for
 the labelled corpus the report's verdicts are scored against
-(scripts/gpu-verdict-corpus.sh records it; tests/corpus/verdicts/ holds
+(tests/gpu/gpu-verdict-corpus.sh records it; tests/corpus/verdicts/ holds
 the traces and their truth files; tests/e2e/test_verdicts.py scores).
 
 usage: verdict_corpus.py WORKLOAD [--fault KIND] [--steps N] [--from K]

@@ -6,7 +6,7 @@
  * kernel is running on another buffer (does an unmap or a map wait for
  * the GPU?), against cudaMalloc + cudaFree of the same size.
  *
- * Build and run on a GPU host (scripts/gpu-validate.sh does not; see
+ * Build and run on a GPU host (tests/gpu/gpu-validate.sh does not; see
  * docs/benchmarks.md):
  *   nvcc -O2 -cudart shared -o vmm_cost tests/gpu/vmm_cost.cu -lcuda
  *   ./vmm_cost

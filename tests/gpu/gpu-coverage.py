@@ -2,7 +2,7 @@
 """What the library sees of each kind of CUDA program, on a GPU: the
 coverage table of docs/validation.md (the driver-level observer).
 
-usage: scripts/gpu-coverage.py [--bundle DIR] [--out DIR] [--only a,b]
+usage: tests/gpu/gpu-coverage.py [--bundle DIR] [--out DIR] [--only a,b]
 
 For each program - tests/gpu/drv_prog.cu built with nvcc's default static
 cudart and with -cudart shared; PyTorch with its caching allocator,
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def arg(name, default):

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-naming.sh [BUNDLE] [OUTDIR] - naming on the GPU: how the
+# tests/gpu/gpu-naming.sh [BUNDLE] [OUTDIR] - naming on the GPU: how the
 # report names the bytes at the peak of real PyTorch programs (ops,
 # autograd nodes under the line that called backward, layers inside
 # transformers and timm). Traces tests/gpu/torch_models.py's leaf, gpt2
@@ -7,7 +7,7 @@
 # the bridge attached) and prints `gpumemreport peak --layers` of each,
 # the leaf's peak as JSON, and the threads each trace saw.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(cd "${1:-.gpubundle}" && pwd)
 O=${2:-gpu-naming-out}
 mkdir -p "$O"

@@ -1,11 +1,11 @@
 #!/bin/bash
-# scripts/gpu-ctypes.sh [BUNDLE] - ctypes on the GPU: the CUDA
+# tests/gpu/gpu-ctypes.sh [BUNDLE] - ctypes on the GPU: the CUDA
 # runtime called through ctypes (dlsym on a dlopened libcudart) is traced
 # at the runtime level, with the Python line, and pooled. Runs
 # tests/gpu/ctypes_rt.py untraced and traced; prints PASS/FAIL lines and
 # exits 1 if any failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(cd "${1:-.gpubundle}" && pwd)
 T=$(mktemp -d)
 fail=0

@@ -4,7 +4,7 @@ its block events recorded. Run on the GPU machine from the repository root
 with the bundle built by scripts/gpu-bundle.sh; prints one PASS/FAIL line
 per check and exits 1 if any failed.
 
-usage: scripts/gpu-framework.py [--bundle DIR] [--out DIR]
+usage: tests/gpu/gpu-framework.py [--bundle DIR] [--out DIR]
 
 Checks (tests/gpu/torch_models.py runs each workload and prints PyTorch's
 own statistics of the same run):
@@ -32,7 +32,7 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP = os.path.join(ROOT, "tests", "gpu", "torch_models.py")
 
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-kinds.sh [BUNDLE] [OUTDIR] - memory by kind on the GPU: the
+# tests/gpu/gpu-kinds.sh [BUNDLE] [OUTDIR] - memory by kind on the GPU: the
 # summary's memory by kind against PyTorch's own MemTracker on the same
 # process. Runs tests/gpu/kinds_memtracker.py (a real model's training
 # steps inside MemTracker, which marks the trace at its peak) under the
@@ -7,7 +7,7 @@
 # with the program's and MemTracker's figures (tests/gpu/kinds_compare.py
 # says how). Prints PASS/FAIL lines; exits 1 if any failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(cd "${1:-.gpubundle}" && pwd)
 O=${2:-gpu-kinds-out}
 mkdir -p "$O"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-xfree.sh [BUILD_DIR] - the pool's two unsafe frees on a real
+# tests/gpu/gpu-xfree.sh [BUILD_DIR] - the pool's two unsafe frees on a real
 # GPU (a cross-device cudaFree, cudaFreeAsync of pool blocks).
 #
 # Run from anywhere on a machine with NVIDIA GPUs (two for the cross-device
@@ -28,7 +28,7 @@
 #   OUT=DIR          logs and summary (default /tmp/gmt-xfree)
 #   NVCC             the compiler (default nvcc)
 set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
 BD=${1:-build/gpu}
 OUT=${OUT:-/tmp/gmt-xfree}

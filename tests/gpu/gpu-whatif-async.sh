@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-whatif-async.sh [OUTDIR] - the driver's stream-ordered pool
+# tests/gpu/gpu-whatif-async.sh [OUTDIR] - the driver's stream-ordered pool
 # (PyTorch's backend:cudaMallocAsync) on the GPU, for whatif's model of it
 # (`gpumemreport whatif --policy cuda-async`):
 #  1. tests/gpu/mempool_probe.cu: how the pool reserves memory, request
@@ -11,7 +11,7 @@
 #     (OUTDIR/async.jsonl, one line per model).
 # The corpus traces hold the same models' requests: whatif replays them.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 O=${1:-gpu-async-out}
 mkdir -p "$O"
 nvcc -O2 -cudart shared -o "$O/mempool_probe" tests/gpu/mempool_probe.cu && "$O/mempool_probe" > "$O/probe.txt" 2>&1

@@ -5,8 +5,8 @@ the bundle built by scripts/gpu-bundle.sh; prints one PASS/FAIL line per
 check (INFO and SKIP lines besides), then "gpu-ranks: N passed, M failed",
 and exits 1 if any failed.
 
-usage: scripts/gpu-ranks.py [--bundle DIR] [--out DIR] [--work DIR] [--steps N]
-                            [--cases a,b,...] [--timeout S] [--keep-traces]
+usage: tests/gpu/gpu-ranks.py [--bundle DIR] [--out DIR] [--work DIR] [--steps N]
+                              [--cases a,b,...] [--timeout S] [--keep-traces]
 
   --bundle  the bundle (default .gpubundle/)
   --out     where logs, reports and rank<r>.json files are saved (default $OUT
@@ -57,7 +57,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP = os.path.join(ROOT, "tests", "gpu", "dist_train.py")
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1"}

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-export.sh [BUNDLE] [OUTDIR] - export on the GPU: a real
+# tests/gpu/gpu-export.sh [BUNDLE] [OUTDIR] - export on the GPU: a real
 # PyTorch training trace (tests/gpu/torch_models.py gpt2, bf16, 2 steps,
 # PyTorch's allocator and the bridge) exported with `gpumemreport export`
 # and read by PyTorch's own torch.cuda._memory_viz: its trace_plot and
@@ -8,7 +8,7 @@
 # `gpumemreport html` and the other exports, and prints their sizes.
 # PASS/FAIL lines; exit 1 if any failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(cd "${1:-.gpubundle}" && pwd)
 O=${2:-gpu-export-out}
 mkdir -p "$O"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-verdict-corpus.sh [BUNDLE] [OUTDIR] - record the labelled
+# tests/gpu/gpu-verdict-corpus.sh [BUNDLE] [OUTDIR] - record the labelled
 # corpus the report's verdicts are scored against, on a GPU machine with
 # PyTorch, transformers, timm and torchvision: each case of
 # tests/gpu/verdict_corpus.py (real models, clean and with faults whose
@@ -18,7 +18,7 @@
 # the script stay right beside newer ones.
 # Exit 1 if a run that should succeed failed or left no trace.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(cd "${1:-.gpubundle}" && pwd)
 O=${2:-gpu-verdict-out}
 mkdir -p "$O"

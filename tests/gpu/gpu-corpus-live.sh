@@ -1,10 +1,10 @@
 #!/bin/bash
-# scripts/gpu-corpus-live.sh [BUNDLE] [OUTDIR] - record the what-if live
+# tests/gpu/gpu-corpus-live.sh [BUNDLE] [OUTDIR] - record the what-if live
 # corpus on a GPU: the allocation streams of real models with PyTorch's
 # cache off (PYTORCH_NO_CUDA_MEMORY_CACHING=1: every tensor is a
 # cudaMalloc, which the pool serves), as the pool sees them in a run of
 # STEPS steps (default 10: its placement drifts over steps, which the
-# 3-step traces of scripts/gpu-whatif.sh do not show).
+# 3-step traces of tests/gpu/gpu-whatif.sh do not show).
 #
 # For each model (tests/gpu/torch_models.py; LIVE_MODELS overrides, "name
 # args;..."): one traced run under the pool, and one untraced run with
@@ -13,7 +13,7 @@
 # OUTDIR/NAME-torch.json and a whatif table (ideal, pytorch, gmt-pool) of
 # each trace in OUTDIR/whatif.txt. Exit 1 if a run failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(cd "${1:-.gpubundle}" && pwd)
 O=${2:-gpu-corpus-out}
 STEPS=${STEPS:-10}

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-validate.sh - prove the recorder on a real GPU.
+# tests/gpu/gpu-validate.sh - prove the recorder on a real GPU.
 #
 # Run from the repository root on a machine with an NVIDIA GPU, nvcc and
 # PyTorch. Uses the library and report tool from a bundle made on the

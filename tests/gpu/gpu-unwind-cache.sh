@@ -1,5 +1,5 @@
 #!/bin/sh
-# scripts/gpu-unwind-cache.sh [WORKLOAD...] - on a GPU machine, with the
+# tests/gpu/gpu-unwind-cache.sh [WORKLOAD...] - on a GPU machine, with the
 # bundle of scripts/gpu-bundle.sh in .gpubundle: trace each real model
 # (tests/gpu/torch_models.py; default llama timm, cache off) with the
 # unwind cache on and off (GPUMEMTRACE_UNWIND_CACHE), and check that the
@@ -9,7 +9,7 @@
 # of a fresh machine reads the libraries from disk). Exit status: 0 when
 # every workload's stacks are the same.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$PWD/.gpubundle
 export LD_LIBRARY_PATH=$B
 tmp=$(mktemp -d)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-safety.sh [BUNDLE] [OUTDIR] - the host-safety checks on a
+# tests/gpu/gpu-safety.sh [BUNDLE] [OUTDIR] - the host-safety checks on a
 # real GPU (PyTorch, nvcc; CuPy where present), untraced beside traced:
 #  1. huge:    tests/progs/huge.c (nvcc -cudart shared): sizes no device has
 #              (size_t)-1, within a rounding of 2^64, wrapping products,
@@ -15,7 +15,7 @@
 #              untraced run's.
 # Logs under OUTDIR (default gpu-safety-out); exit 1 if a check failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(cd "${1:-.gpubundle}" && pwd)
 O=${2:-gpu-safety-out}
 mkdir -p "$O"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/gpu-whatif.sh [BUNDLE] [OUTDIR] - what-if on the GPU: does
+# tests/gpu/gpu-whatif.sh [BUNDLE] [OUTDIR] - what-if on the GPU: does
 # `gpumemreport whatif` predict PyTorch's reserved peak under other
 # PYTORCH_CUDA_ALLOC_CONF settings from one trace?
 #
@@ -13,7 +13,7 @@
 # OUTDIR/whatif.json. Exit 1 if a run failed (not if a prediction is off:
 # the figures are the result).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(cd "${1:-.gpubundle}" && pwd)
 O=${2:-gpu-whatif-out}
 mkdir -p "$O"

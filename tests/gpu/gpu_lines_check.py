@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The Python-stack proof on a GPU (each allocation's Python line in the
-trace), run by scripts/gpu-validate.sh or by hand:
+trace), run by hand from the repository root:
 
-    scripts/gpu_lines_check.py BUNDLE OUTDIR
+    tests/gpu/gpu_lines_check.py BUNDLE OUTDIR
 
 1. `gpumemtrace -- python tests/gpu/torch_lines.py 6`: the launcher routes
    PyTorch's allocations to the pool (every tensor visible), Python stacks
@@ -19,7 +19,7 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUNDLE, OUT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 LAUNCHER = os.path.join(BUNDLE, "gpumemtrace")
 REPORT = os.path.join(BUNDLE, "gpumemreport")
