@@ -44,17 +44,21 @@ SIMLIB   := $(O)/sim/libcudart.so.13
 PRELOAD_SRC := $(wildcard preload/*.c)
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o $(O)/gen/version_pic.o
 LAUNCHER_SRC := $(wildcard report/launcher/*.c)
-REPORT_SRC  := $(wildcard report/*.c)
-# libgmttrace, the trace-reading library: read a trace (reader, defs,
-# names, stacks), replay it (replay*, backward, kinds, poolview), name its
-# frames (symbols, opnames, pyclass), with the messages and JSON strings
-# they print (output). The report commands, the launcher, the unit tests,
-# the fuzzers and the benches link it; nothing in it knows a command.
-TRACE_SRC   := $(addprefix report/,reader.c reader_ahead.c defs.c names.c stacks.c output.c replay.c \
-                 replay_series.c replay_device.c backward.c kinds.c poolview.c \
-                 pyclass.c symbols.c opnames.c)
+# libgmttrace (report/trace/), the trace-reading library: read a trace
+# (reader, defs, names, stacks), replay it (replay*, backward, kinds,
+# poolview), name its frames (symbols, opnames, pyclass), with the
+# messages and JSON strings they print (output). The report commands, the
+# launcher, the unit tests, the fuzzers and the benches link it; it is
+# compiled without the commands' folder on its include path, so nothing in
+# it can include a command's header.
+TRACE_SRC   := $(wildcard report/trace/*.c)
 TRACE_LIB   := $(O)/libgmttrace.a
-REPORT_OBJ  := $(patsubst %.c,$(O)/%.o,$(filter-out $(TRACE_SRC),$(REPORT_SRC))) $(O)/gen/version.o
+TRACE_INC   := -Ipreload -Ireport/trace
+# The commands: report/, and the wings with a folder each.
+CMD_SRC     := $(wildcard report/*.c report/check/*.c report/export/*.c report/html/*.c report/whatif/*.c)
+CMD_INC     := $(TRACE_INC) -Ireport
+REPORT_SRC  := $(CMD_SRC) $(TRACE_SRC)
+REPORT_OBJ  := $(CMD_SRC:%.c=$(O)/%.o) $(O)/gen/version.o
 HTML_PAGE   := $(O)/report/html_page.c
 # The caching pool's core (preload/pool*.c, no CUDA): the library's, and
 # linked into the report tool for `whatif --policy gmt-pool`.
@@ -143,10 +147,22 @@ $(LIB): $(PRELOAD_OBJ) preload/exports.map
 # -O3 after CFLAGS: the reader and replay loops gain ~10% over -O2
 # (scripts/bench-report.sh, docs/benchmarks.md). -fwrapv: sums over a
 # hostile trace's sizes wrap instead of being undefined behaviour.
+REPORT_CFLAGS = $(BASE) $(CFLAGS) -O3 -fwrapv
+$(O)/report/trace/%.o: report/trace/%.c
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(REPORT_CFLAGS) $(TRACE_INC) -c $< -o $@
+
+# The launcher, like the library, sees only libgmttrace's headers.
+$(O)/report/launcher/%.o: report/launcher/%.c
+	$(call say,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(REPORT_CFLAGS) $(TRACE_INC) -c $< -o $@
+
 $(O)/report/%.o: report/%.c
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -O3 -fwrapv -Ipreload -Ireport -c $< -o $@
+	$(Q)$(CC) $(REPORT_CFLAGS) $(CMD_INC) -c $< -o $@
 
 $(TRACE_LIB): $(TRACE_SRC:%.c=$(O)/%.o)
 	$(call say,AR,$@)
@@ -174,10 +190,11 @@ $(O)/report/html_page.o: $(HTML_PAGE)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
 
 # The launcher (report/launcher/) checks options by the library's table and
-# rules (preload/gmt_options.h, option_values.c) and links the report code,
-# minus its main, for the summary at exit.
-$(LAUNCHER): $(LAUNCHER_SRC:%.c=$(O)/%.o) $(O)/preload/option_values.o \
-             $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(TRACE_LIB) $(POOL_OBJ)
+# rules (preload/gmt_options.h, option_values.c) and reads this run's
+# traces with libgmttrace alone; its full report (--report) is the
+# gpumemreport beside it, run as a program.
+LAUNCHER_OBJ := $(LAUNCHER_SRC:%.c=$(O)/%.o) $(O)/preload/option_values.o $(O)/gen/version.o
+$(LAUNCHER): $(LAUNCHER_OBJ) $(TRACE_LIB)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -pthread -o $@ $^ -ldw -lelf -ldl -lm
 
@@ -271,7 +288,7 @@ UNIT_OBJ := $(filter-out $(O)/report/main.o,$(REPORT_OBJ)) $(TRACE_LIB) $(POOL_O
 $(O)/tests/unit/%: tests/unit/%.c $(UNIT_OBJ)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -Ireport/launcher -o $@ $< $(UNIT_OBJ) -ldw -lelf -ldl -lm
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CMD_INC) -Ireport/launcher -o $@ $< $(UNIT_OBJ) -ldw -lelf -ldl -lm
 
 $(O)/tests/sim-selftest: $(wildcard tests/sim/selftest*.c) $(SIMLIB)
 	$(call say,CC,$@)
@@ -290,10 +307,10 @@ $(O)/tests/gen_trace: tests/bench/gen_trace.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -o $@ $<
 
-$(O)/tests/replay_pool: tests/bench/replay_pool.c $(POOL_OBJ) $(O)/report/whatif_async.o $(TRACE_LIB)
+$(O)/tests/replay_pool: tests/bench/replay_pool.c $(POOL_OBJ) $(O)/report/whatif/whatif_async.o $(TRACE_LIB)
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BASE) $(CFLAGS) -Ipreload -Ireport -o $@ $< $(POOL_OBJ) $(O)/report/whatif_async.o $(TRACE_LIB) -ldw -lelf -ldl -lm
+	$(Q)$(CC) $(BASE) $(CFLAGS) $(CMD_INC) -o $@ $< $(POOL_OBJ) $(O)/report/whatif/whatif_async.o $(TRACE_LIB) -ldw -lelf -ldl -lm
 
 BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 
@@ -301,32 +318,33 @@ BENCHES := $(patsubst tests/bench/%.c,$(O)/tests/%,$(wildcard tests/bench/*.c))
 # UBSan, driven by tests/fuzz/smoke.c (clang: its sanitizer runtime is the
 # one install-deps.sh provides).
 FUZZ_SRC := tests/fuzz/fuzz_reader.c $(TRACE_SRC)
-$(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h
+REPORT_H := $(wildcard report/*.h report/*/*.h)
+$(O)/tests/fuzz_smoke: tests/fuzz/smoke.c $(FUZZ_SRC) $(REPORT_H) preload/gmt_format.h preload/gmt_api.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
-	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c $(FUZZ_SRC) \
+	    -fno-sanitize-recover=all $(TRACE_INC) -o $@ tests/fuzz/smoke.c $(FUZZ_SRC) \
 	    -ldw -lelf -ldl -lm
 
 # The same smoke run for the command layer (every command in-process on
 # the input as a trace) and for check's baseline reader (the JSON parser).
 FUZZ_CMD_SRC := $(filter-out report/main.c,$(REPORT_SRC)) $(POOL_SRC) $(HTML_PAGE)
-$(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h
+$(O)/tests/fuzz_smoke_%: tests/fuzz/smoke.c tests/fuzz/fuzz_%.c $(FUZZ_CMD_SRC) $(REPORT_H) preload/gmt_format.h preload/gmt_api.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
-	    -fno-sanitize-recover=all -Ipreload -Ireport -o $@ tests/fuzz/smoke.c \
+	    -fno-sanitize-recover=all $(CMD_INC) -o $@ tests/fuzz/smoke.c \
 	    tests/fuzz/fuzz_$*.c $(FUZZ_CMD_SRC) -ldw -lelf -ldl -lm
 
 # The report tool under ASan and UBSan, every command, for the e2e tests
 # (tests/e2e/test_sanitized.py): undefined behaviour on ordinary traces
 # fails them. Linked whole here, as the smoke test is, with clang.
 SAN_REPORT := $(O)/tests/gpumemreport-san
-$(SAN_REPORT): $(REPORT_SRC) $(POOL_SRC) $(HTML_PAGE) $(O)/gen/version.c $(wildcard report/*.h) preload/gmt_format.h preload/gmt_api.h preload/pool.h preload/pool_internal.h
+$(SAN_REPORT): $(REPORT_SRC) $(POOL_SRC) $(HTML_PAGE) $(O)/gen/version.c $(REPORT_H) preload/gmt_format.h preload/gmt_api.h preload/pool.h preload/pool_internal.h
 	$(call say,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=address,undefined \
-	    -fno-sanitize-recover=all -Ipreload -o $@ $(REPORT_SRC) $(POOL_SRC) $(HTML_PAGE) $(O)/gen/version.c \
+	    -fno-sanitize-recover=all $(CMD_INC) -o $@ $(REPORT_SRC) $(POOL_SRC) $(HTML_PAGE) $(O)/gen/version.c \
 	    -ldw -lelf -ldl -lm
 
 # The PyTorch stand-in that the framework bridge's tests attach to.
@@ -375,11 +393,15 @@ trace-sources:
 	@echo $(TRACE_SRC)
 command-sources:
 	@echo $(FUZZ_CMD_SRC)
+trace-includes:
+	@echo $(TRACE_INC)
+command-includes:
+	@echo $(CMD_INC)
 
 clean:
 	rm -rf $(O)
 
-.PHONY: all test tests asan install clean trace-sources command-sources
+.PHONY: all test tests asan install clean trace-sources command-sources trace-includes command-includes
 .DELETE_ON_ERROR:
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

@@ -8,7 +8,7 @@
  *                     api byte, the entry point (or the pool, a framework
  *                     allocator, the driver-level observer) that made it:
  *                     enum gmt_api (gmt_format.h), the names in reports
- *                     (report/names.c). The values are the trace format's:
+ *                     (report/trace/names.c). The values are the trace format's:
  *                     one never changes.
  *   GMT_RT_FUNCS(X)   X(name): every runtime function the library needs
  *                     the real definition of: the ones it exports and the

@@ -177,7 +177,7 @@ enum gmt_kind {
 
 /* The body of every core record kind, field by field in the order they
  * are written: the one description that the recorder's encoder
- * (preload/trace.c), the reader's decoder (report/reader.c) and the test
+ * (preload/trace.c), the reader's decoder (report/trace/reader.c) and the test
  * writers (tests/bench/gen_trace.c, tests/unit/test_fw.c) expand.
  *
  *   R(KIND, fields)   the body of GMT_K_KIND

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 
 #include "common.h"
-#include "kinds.h"
+#include "kinds_table.h"
 
 /* The program's own memory is split three ways: what a site kept step
  * after step (live blocks made in two or more steps, or a site the growth

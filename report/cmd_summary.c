@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "kinds.h"
+#include "kinds_table.h"
 #include "oomexplain.h"
 
 static void usage(FILE *f)

@@ -439,7 +439,7 @@ void gmt_json_lost(const struct gmt_file_header *h, char *buf, size_t len)
     printf("}");
 }
 
-/* The forward line that made an autograd node's input (issue 18): the
+/* The forward line that made an autograd node's input: the
  * node is named for its op (MulBackward0: mul, NativeLayerNormBackward0:
  * native_layer_norm), and when the program made that op at one line
  * only - outside backward - that line is the node's. Ops are gathered

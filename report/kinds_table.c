@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "kinds.h"
+#include "kinds_table.h"
 
 /* A library workspace: a frame whose function names a workspace
  * (PyTorch's cuBLAS and cuDNN workspaces, taken from its own allocator;

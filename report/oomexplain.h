@@ -14,8 +14,8 @@
 #define GMT_OOMEXPLAIN_H
 
 #include "common.h"
-#include "kinds.h"
-#include "whatif.h"
+#include "kinds_table.h"
+#include "whatif/whatif.h"
 
 #define OOMX_FULL 3 /* events explained in full; the others are counted */
 

@@ -33,7 +33,7 @@ seed_progs="hello stacks errstate lifecycle"
 make -s O="$O" "$O/report/html_page.c" # html's page, generated
 # -fwrapv as the report tool is built (sums over hostile sizes wrap)
 CC="clang -std=c11 -D_GNU_SOURCE -g -O1 -fwrapv -fsanitize=fuzzer,address,undefined
-    -fno-sanitize-recover=undefined -Ipreload -Ireport"
+    -fno-sanitize-recover=undefined $(make -s O="$O" command-includes)"
 # the command layer: the report tool less its main() and the launcher, with
 # the pool's core (whatif --policy gmt-pool) and html's page
 report_src=$(make -s O="$O" command-sources)

@@ -8,7 +8,7 @@
 #
 #   preload/hooks.c    the exported wrappers (rows H, M, CAPTURE, RETRY)
 #   preload/gmt_api.h  X-macros: GMT_API_CODES (enum gmt_api in
-#                      gmt_format.h, the names in report/names.c),
+#                      gmt_format.h, the names in report/trace/names.c),
 #                      GMT_RT_FUNCS and GMT_RT_PTDS (the real functions in
 #                      preload/real.h; the simulator's prototypes of the
 #                      per-thread-default-stream exports, tests/sim)
@@ -480,7 +480,7 @@ API_HEAD = '''/* gmt_api.h - the hooked CUDA runtime API and the trace's api cod
  *                     api byte, the entry point (or the pool, a framework
  *                     allocator, the driver-level observer) that made it:
  *                     enum gmt_api (gmt_format.h), the names in reports
- *                     (report/names.c). The values are the trace format's:
+ *                     (report/trace/names.c). The values are the trace format's:
  *                     one never changes.
  *   GMT_RT_FUNCS(X)   X(name): every runtime function the library needs
  *                     the real definition of: the ones it exports and the

@@ -8,6 +8,7 @@ usage: tests/run.py [BUILD_DIR] [-k SUBSTRING]
 """
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,17 @@ def e2e_cases():
     return cases
 
 
+def keep_traces(tmp, dest):
+    """Copy the traces a case wrote (GMT_TEST_KEEP=DIR): the corpus of
+    e2e traces that scripts/compare-outputs.py runs every command on."""
+    for dirpath, _, files in os.walk(tmp):
+        for f in files:
+            if f.endswith(".gmt"):
+                os.makedirs(dest, exist_ok=True)
+                rel = os.path.relpath(os.path.join(dirpath, f), tmp).replace("/", "_")
+                shutil.copyfile(os.path.join(dirpath, f), os.path.join(dest, rel))
+
+
 def main():
     args = sys.argv[1:]
     pattern = None
@@ -84,6 +96,7 @@ def main():
     cases += e2e_cases()
     if pattern:
         cases = [c for c in cases if pattern in c[0]]
+    keep = os.environ.get("GMT_TEST_KEEP")
     passed = failed = 0
     start_dir = os.getcwd()
     for name, fn in cases:
@@ -97,6 +110,8 @@ def main():
                 ok, detail = False, traceback.format_exc()
             finally:
                 os.chdir(start_dir)
+                if keep:
+                    keep_traces(tmp, os.path.join(keep, name.replace("/", "_")))
         dt = time.monotonic() - t0
         if ok:
             passed += 1

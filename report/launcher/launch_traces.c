@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <errno.h>
 
 #include "launcher.h"
 #include "rank.h"
-#include "replay.h"
-#include "report.h"
+#include "gmttrace.h"
 
 #define CMD_SHOWN 60 /* characters of a command line in the summary */
 
@@ -213,24 +213,41 @@ static void trace_line(const char *shown, const char *path)
     free(r);
 }
 
-/* The full `gpumemreport summary` of the traces, on stderr. */
+/* The full `gpumemreport summary` of the traces, on stderr: the
+ * gpumemreport beside this program (both are installed into one bin/ and
+ * built into one directory), else the one on PATH. */
 static void full_report(struct found *t, size_t n)
 {
-    char **argv = calloc(n + 2, sizeof *argv);
+    char **argv = calloc(n + 3, sizeof *argv);
     if (argv == NULL)
         return;
-    argv[0] = (char *)"summary";
-    for (size_t i = 0; i < n; i++)
-        argv[i + 1] = t[i].path;
-    fflush(stdout);
-    int saved = dup(STDOUT_FILENO);
-    if (saved >= 0 && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0) {
-        cmd_summary((int)n + 1, argv);
-        fflush(stdout);
-        dup2(saved, STDOUT_FILENO);
+    char self[PATH_MAX], report[PATH_MAX + 16];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    char *slash = len > 0 ? (self[len] = '\0', strrchr(self, '/')) : NULL;
+    if (slash) {
+        *slash = '\0';
+        snprintf(report, sizeof report, "%s/gpumemreport", self);
     }
-    if (saved >= 0)
-        close(saved);
+    if (slash == NULL || access(report, X_OK) != 0)
+        snprintf(report, sizeof report, "gpumemreport");
+    argv[0] = report;
+    argv[1] = (char *)"summary";
+    for (size_t i = 0; i < n; i++)
+        argv[i + 2] = t[i].path;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (dup2(STDERR_FILENO, STDOUT_FILENO) >= 0)
+            execvp(argv[0], argv);
+        fprintf(stderr, "gpumemtrace: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    if (pid < 0)
+        say("cannot run %s: %s", argv[0], strerror(errno));
+    else
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
     free(argv);
 }
 

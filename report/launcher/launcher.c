@@ -45,7 +45,7 @@
 #include "gmt_options.h" /* GMT_OPTIONS and the rules for their values */
 #include "launcher.h"
 #include "rank.h"
-#include "report.h"
+#include "gmttrace.h"
 
 #define LIB_NAME "libgpumemtrace.so"
 #define EXIT_USAGE 2

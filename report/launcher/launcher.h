@@ -3,8 +3,8 @@
  * launcher.c runs the command: command line, environment, LD_PRELOAD,
  * exec, signal forwarding, exit status. launch_traces.c finds this run's
  * traces once the command has ended and prints a line for each. Neither
- * is part of gpumemreport (the Makefile keeps them out of its objects);
- * the launcher links the report code for the summary.
+ * is part of gpumemreport: the launcher links libgmttrace (report/trace/)
+ * alone, and runs gpumemreport as a program for --report's summary.
  *
  * tests/unit/test_launcher.c compiles launcher.c in and calls
  * pattern_dir() and name_matches() by these names.

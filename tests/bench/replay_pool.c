@@ -46,7 +46,7 @@
 #include "pool.h"
 #include "pool_internal.h"
 #include "reader.h"
-#include "whatif.h"
+#include "whatif/whatif.h"
 
 /* REPLAY_ALIAS=1 with --vmm: the upstream maps a handle at a second
  * address while the first stays, as the driver does (the library's

@@ -25,7 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "check/check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

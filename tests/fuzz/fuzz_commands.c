@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "report.h"
-#include "whatif.h" /* cmd_whatif */
+#include "whatif/whatif.h" /* cmd_whatif */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

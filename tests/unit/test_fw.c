@@ -579,7 +579,7 @@ static void check_hostile(const char *path)
     p = gmt_put_varint(p, 0);
     p = gmt_put_varint(p, S1);
     write_one(path, pl, (size_t)(p - pl));
-    /* a malformed record is skipped and said, the trace read (issue 17) */
+    /* a malformed record is skipped and said; the rest of the trace is still read */
     CHECK(replay_file(path, &r, err, sizeof err) == 0);
     CHECK(strstr(r.damage, "malformed framework allocator") != NULL);
     CHECK(r.dev[0].fw_segments == 0 && r.dev[0].fw_reserved == 0);

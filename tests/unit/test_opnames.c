@@ -1,8 +1,8 @@
-/* test_opnames.c - the frame roles that name sites (report/opnames.c). */
+/* test_opnames.c - the frame roles that name sites (report/trace/opnames.c). */
 #include <stdio.h>
 #include <string.h>
 
-#include "../../report/opnames.h"
+#include "opnames.h"
 #include "check.h"
 
 static int role(const char *fn, const char *want_name)

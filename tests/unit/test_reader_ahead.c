@@ -1,5 +1,5 @@
 /* test_reader_ahead.c - chunks decoded ahead on a second thread
- * (report/reader_ahead.c) give the records, in the order, and the damage
+ * (report/trace/reader_ahead.c) give the records, in the order, and the damage
  * accounts that decoding each chunk as it is reached gives: on a clean
  * multi-thread trace (every chunk taken from the read-ahead), on one with
  * malformed records in some chunks, and on one whose chunk order was not

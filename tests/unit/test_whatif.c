@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../report/whatif.h"
+#include "whatif/whatif.h"
 #include "check.h"
 
 #define MiB (1ull << 20)

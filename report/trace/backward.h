@@ -1,5 +1,5 @@
 /* backward.h - naming the blocks autograd's engine makes by the line that
- * called backward (issue 18).
+ * called backward.
  *
  * PyTorch runs a backward pass whose graph is on a GPU on the engine's own
  * thread for that device ("pt_autograd_0", ...), which runs no Python:

@@ -1,5 +1,5 @@
 /* names.c - readable names for the trace's numeric codes. */
-#include "report.h"
+#include "gmttrace.h"
 
 const char *gmt_kind_name(unsigned kind)
 {

@@ -19,7 +19,7 @@
 #include "backward.h"
 #include "opnames.h"
 #include "pyclass.h"
-#include "report.h"
+#include "gmttrace.h"
 #include "symbols.h"
 
 #define MAX_INLINE 16

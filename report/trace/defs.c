@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "defs.h"
-#include "report.h"
+#include "gmttrace.h"
 
 struct cur {
     const uint8_t *p, *end;

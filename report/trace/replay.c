@@ -25,7 +25,7 @@
 #include "backward.h"
 #include "kinds.h"
 #include "replay_internal.h"
-#include "report.h"
+#include "gmttrace.h"
 
 #define DENSE_IDS (1u << 20)
 

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "html.h"
-#include "kinds.h"
+#include "kinds_table.h"
 
 #define HTML_MAX_BANDS 30 /* sites drawn as bands, at most */
 #define HTML_FOLDS 4000   /* flame graph stacks kept */

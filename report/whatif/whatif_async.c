@@ -4,7 +4,7 @@
  *
  * The driver's rules are not documented; these were measured on an H200
  * (driver 580.159.04) by tests/gpu/mempool_probe.cu
- * (scripts/gpu-whatif-async.sh, docs/validation.md):
+ * (tests/gpu/gpu-whatif-async.sh, docs/validation.md):
  *
  * - Physical memory comes in pages of 32 MiB: one allocation of 512 bytes
  *   or of 32 MiB reserves 32 MiB, 33 MiB reserves 64 MiB, 1000 MiB 1 GiB.

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "report.h"
+#include "gmttrace.h"
 
 const char *gmt_prog = "gpumemreport";
 

@@ -2,7 +2,7 @@
  *
  * Stacks repeat their outer frames: every allocation of a training step
  * runs under the same interpreter and framework frames, and a recursion
- * makes stacks by the million that differ in a few frames each (issue 17;
+ * makes stacks by the million that differ in a few frames each (a hostile trace;
  * tests/progs/stackbomb.c). So the table keeps stacks as paths in a tree:
  * a node is one frame (ip and module) under its caller's node, the
  * outermost frames hang from the root, and a stack is its innermost node.
