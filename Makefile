@@ -4,7 +4,7 @@
 #   make test       build and run the test suite (CPU only, simulated CUDA runtime)
 #   make asan       the end-to-end tests again, the library under ASan and UBSan
 #   make install    PREFIX=/usr/local DESTDIR= (lib, bin, include/gpumemtrace.h)
-#   make generate   rewrite the files generated from scripts/gen-hooks.py's table
+#   make generate   rewrite the files generated from preload/gen-hooks.py's table
 #   make clean
 #   V=1             show full commands; CC=clang to build with clang
 #
@@ -93,16 +93,16 @@ FORCE:
 
 # ---- generated sources ----------------------------------------------------
 # preload/hooks.c and preload/gmt_api.h are generated from the table of
-# hooked entry points in scripts/gen-hooks.py, and committed. `make generate`
+# hooked entry points in preload/gen-hooks.py, and committed. `make generate`
 # rewrites them; check-generated fails, naming the stale file, while one
 # differs from what the table makes. The library's build and `make test`
 # run the check (CI runs both).
 generate:
-	$(Q)python3 scripts/gen-hooks.py
+	$(Q)python3 preload/gen-hooks.py
 check-generated:
-	$(Q)python3 scripts/gen-hooks.py --check
-$(O)/gen/api-checked: scripts/gen-hooks.py preload/hooks.c preload/gmt_api.h
-	$(Q)python3 scripts/gen-hooks.py --check
+	$(Q)python3 preload/gen-hooks.py --check
+$(O)/gen/api-checked: preload/gen-hooks.py preload/hooks.c preload/gmt_api.h
+	$(Q)python3 preload/gen-hooks.py --check
 	@mkdir -p $(@D) && touch $@
 $(LIB): $(O)/gen/api-checked
 .PHONY: generate check-generated

@@ -295,7 +295,7 @@ enum gmt_fwx {
 /* Which entry point produced an event (the api byte). The codes, their
  * values and their names in reports are listed once, by value and with
  * what a record of each means, in GMT_API_CODES (gmt_api.h, generated
- * from the table in scripts/gen-hooks.py). A value, once written to a
+ * from the table in preload/gen-hooks.py). A value, once written to a
  * trace, never changes. */
 enum gmt_api {
     GMT_API_NONE = 0,

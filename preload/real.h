@@ -1,7 +1,7 @@
 /* real.h - the CUDA runtime functions the library intercepts or calls.
  *
  * GMT_RT_FUNCS and GMT_RT_PTDS (gmt_api.h, generated from the table in
- * scripts/gen-hooks.py) list every runtime symbol we need the real
+ * preload/gen-hooks.py) list every runtime symbol we need the real
  * definition of: the ones the hooks export (the call goes on to the real
  * one) and the few the tracer calls for itself (device, pointer
  * attributes, errors). GMT_REAL(name) returns the real function with the

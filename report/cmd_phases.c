@@ -296,6 +296,8 @@ static void release(struct phases *p)
 
 static void on_marker(struct replay *r, const struct gmt_rec *rec, void *ctx)
 {
+    if (rec->kind != GMT_K_MARKER)
+        return;
     struct phases *p = ctx;
     if (r->markers == 1)
         release(p); /* a new trace: forget what a failed one left */
@@ -614,7 +616,7 @@ int cmd_phases(int argc, char **argv)
         .schema = "gpumemtrace.phases/1",
         .args = {.options = opts, .option = option, .usage = usage},
         .each = each,
-        .replay = {.on_marker = on_marker, .marker_ctx = &g_ph},
+        .replay = {.observe = {{.event = on_marker, .ctx = &g_ph}}},
         .default_top = 0,
     };
     return gmt_run(argc, argv, &cmd, &g_ph);

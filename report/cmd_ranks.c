@@ -95,6 +95,8 @@ static void marks_settle(struct marks *k, const struct replay *r)
 
 static void on_marker(struct replay *r, const struct gmt_rec *rec, void *ctx)
 {
+    if (rec->kind != GMT_K_MARKER)
+        return;
     struct marks *k = ctx;
     if (r->markers == 1) /* this trace's first: forget the previous one's */
         marks_reset(k);
@@ -784,7 +786,7 @@ int cmd_ranks(int argc, char **argv)
         .args = {.usage = usage},
         .each = one,
         .done = done,
-        .replay = {.on_marker = on_marker, .marker_ctx = &st.marks},
+        .replay = {.observe = {{.event = on_marker, .ctx = &st.marks}}},
         .default_top = 10,
         .whole = true,
     };

@@ -75,6 +75,8 @@ struct mark_find {
 
 static void find_mark(struct replay *r, const struct gmt_rec *rec, void *ctx)
 {
+    if (rec->kind != GMT_K_MARKER)
+        return;
     struct mark_find *f = ctx;
     const char *name = gmt_defs_string(&r->defs, rec->value);
     if ((rec->api == GMT_MARK || rec->api == GMT_MARK_PUSH) && name &&
@@ -98,7 +100,7 @@ static struct loaded *kinds_of(struct loaded *l, const struct gmt_common *c,
     uint64_t seq = l->r.peak_requested_seq;
     *at = (struct mark_find){.name = kinds_mark};
     if (kinds_mark) {
-        struct replay_opts m = {.on_marker = find_mark, .marker_ctx = at};
+        struct replay_opts m = {.observe = {{.event = find_mark, .ctx = at}}};
         struct loaded *f = gmt_load(l->path, c, &m);
         gmt_unload(f);
         if (at->count == 0) {

@@ -11,7 +11,7 @@
  * the run. A bucket in which nothing happened holds the level at the end
  * of the bucket before it - what was live then, which after frees is
  * below that bucket's maximum; so this command follows the replay
- * (replay_opts.on_event) to keep each bucket's closing level beside the
+ * (an observer of the replay) to keep each bucket's closing level beside the
  * replay's maxima. The chart merges buckets into columns, again by
  * maximum, so the chart's highest point is the peak.
  */
@@ -102,7 +102,7 @@ static void close_merge(struct tl_close *k)
     k->bucket_ns *= 2;
 }
 
-/* replay_opts.on_event: after every record, the levels now are those at
+/* an observer of the replay: after every record, the levels now are those at
  * the end of its bucket so far. A record past the last bucket (one that
  * moves no level: the replay merges when a level is noted there) is left
  * to the next that does. */
@@ -440,7 +440,7 @@ int cmd_timeline(int argc, char **argv)
         .schema = "gpumemtrace.timeline/1",
         .args = {.options = opts, .option = option, .usage = usage},
         .each = each,
-        .replay = {.on_event = on_event, .event_ctx = &o},
+        .replay = {.observe = {{.event = on_event, .ctx = &o}}},
     };
     /* --csv and --json both write the series: refuse the pair before any
      * output starts (gmt_run opens the JSON document at once) */

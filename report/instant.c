@@ -203,7 +203,7 @@ struct loaded *gmt_at_load(struct loaded *l, const struct gmt_common *c,
     in->why[0] = '\0';
     in->device = -1;
     in->oom = NULL;
-    struct replay_opts o = {.on_event = on_event, .event_ctx = &p};
+    struct replay_opts o = {.observe = {{.event = on_event, .ctx = &p}}};
     switch (in->at.what) {
     case GMT_AT_OOM:
         if (in->at.n > r0->nooms) {

@@ -375,7 +375,7 @@ size_t gmt_growth_steps(struct loaded *l, const struct gmt_common *c,
         k->pending = -1;
         struct replay_opts o = {.growth = true, .mark_sites = l->r.want_marks,
                                 .step_anchor = anchor, .step_count = count,
-                                .on_event = loop_event, .event_ctx = k};
+                                .observe = {{.event = loop_event, .ctx = k}}};
         struct loaded *ls = gmt_load(l->path, c, &o);
         bool loop = loop_verdict(k);
         loop_free(k);

@@ -17,7 +17,7 @@
  *
  * The levels are the replay's own (replay.h: requested, allocated,
  * reserved per device), read after each record of a second replay
- * (replay_opts.on_event), so the counters' maxima are the peaks the other
+ * (an observer of the replay), so the counters' maxima are the peaks the other
  * commands report.
  *
  * Decimation. A long run changes its levels millions of times; drawing
@@ -234,7 +234,7 @@ static void on_marker(struct te *t, const struct gmt_rec *rec)
     fputc('}', t->f);
 }
 
-/* replay_opts.on_event: every record, after the replay applied it. */
+/* an observer of the replay: every record, after the replay applied it. */
 static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
 {
     struct te *t = ctx;
@@ -305,7 +305,7 @@ int export_perfetto(struct loaded *l, FILE *out, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    struct replay_opts o = {.on_event = on_event, .event_ctx = t};
+    struct replay_opts o = {.observe = {{.event = on_event, .ctx = t}}};
     if (replay_trace(l->path, again, &o, err, errlen) != 0)
         goto out;
     flush_all(t);

@@ -5,7 +5,7 @@
  * totals; a chart stacked by site needs each band's bytes over the whole
  * run. So the trace is read again, knowing now which sites are the bands
  * (the top sites at the peak). The second pass is a replay like the
- * first (replay_opts.on_event): after each record, the levels are the
+ * first (an observer of the replay): after each record, the levels are the
  * replay's own requested, allocated and reserved bytes, and a band moves
  * with the sites the record changed - so the totals here are the
  * replay's, by the replay's rules.
@@ -259,7 +259,7 @@ static void take(struct pass *p, struct html_snap *s)
 
 /* ---- the pass ------------------------------------------------------------------------ */
 
-/* replay_opts.on_event: every record, after the replay applied it. A
+/* an observer of the replay: every record, after the replay applied it. A
  * picture of the pool is of the moment after its event: taken before the
  * first record past it reaches the poolview. */
 static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
@@ -306,7 +306,7 @@ int html_pass(const struct loaded *l, const uint32_t *ids, const int *band, size
                        .bands = p->bands};
     plan(tl, r, p->order);
     pv_init(&p->pv);
-    struct replay_opts o = {.on_event = on_event, .event_ctx = p};
+    struct replay_opts o = {.observe = {{.event = on_event, .ctx = p}}};
     int rc = replay_trace(l->path, again, &o, err, errlen);
     while (p->next_snap < tl->nsnaps)
         take(p, p->order[p->next_snap++]);

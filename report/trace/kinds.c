@@ -84,7 +84,7 @@ static void follow_calls(struct kinds_state *st, const struct bw_state *bw)
     st->open = now;
 }
 
-void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec)
+static void kinds_alloc(struct replay *r, const struct gmt_rec *rec)
 {
     if (rec->result != 0 || rec->addr == 0)
         return;
@@ -128,7 +128,7 @@ static int cmp_kept(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-void gmt_kinds_free(struct replay *r, const struct gmt_rec *rec)
+static void kinds_free(struct replay *r, const struct gmt_rec *rec)
 {
     struct kinds_state *st = r->kinds;
     if (st == NULL || rec->result != 0 || rec->addr == 0)
@@ -157,7 +157,7 @@ void gmt_kinds_free(struct replay *r, const struct gmt_rec *rec)
     }
 }
 
-void gmt_kinds_snapshot(struct replay *r)
+static void kinds_snapshot(struct replay *r)
 {
     if (r->kinds == NULL && (r->kinds = calloc(1, sizeof *r->kinds)) == NULL)
         return;
@@ -195,8 +195,24 @@ void gmt_kinds_snapshot(struct replay *r)
     st->snapped = true;
 }
 
-void gmt_kinds_release(struct kinds_state *st)
+void gmt_kinds_observe(struct replay *r, const struct gmt_rec *rec, void *ctx)
 {
+    (void)ctx;
+    if (rec->kind == GMT_K_ALLOC)
+        kinds_alloc(r, rec);
+    else if (rec->kind == GMT_K_FREE)
+        kinds_free(r, rec);
+    else if (rec->kind == GMT_K_EXT)
+        return;
+    if (rec->seq == r->kinds_seq)
+        kinds_snapshot(r);
+}
+
+void gmt_kinds_release(struct replay *r, void *ctx)
+{
+    (void)ctx;
+    struct kinds_state *st = r->kinds;
+    r->kinds = NULL;
     if (st == NULL)
         return;
     gmt_pyclass_free(st->stacks);
@@ -204,7 +220,6 @@ void gmt_kinds_release(struct kinds_state *st)
     free(st->kept);
     free(st);
 }
-
 
 uint32_t gmt_kinds_calls_begun(const struct kinds_state *st)
 {

@@ -55,11 +55,11 @@ struct kept {
     uint64_t made_seq;  /* the event that made it */
 };
 
-/* Replay side (replay.c calls these when kinds_seq is set). */
-void gmt_kinds_alloc(struct replay *r, const struct gmt_rec *rec);
-void gmt_kinds_free(struct replay *r, const struct gmt_rec *rec);
-void gmt_kinds_snapshot(struct replay *r);
-void gmt_kinds_release(struct kinds_state *st);
+/* The replay's observer (replay.h) when kinds_seq is set: follows every
+ * allocation's context and takes the blocks live at kinds_seq; the state
+ * is r->kinds, given back by the release. */
+void gmt_kinds_observe(struct replay *r, const struct gmt_rec *rec, void *ctx);
+void gmt_kinds_release(struct replay *r, void *ctx);
 /* Backward calls begun so far (by the end of the replay: in all). */
 uint32_t gmt_kinds_calls_begun(const struct kinds_state *st);
 /* The blocks kept at the snapshot, by address; 0 and NULL before it. */

@@ -225,7 +225,7 @@ static void mark_site(struct replay *r, struct site *s)
     s->dirty = true;
 }
 
-/* For replay_opts.on_event: device's counters moved; and, with bytes,
+/* For the observers (r->change): device's counters moved; and, with bytes,
  * the live bytes of the site of stack. */
 static void changed(struct replay *r, uint16_t device, uint32_t stack, int64_t bytes)
 {
@@ -679,18 +679,16 @@ static void apply(struct replay *r, struct gmt_rec *rec)
         replay_growth_advance(r, rec->time);
     switch (rec->kind) {
     case GMT_K_ALLOC:
-        rec->stack = gmt_bw_site(&r->bw, &r->defs, rec);
+        for (int i = 0; i < r->nobs; i++)
+            if (r->obs[i].site)
+                rec->stack = r->obs[i].site(r, rec, r->obs[i].ctx);
         if (r->step_anchor && rec->stack == r->step_anchor && rec->result == 0)
             replay_step_begins(r, rec->time);
         on_alloc(r, rec);
-        if (r->kinds_seq)
-            gmt_kinds_alloc(r, rec);
         replay_note_series(r, rec->time);
         break;
     case GMT_K_FREE:
         on_free(r, rec);
-        if (r->kinds_seq)
-            gmt_kinds_free(r, rec);
         replay_note_series(r, rec->time);
         break;
     case GMT_K_FREE_COMPLETED:
@@ -720,8 +718,35 @@ static void apply(struct replay *r, struct gmt_rec *rec)
     default:
         break;
     }
-    if (r->kinds_seq && rec->seq == r->kinds_seq)
-        gmt_kinds_snapshot(r);
+}
+
+/* The replay's own observers: autograd's blocks named by the backward
+ * call, always; memory kinds at one event, when asked. */
+static uint32_t bw_site(struct replay *r, const struct gmt_rec *rec, void *ctx)
+{
+    (void)ctx;
+    return gmt_bw_site(&r->bw, &r->defs, rec);
+}
+
+static void bw_release(struct replay *r, void *ctx)
+{
+    (void)ctx;
+    gmt_bw_free(r->bw);
+    r->bw = NULL;
+}
+
+static void observers_set(struct replay *r, const struct replay_opts *opts)
+{
+    r->obs[r->nobs++] = (struct replay_observer){.site = bw_site, .release = bw_release};
+    if (r->kinds_seq)
+        r->obs[r->nobs++] = (struct replay_observer){.event = gmt_kinds_observe,
+                                                     .release = gmt_kinds_release};
+    for (int i = 0; opts && i < REPLAY_OPT_OBSERVERS; i++) {
+        const struct replay_observer *o = &opts->observe[i];
+        if (!o->site && !o->event && !o->release)
+            break;
+        r->obs[r->nobs++] = *o;
+    }
 }
 
 int replay_trace(const char *path, struct replay *r,
@@ -737,10 +762,7 @@ int replay_trace(const char *path, struct replay *r,
         r->by_steps = true;
     }
     r->want_marks = opts && opts->mark_sites;
-    r->on_marker = opts ? opts->on_marker : NULL;
-    r->marker_ctx = opts ? opts->marker_ctx : NULL;
-    r->on_event = opts ? opts->on_event : NULL;
-    r->event_ctx = opts ? opts->event_ctx : NULL;
+    observers_set(r, opts);
     r->path = path;
     struct gmt_reader *rd = gmt_reader_open(path, err, errlen);
     if (rd == NULL)
@@ -766,8 +788,12 @@ int replay_trace(const char *path, struct replay *r,
         r->change.device = -1;
         r->change.nsites = 0;
         apply(r, &rec);
-        if (r->on_event)
-            r->on_event(r, &rec, r->event_ctx);
+        for (int i = 0; i < r->nobs; i++)
+            if (r->obs[i].event)
+                r->obs[i].event(r, &rec, r->obs[i].ctx);
+        /* a marker closes the window its observers were shown */
+        if (rec.kind == GMT_K_MARKER)
+            r->window_peak = (uint64_t)(r->requested > 0 ? r->requested : 0);
     }
     progress_end(&prog);
     if (got < 0) {
@@ -857,10 +883,11 @@ void replay_free(struct replay *r)
     free(r->live.slot);
     free(r->backing.slot);
     free(r->fw_pending.slot);
+    for (int i = 0; i < r->nobs; i++)
+        if (r->obs[i].release)
+            r->obs[i].release(r, r->obs[i].ctx);
+    gmt_bw_free(r->bw); /* a replay that failed before its observers were set */
+    gmt_kinds_release(r, NULL);
     gmt_defs_free(&r->defs);
-    gmt_bw_free(r->bw);
-    r->bw = NULL;
-    gmt_kinds_release(r->kinds);
-    r->kinds = NULL;
     memset(r, 0, sizeof *r);
 }

@@ -168,7 +168,7 @@ struct live_table {
     size_t cap, n;
 };
 
-/* What the record just applied changed (replay_opts.on_event). device:
+/* What the record just applied changed (an observer's event hook). device:
  * whose counters (requested, allocated, reserved; dev[] and the process's
  * sums) moved, -1: none. sites: the sites whose live device bytes moved,
  * and by how many requested bytes - two when an allocation replaced one
@@ -179,6 +179,37 @@ struct replay_change {
     int nsites;
     struct { uint32_t stack; int64_t bytes; } site[2];
 };
+
+/* An observer of the replay: what follows the run beyond the replay's
+ * basics plugs in here, one way for all - autograd's blocks named by the
+ * backward call (backward.c, always on), memory kinds at one event
+ * (kinds.c), and the commands' passes (timeline's and html's levels, the
+ * Perfetto export, phases' and ranks' marks, peak --at, the step finder).
+ * Called in the trace's order, the replay's own observers first, then
+ * replay_opts.observe's in their order; any hook may be NULL.
+ *
+ *   site     before an allocation (GMT_K_ALLOC) is applied: the stack id
+ *            it is counted under (rec->stack unless the observer names
+ *            another); each observer's answer is the next one's rec->stack
+ *   event    after every record (extension records too) was applied,
+ *            with r->change saying what it changed, so a pass that
+ *            follows the run's levels reads them instead of counting by
+ *            rules of its own. At a MARKER, r->window_peak is still the
+ *            highest `requested` since the previous marker (or the
+ *            start): it is reset after the observers; the marker's name
+ *            is gmt_defs_string(&r->defs, rec->value), its type rec->api
+ *            (GMT_MARK, _PUSH, _POP)
+ *   release  replay_free: give back what the observer keeps
+ */
+struct replay;
+struct replay_observer {
+    uint32_t (*site)(struct replay *r, const struct gmt_rec *rec, void *ctx);
+    void (*event)(struct replay *r, const struct gmt_rec *rec, void *ctx);
+    void (*release)(struct replay *r, void *ctx);
+    void *ctx;
+};
+#define REPLAY_OPT_OBSERVERS 4
+#define REPLAY_OBSERVERS (REPLAY_OPT_OBSERVERS + 2)
 
 struct replay {
     struct gmt_defs defs;
@@ -253,8 +284,6 @@ struct replay {
     struct replay_mark mark[REPLAY_MARK_SLOTS]; /* first mark names seen */
     int nmarks;
     bool want_marks;
-    void (*on_marker)(struct replay *r, const struct gmt_rec *rec, void *ctx);
-    void *marker_ctx;
     /* blocks of autograd's engine counted under the backward call's line
      * (backward.h): the synthetic stack ids the sites may carry */
     struct bw_state *bw;
@@ -266,27 +295,22 @@ struct replay {
     /* memory kinds at the peak (replay_opts.kinds_seq; kinds.c) */
     uint64_t kinds_seq;
     struct kinds_state *kinds;
-    /* replay_opts.on_event */
     const char *path; /* the trace's, while replay_trace runs */
-    struct replay_change change;
-    void (*on_event)(struct replay *r, const struct gmt_rec *rec, void *ctx);
-    void *event_ctx;
+    struct replay_change change; /* what the record just applied changed */
+    /* the observers (struct replay_observer), the replay's own first */
+    struct replay_observer obs[REPLAY_OBSERVERS];
+    int nobs;
 };
 
 /* What a command needs beyond the basics. */
 struct replay_opts {
+    /* Observers of this replay, after its own (see struct
+     * replay_observer); the first with no hook ends the list. */
+    struct replay_observer observe[REPLAY_OPT_OBSERVERS];
     bool growth; /* keep per-site growth series */
     /* per site, live bytes at the first and latest occurrence of each of
      * the first REPLAY_MARK_SLOTS mark names (replay_site_mark) */
     bool mark_sites;
-    /* Called at every MARKER, after every earlier event was applied: the
-     * replay's counters describe that moment (requested, allocs,
-     * alloc_bytes, and window_peak: the highest `requested` since the
-     * previous marker or the start, reset after the call). The marker's
-     * name: gmt_defs_string(&r->defs, rec->value) (its definition comes
-     * first); rec->api is its type (GMT_MARK, _PUSH, _POP). */
-    void (*on_marker)(struct replay *r, const struct gmt_rec *rec, void *ctx);
-    void *marker_ctx;
     /* With growth: the growth buckets are steps, not time. A step begins
      * at each device allocation counted under stack id step_anchor, which
      * occurs step_count times (gmt_growth_anchor found both in a first
@@ -299,13 +323,6 @@ struct replay_opts {
     /* Memory kinds at the peak (kinds.h): the seq of the event of the
      * peak of requested memory, from a first replay; 0: none. */
     uint64_t kinds_seq;
-    /* Called after every record (extension records too) was applied, with
-     * r->change saying what it changed: a pass that follows the run's
-     * levels (html_pass.c, export_perfetto.c) reads them from the replay
-     * instead of counting by rules of its own. rec->stack is the site the
-     * replay counted an allocation under (backward.h). */
-    void (*on_event)(struct replay *r, const struct gmt_rec *rec, void *ctx);
-    void *event_ctx;
 };
 
 /* Replay a whole trace. 0 on success; -1 with err set (one line). A trace

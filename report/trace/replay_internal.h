@@ -64,7 +64,7 @@ static inline void replay_marks_before_change(const struct replay *r, struct sit
     if (r->nmarks > 0 && r->want_marks)
         replay_marks_update(r, s);
 }
-/* A MARKER record: counts, the followed names, replay_opts.on_marker. */
+/* A MARKER record: counts, the followed names (its observers see it after). */
 void replay_on_marker(struct replay *r, const struct gmt_rec *rec);
 
 /* ---- replay_device.c ------------------------------------------------------ */

@@ -246,7 +246,4 @@ void replay_on_marker(struct replay *r, const struct gmt_rec *rec)
         if (j < r->nmarks)
             r->mark[j].count++;
     }
-    if (r->on_marker)
-        r->on_marker(r, rec, r->marker_ctx);
-    r->window_peak = (uint64_t)(r->requested > 0 ? r->requested : 0);
 }

@@ -4,7 +4,7 @@
  * The stream is what the program asked for (whatif_feed.c says which
  * allocations are the requests and which are held outside the models).
  *
- * The models run during the one replay pass (replay_opts.on_event), one
+ * The models run during the one replay pass (an observer of the replay), one
  * instance per policy and device; a policy that runs out of memory stops
  * there, as the real program would have, and its figures are those up to
  * that request. Memory: one entry per live request, and the models'
@@ -406,7 +406,7 @@ int cmd_whatif(int argc, char **argv)
         .schema = "gpumemtrace.whatif/1",
         .args = {.options = opts, .option = option, .usage = usage},
         .each = one,
-        .replay = {.on_event = wi_feed_event, .event_ctx = &w.feed},
+        .replay = {.observe = {{.event = wi_feed_event, .ctx = &w.feed}}},
         .default_top = 0,
     };
     int rc = gmt_run(argc, argv, &cmd, &w);

@@ -145,8 +145,8 @@ struct wi_req { /* a live allocation of the program */
 };
 
 /* The feed: the caller fills pol, npol, limit and requests_from, zeroes
- * the rest, and passes it to wi_feed_event as replay_opts.event_ctx (or
- * calls it from its own on_event); a new trace restarts it. Its figures
+ * the rest, and passes it to wi_feed_event as its observer's ctx (or
+ * calls it from its own event hook); a new trace restarts it. Its figures
  * (dev[], the counts) are those of the records fed so far. */
 struct replay;
 struct gmt_rec;
@@ -166,7 +166,7 @@ struct wi_feed {
     int source;         /* this trace's: WI_REQ_RUNTIME, _DRIVER or _ALL (auto resolved) */
     bool failed;        /* out of host memory: the figures would be wrong */
 };
-/* One record of the replay, applied (an replay_opts.on_event). */
+/* One record of the replay, applied (an observer's event hook, replay.h). */
 void wi_feed_event(struct replay *r, const struct gmt_rec *rec, void *ctx);
 /* Every model and live request let go; the policies stay. */
 void wi_feed_reset(struct wi_feed *w);

@@ -22,7 +22,7 @@
  * here too.
  *
  * The models run during a replay pass (wi_feed_event from
- * replay_opts.on_event), one instance per policy and device; a policy
+ * an observer of the replay), one instance per policy and device; a policy
  * that runs out of memory stops there, as the real program would have,
  * and its figures are those up to that request. `whatif` feeds a whole
  * trace; `summary` feeds one up to an out-of-memory event and then asks

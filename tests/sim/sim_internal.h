@@ -55,7 +55,7 @@
  * points the profiler hooks (the headers declare them only in a build
  * with per-thread default streams), derived from the base functions so
  * the compiler checks our definitions. The list is the profiler's
- * (preload/gmt_api.h, generated from scripts/gen-hooks.py); a file that
+ * (preload/gmt_api.h, generated from preload/gen-hooks.py); a file that
  * defines other such exports declares them itself. A few base functions
  * are marked deprecated in the CUDA 13 headers; naming them in
  * __typeof__ would warn, which says nothing about our definitions.

@@ -680,7 +680,7 @@ static void check_missed_free(const char *path)
     struct replay r;
     char err[256];
     struct followed f = {0};
-    struct replay_opts o = {.on_event = follow, .event_ctx = &f};
+    struct replay_opts o = {.observe = {{.event = follow, .ctx = &f}}};
     CHECK(replay_trace(path, &r, &o, err, sizeof err) == 0);
     CHECK(r.requested == (int64_t)(2 * MiB) && r.reserved == (int64_t)(2 * MiB));
     CHECK(r.peak_requested == 4 * MiB);
