@@ -76,8 +76,8 @@ struct eseg { /* an expandable segment: address space, mapped in pages */
 
 struct blk {
     uint64_t addr, size, stream, serial;
-    struct blk *prev, *next;  /* neighbours in the segment */
-    struct blk *tl, *tr;      /* treap children (blocks or unmapped set) */
+    struct blk *prev, *next;  /* neighbours in the segment; a spare: the next spare */
+    struct blk *c[2];         /* treap children, before and after (blocks or unmapped set) */
     uint32_t prio;
     bool allocated, mapped;
     struct pool *pool;
@@ -85,14 +85,23 @@ struct blk {
     int64_t gc_base;
 };
 
-/* A treap ordered by (stream, size, address) or (stream, address). */
+/* A treap ordered by (stream, size, address) or (stream, address): with
+ * size_mask 0, a block's size is not looked at. */
 struct tree {
     struct blk *root;
-    bool by_addr;
+    uint64_t size_mask;
     size_t n;
 };
 struct key {
-    uint64_t stream, size, addr, serial;
+    uint64_t stream, size, addr, serial; /* size 0 in a tree by address */
+};
+
+/* Blocks come from slabs of BLK_SLAB and go back to a list of spares: a
+ * request splits a block and a free merges two nearly every time. */
+#define BLK_SLAB 256
+struct slab {
+    struct slab *next;
+    struct blk b[BLK_SLAB];
 };
 
 struct pool {
@@ -110,6 +119,8 @@ struct pt {
     struct wi_stats st;
     struct eseg *esegs;
     uint64_t next_addr, serial, rng;
+    struct slab *slabs;
+    struct blk *spare;
     /* Segments (cudaMalloc) take addresses downward from here. Best fit
      * breaks ties between free blocks of one size by address, so where
      * new segments lie decides which of them is reused; the driver hands
@@ -123,58 +134,49 @@ struct pt {
 
 /* ---- the ordered sets ---------------------------------------------------- */
 
-static struct key key_of(const struct blk *b)
+static struct key key_of(const struct tree *t, const struct blk *b)
 {
-    return (struct key){b->stream, b->size, b->addr, b->serial};
+    return (struct key){b->stream, b->size & t->size_mask, b->addr, b->serial};
 }
 
-static int cmp(const struct tree *t, const struct blk *b, const struct key *k)
+/* Is block b before key k in tree t? Without branches: a search goes
+ * either way at random at every level, and a mispredicted branch there
+ * cost more than the comparisons (the key as two 128-bit halves). */
+typedef unsigned __int128 u128;
+static inline bool before(const struct tree *t, const struct blk *b, const struct key *k)
 {
-#define C3(x, y) ((x) < (y) ? -1 : (x) > (y) ? 1 : 0)
-    int c = C3(b->stream, k->stream);
-    if (c == 0 && !t->by_addr)
-        c = C3(b->size, k->size);
-    if (c == 0)
-        c = C3(b->addr, k->addr);
-    if (c == 0)
-        c = C3(b->serial, k->serial);
-    return c;
-#undef C3
+    u128 bh = (u128)b->stream << 64 | (b->size & t->size_mask);
+    u128 kh = (u128)k->stream << 64 | k->size;
+    u128 bl = (u128)b->addr << 64 | b->serial, kl = (u128)k->addr << 64 | k->serial;
+    bool hl = bh < kh, he = bh == kh, ll = bl < kl;
+    return (unsigned)hl + ((unsigned)he & (unsigned)ll); /* '|' became a branch */
 }
 
 /* split n into nodes < k (*l) and >= k (*r) */
 static void tsplit(const struct tree *t, struct blk *n, const struct key *k, struct blk **l,
                    struct blk **r)
 {
+    struct blk **hole[2] = {l, r};
     while (n) { /* iterative: depth is bounded by the loop, not the stack */
-        if (cmp(t, n, k) < 0) {
-            *l = n;
-            l = &n->tr;
-            n = n->tr;
-        } else {
-            *r = n;
-            r = &n->tl;
-            n = n->tl;
-        }
+        int s = !before(t, n, k); /* 0: n and its before-side go to l */
+        *hole[s] = n;
+        hole[s] = &n->c[!s];
+        n = n->c[!s];
     }
-    *l = *r = NULL;
+    *hole[0] = *hole[1] = NULL;
 }
 
 static struct blk *tmerge(struct blk *a, struct blk *b)
 {
-    struct blk *root = NULL, **at = &root;
-    while (a && b) {
-        if (a->prio > b->prio) {
-            *at = a;
-            at = &a->tr;
-            a = a->tr;
-        } else {
-            *at = b;
-            at = &b->tl;
-            b = b->tl;
-        }
+    struct blk *root = NULL, **at = &root, *ab[2] = {a, b};
+    while (ab[0] && ab[1]) {
+        int s = ab[0]->prio <= ab[1]->prio; /* 0: a's root on top, b merged into its after-side */
+        struct blk *x = ab[s];
+        *at = x;
+        at = &x->c[!s];
+        ab[s] = x->c[!s];
     }
-    *at = a ? a : b;
+    *at = ab[0] ? ab[0] : ab[1];
     return root;
 }
 
@@ -182,11 +184,11 @@ static struct blk *tmerge(struct blk *a, struct blk *b)
  * there split around b: one pass, touching only that path. */
 static void tinsert(struct tree *t, struct blk *b)
 {
-    struct key k = key_of(b);
+    struct key k = key_of(t, b);
     struct blk **at = &t->root;
     while (*at && (*at)->prio > b->prio)
-        at = cmp(t, *at, &k) < 0 ? &(*at)->tr : &(*at)->tl;
-    tsplit(t, *at, &k, &b->tl, &b->tr);
+        at = &(*at)->c[before(t, *at, &k)];
+    tsplit(t, *at, &k, &b->c[0], &b->c[1]);
     *at = b;
     t->n++;
 }
@@ -194,15 +196,15 @@ static void tinsert(struct tree *t, struct blk *b)
 /* Down the key's path to b, and its two subtrees merged in its place. */
 static void terase(struct tree *t, struct blk *b)
 {
-    struct key k = key_of(b);
+    struct key k = key_of(t, b);
     struct blk **at = &t->root;
     while (*at && *at != b)
-        at = cmp(t, *at, &k) < 0 ? &(*at)->tr : &(*at)->tl;
+        at = &(*at)->c[before(t, *at, &k)];
     if (*at) {
-        *at = tmerge(b->tl, b->tr);
+        *at = tmerge(b->c[0], b->c[1]);
         t->n--;
     }
-    b->tl = b->tr = NULL;
+    b->c[0] = b->c[1] = NULL;
 }
 
 /* smallest node >= k */
@@ -210,19 +212,16 @@ static struct blk *tlower(const struct tree *t, const struct key *k)
 {
     struct blk *n = t->root, *best = NULL;
     while (n) {
-        if (cmp(t, n, k) >= 0) {
-            best = n;
-            n = n->tl;
-        } else {
-            n = n->tr;
-        }
+        bool lt = before(t, n, k);
+        best = lt ? best : n;
+        n = n->c[lt];
     }
     return best;
 }
 
 static struct blk *tnext(const struct tree *t, const struct blk *b)
 {
-    struct key k = key_of(b);
+    struct key k = key_of(t, b);
     k.serial++;
     return tlower(t, &k);
 }
@@ -232,12 +231,9 @@ static struct blk *tbefore(const struct tree *t, const struct key *k)
 {
     struct blk *n = t->root, *best = NULL;
     while (n) {
-        if (cmp(t, n, k) < 0) {
-            best = n;
-            n = n->tr;
-        } else {
-            n = n->tl;
-        }
+        bool lt = before(t, n, k);
+        best = lt ? n : best;
+        n = n->c[lt];
     }
     return best;
 }
@@ -245,8 +241,8 @@ static struct blk *tbefore(const struct tree *t, const struct key *k)
 static struct blk *tfirst(const struct tree *t)
 {
     struct blk *n = t->root;
-    while (n && n->tl)
-        n = n->tl;
+    while (n && n->c[0])
+        n = n->c[0];
     return n;
 }
 
@@ -255,20 +251,33 @@ static struct blk *tfirst(const struct tree *t)
 static struct blk *new_blk(struct pt *m, struct pool *p, uint64_t stream, uint64_t addr,
                            uint64_t size)
 {
-    struct blk *b = calloc(1, sizeof *b);
-    if (b == NULL)
-        return NULL;
-    b->addr = addr;
-    b->size = size;
-    b->stream = stream;
-    b->pool = p;
-    b->mapped = true;
-    b->serial = ++m->serial;
+    if (m->spare == NULL) {
+        struct slab *sl = malloc(sizeof *sl);
+        if (sl == NULL)
+            return NULL;
+        sl->next = m->slabs;
+        m->slabs = sl;
+        for (int i = 0; i < BLK_SLAB; i++) {
+            sl->b[i].next = m->spare;
+            m->spare = &sl->b[i];
+        }
+    }
+    struct blk *b = m->spare;
+    m->spare = b->next;
     m->rng ^= m->rng << 13; /* xorshift: treap priorities */
     m->rng ^= m->rng >> 7;
     m->rng ^= m->rng << 17;
-    b->prio = (uint32_t)(m->rng >> 32);
+    *b = (struct blk){.addr = addr, .size = size, .stream = stream, .serial = ++m->serial,
+                      .prio = (uint32_t)(m->rng >> 32), .pool = p, .mapped = true};
     return b;
+}
+
+static void del_blk(struct pt *m, struct blk *b)
+{
+    if (b) {
+        b->next = m->spare;
+        m->spare = b;
+    }
 }
 
 static void insert_free(struct pool *p, struct blk *b)
@@ -326,7 +335,7 @@ static uint64_t allocation_size(uint64_t size)
 }
 
 /* try_merge_blocks: dst (in no set) takes in its free neighbour src. */
-static uint64_t try_merge(struct blk *dst, struct blk *src)
+static uint64_t try_merge(struct pt *m, struct blk *dst, struct blk *src)
 {
     if (!src || src->allocated || dst->mapped != src->mapped)
         return 0;
@@ -344,16 +353,16 @@ static uint64_t try_merge(struct blk *dst, struct blk *src)
     }
     dst->size += src->size;
     uint64_t n = src->size;
-    free(src);
+    del_blk(m, src);
     return n;
 }
 
 /* free_block: back into its pool, merged with its free neighbours. */
-static void free_block(struct blk *b)
+static void free_block(struct pt *m, struct blk *b)
 {
     b->allocated = false;
-    try_merge(b, b->prev);
-    try_merge(b, b->next);
+    try_merge(m, b, b->prev);
+    try_merge(m, b, b->next);
     insert_free(b->pool, b);
 }
 
@@ -396,7 +405,7 @@ static void release_block(struct pt *m, struct blk *b)
     m->st.segments--;
     if (!m->in_release)
         m->st.syncs++; /* cudaFree waits for the device */
-    free(b);
+    del_blk(m, b);
 }
 
 static void garbage_collect(struct pt *m)
@@ -525,8 +534,8 @@ static bool map_block(struct pt *m, struct blk *b, uint64_t size)
         b->size = bytes;
         tinsert(&p->unmapped, rest);
     }
-    try_merge(b, b->prev);
-    try_merge(b, b->next);
+    try_merge(m, b, b->prev);
+    try_merge(m, b, b->next);
     insert_free(p, b);
     reserved_add(m, bytes);
     m->st.device_allocs++;
@@ -567,8 +576,8 @@ static void unmap_block(struct pt *m, struct blk *b)
     struct blk *bf = before ? new_blk(m, p, b->stream, b->addr, before) : NULL;
     struct blk *af = after ? new_blk(m, p, b->stream, ua + un, after) : NULL;
     if ((before && !bf) || (after && !af)) {
-        free(bf);
-        free(af);
+        del_blk(m, bf);
+        del_blk(m, af);
         return;
     }
     terase(&p->blocks, b);
@@ -593,8 +602,8 @@ static void unmap_block(struct pt *m, struct blk *b)
     b->addr = ua;
     b->size = un;
     b->mapped = false;
-    try_merge(b, b->prev);
-    try_merge(b, b->next);
+    try_merge(m, b, b->prev);
+    try_merge(m, b, b->next);
     tinsert(&p->unmapped, b);
     m->st.reserved -= un;
     m->st.device_frees++;
@@ -642,7 +651,7 @@ static void release_blocks(struct pt *m, struct pool *p)
         if (!u->mapped && !is_split(u)) { /* the whole segment is unmapped */
             terase(&p->unmapped, u);
             drop_eseg(m, u->es);
-            free(u);
+            del_blk(m, u);
             m->st.segments--;
         }
     }
@@ -774,7 +783,7 @@ static void pt_free(void *v, uint64_t id)
     struct pt *m = v;
     struct blk *b = (struct blk *)(uintptr_t)id;
     m->st.allocated -= b->size;
-    free_block(b);
+    free_block(m, b);
 }
 
 static void *pt_init(const struct wi_opts *o)
@@ -787,7 +796,7 @@ static void *pt_init(const struct wi_opts *o)
     m->card = o->limit ? o->limit : DEFAULT_CARD;
     m->outside = o->outside;
     m->small.small = true;
-    m->small.unmapped.by_addr = m->large.unmapped.by_addr = true;
+    m->small.blocks.size_mask = m->large.blocks.size_mask = UINT64_MAX;
     m->next_addr = 1ull << 40;  /* expandable segments' address space, upward */
     m->seg_top = 1ull << 47;
     m->rng = 0x9e3779b97f4a7c15ull;
@@ -800,21 +809,16 @@ static void pt_stats(void *v, struct wi_stats *s)
     *s = ((struct pt *)v)->st;
 }
 
-/* The caller frees every id it holds before fini (cmd_whatif.c does),
- * so every block is then in a set. */
+/* Every block lies in the slabs, held or not. */
 static void pt_fini(void *v)
 {
     struct pt *m = v;
     if (m == NULL)
         return;
-    struct tree *ts[4] = {&m->small.blocks, &m->small.unmapped, &m->large.blocks,
-                          &m->large.unmapped};
-    for (int j = 0; j < 4; j++) {
-        struct blk *b;
-        while ((b = tfirst(ts[j])) != NULL) {
-            terase(ts[j], b);
-            free(b);
-        }
+    while (m->slabs) {
+        struct slab *n = m->slabs->next;
+        free(m->slabs);
+        m->slabs = n;
     }
     while (m->esegs)
         drop_eseg(m, m->esegs);
