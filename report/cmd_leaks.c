@@ -140,7 +140,7 @@ static struct leak_split classify(struct loaded *l, const struct gmt_common *c)
     classes = NULL;
     if (!(l->r.hdr.features & GMT_FEAT_PYTHON_STACKS) || l->r.last_seq == 0)
         return sp;
-    struct replay_opts o = {.kinds_seq = l->r.last_seq};
+    struct replay_opts o = {.kinds_seq = l->r.last_seq, .observe = {GMT_KINDS_OBSERVER}};
     growth_sites(l, c, &sp, &o);
     struct loaded *k = gmt_load(l->path, c, &o);
     if (k == NULL)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "instant.h"
+#include "kinds.h"
 
 int gmt_at_parse(const char *arg, struct gmt_at *at, char *why, size_t whylen)
 {
@@ -221,8 +222,11 @@ struct loaded *gmt_at_load(struct loaded *l, const struct gmt_common *c,
         in->oom = &r0->ooms[in->at.n - 1];
         in->device = (int)(in->oom->device % REPLAY_MAX_DEVICES);
         p.oom_seq = in->oom->seq;
+        /* the kinds first: they are the replay's state at the event */
         if (in->kinds && (r0->hdr.features & GMT_FEAT_PYTHON_STACKS))
-            o.kinds_seq = p.oom_seq;
+            o = (struct replay_opts){.kinds_seq = p.oom_seq,
+                                     .observe = {GMT_KINDS_OBSERVER,
+                                                 {.event = on_event, .ctx = &p}}};
         break;
     case GMT_AT_TIME: {
         int rc = time_target(l, &p, in->why, sizeof in->why);

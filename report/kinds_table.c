@@ -137,7 +137,8 @@ struct loaded *gmt_kinds_at(struct loaded *l, const struct gmt_common *c, uint64
 {
     if (!(l->r.hdr.features & GMT_FEAT_PYTHON_STACKS) || seq == 0)
         return NULL;
-    struct loaded *k = gmt_load(l->path, c, &(struct replay_opts){.kinds_seq = seq});
+    struct loaded *k = gmt_load(l->path, c, &(struct replay_opts){.kinds_seq = seq,
+                                                                  .observe = {GMT_KINDS_OBSERVER}});
     if (k && !gmt_kinds(k, rows)) {
         gmt_unload(k);
         k = NULL;

@@ -55,11 +55,13 @@ struct kept {
     uint64_t made_seq;  /* the event that made it */
 };
 
-/* The replay's observer (replay.h) when kinds_seq is set: follows every
- * allocation's context and takes the blocks live at kinds_seq; the state
- * is r->kinds, given back by the release. */
+/* An observer of the replay (replay.h), with replay_opts.kinds_seq set:
+ * follows every allocation's context and takes the blocks live at
+ * kinds_seq; its state is r->kinds, given back by replay_free. Put it
+ * before observers that read r->kinds. */
 void gmt_kinds_observe(struct replay *r, const struct gmt_rec *rec, void *ctx);
 void gmt_kinds_release(struct replay *r, void *ctx);
+#define GMT_KINDS_OBSERVER {.event = gmt_kinds_observe, .release = gmt_kinds_release}
 /* Backward calls begun so far (by the end of the replay: in all). */
 uint32_t gmt_kinds_calls_begun(const struct kinds_state *st);
 /* The blocks kept at the snapshot, by address; 0 and NULL before it. */

@@ -23,7 +23,6 @@
 
 #include "addrmap.h"
 #include "backward.h"
-#include "kinds.h"
 #include "replay_internal.h"
 #include "gmttrace.h"
 
@@ -720,8 +719,8 @@ static void apply(struct replay *r, struct gmt_rec *rec)
     }
 }
 
-/* The replay's own observers: autograd's blocks named by the backward
- * call, always; memory kinds at one event, when asked. */
+/* The replay's own observer: autograd's blocks named by the backward
+ * call, always. */
 static uint32_t bw_site(struct replay *r, const struct gmt_rec *rec, void *ctx)
 {
     (void)ctx;
@@ -738,9 +737,6 @@ static void bw_release(struct replay *r, void *ctx)
 static void observers_set(struct replay *r, const struct replay_opts *opts)
 {
     r->obs[r->nobs++] = (struct replay_observer){.site = bw_site, .release = bw_release};
-    if (r->kinds_seq)
-        r->obs[r->nobs++] = (struct replay_observer){.event = gmt_kinds_observe,
-                                                     .release = gmt_kinds_release};
     for (int i = 0; opts && i < REPLAY_OPT_OBSERVERS; i++) {
         const struct replay_observer *o = &opts->observe[i];
         if (!o->site && !o->event && !o->release)
@@ -887,7 +883,6 @@ void replay_free(struct replay *r)
         if (r->obs[i].release)
             r->obs[i].release(r, r->obs[i].ctx);
     gmt_bw_free(r->bw); /* a replay that failed before its observers were set */
-    gmt_kinds_release(r, NULL);
     gmt_defs_free(&r->defs);
     memset(r, 0, sizeof *r);
 }

@@ -209,7 +209,7 @@ struct replay_observer {
     void *ctx;
 };
 #define REPLAY_OPT_OBSERVERS 4
-#define REPLAY_OBSERVERS (REPLAY_OPT_OBSERVERS + 2)
+#define REPLAY_OBSERVERS (REPLAY_OPT_OBSERVERS + 1)
 
 struct replay {
     struct gmt_defs defs;
@@ -292,7 +292,7 @@ struct replay {
     const char *step_mark;
     bool by_steps;
     uint64_t first_step_time;
-    /* memory kinds at the peak (replay_opts.kinds_seq; kinds.c) */
+    /* memory kinds at one event (replay_opts.kinds_seq; kinds.h) */
     uint64_t kinds_seq;
     struct kinds_state *kinds;
     const char *path; /* the trace's, while replay_trace runs */
@@ -320,8 +320,8 @@ struct replay_opts {
      * mark, or a region's start), which occurs step_count times - the
      * program's own steps. The name must outlive the replay. */
     const char *step_mark;
-    /* Memory kinds at the peak (kinds.h): the seq of the event of the
-     * peak of requested memory, from a first replay; 0: none. */
+    /* Memory kinds at one event (kinds.h: with GMT_KINDS_OBSERVER among
+     * the observers): its seq, the peak's from a first replay. */
     uint64_t kinds_seq;
 };
 
