@@ -11,6 +11,7 @@
 # off (--no-symbols): the synthetic trace's module does not exist. Output
 # goes to /dev/null; html and export write to a temporary directory.
 # Run under `taskset -c 0,1` to measure on two cores of a larger machine.
+# ONLY="summary peak": those commands alone (names as in the table).
 set -eu
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE AFTER [EVENTS [THREADS]]" >&2; exit 2; }
 before=$1
@@ -63,6 +64,7 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR
 echo "| command | before: s, M ev/s, MiB | after: s, M ev/s, MiB | speed-up |"
 echo "|---|---|---|---|"
 echo "$cmds" | while IFS='|' read -r name args; do
+    if [ -n "${ONLY:-}" ] && ! echo " $ONLY " | grep -q " $name "; then continue; fi
     tb="" ta="" rb=0 ra=0
     for i in $(seq "$runs"); do
         set -- $(timed "$before/gpumemreport" "$args")
