@@ -8,6 +8,12 @@
  * yet is keyed by that chunk's first_seq, so only chunks whose records are
  * due are in memory.
  *
+ * A chunk's records are decoded into packed words (reader_internal.h),
+ * by decoding threads ahead of the merge (reader_ahead.c) or, reading
+ * alone, by the merge a batch at a time; the merge unpacks each into the
+ * caller's struct gmt_rec. A one-thread trace, or what is left of a trace
+ * once one thread remains, skips the merge.
+ *
  * Everything read from the file is checked before it is used: lengths
  * against the chunk, varints against their bounds, kinds against the
  * version. A bad byte ends reading with a message naming the chunk and the
@@ -16,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,8 +246,7 @@ static bool index_chunks(struct gmt_reader *r)
             threads++;
     r->cur = calloc(threads ? threads : 1, sizeof *r->cur);
     r->heap = calloc(threads ? threads : 1, sizeof *r->heap);
-    r->scratch = malloc(r->cs);
-    if (!r->cur || !r->heap || !r->scratch) {
+    if (!r->cur || !r->heap) {
         fail(r, "out of memory");
         return false;
     }
@@ -298,50 +304,70 @@ struct gmt_reader *gmt_reader_open(const char *path, char *err, size_t errlen)
 
 /* ---- decoding -------------------------------------------------------- */
 
+/* Decoding runs on the decoding threads (reader_ahead.c) or, reading
+ * alone, on the merge's; either way a chunk at a time, into the packed
+ * records of reader_internal.h. The registers live in locals while a
+ * chunk decodes: stored through s, the compiler would reload them after
+ * every word written. */
+
+/* A varint of up to 8 bytes (56-bit values: nearly every field) from
+ * one 8-byte load: the first byte without the continuation bit ends it,
+ * and three steps of shifts pack its 7-bit groups. Inline at every field:
+ * as a call (gmt_get_varint, which this falls back on near the end of
+ * the chunk and for longer ones) it cost a third of decoding. */
+static inline __attribute__((always_inline)) const uint8_t *
+get_varint(const uint8_t *p, const uint8_t *end, uint64_t *out)
+{
+    if (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t stop = ~x & 0x8080808080808080ull;
+        if (stop) {
+            uint64_t m = x & (stop ^ (stop - 1)) & 0x7f7f7f7f7f7f7f7full;
+            m = (m & 0x007f007f007f007full) | ((m & 0x7f007f007f007f00ull) >> 1);
+            m = (m & 0x00003fff00003fffull) | ((m & 0x3fff00003fff0000ull) >> 2);
+            m = (m & 0x000000000fffffffull) | ((m & 0x0fffffff00000000ull) >> 4);
+            *out = m;
+            return p + ((unsigned)__builtin_ctzll(stop) >> 3) + 1;
+        }
+    }
+    return gmt_get_varint(p, end, out);
+}
+
 #define GET(var)                                                              \
     do {                                                                      \
         if (p < end && *p < 0x80) { /* most fields fit one byte */            \
             (var) = *p++;                                                     \
-        } else if ((p = gmt_get_varint(p, end, &(var))) == NULL) {            \
+        } else if ((p = get_varint(p, end, &(var))) == NULL) {                \
             goto bad;                                                         \
         }                                                                     \
     } while (0)
 /* An address field: a delta against register A or B, as gmt_addr_reg
- * says for this record (rec->kind, api and dir are decoded before). */
-#define GET_ADDR(which, out)                                                  \
+ * says for this record (its kind, api and dir are decoded before). */
+#define GET_ADDR(which)                                                       \
     do {                                                                      \
-        int64_t d_;                                                           \
-        uint64_t *reg_ = gmt_addr_reg(kind, rec->api, rec->dir, which)        \
-                             ? &c->addr2 : &c->addr;                          \
-        if ((p = gmt_get_svarint(p, end, &d_)) == NULL)                       \
-            goto bad;                                                         \
-        *reg_ += (uint64_t)d_;                                                \
-        (out) = *reg_;                                                        \
+        uint64_t z_;                                                          \
+        GET(z_);                                                              \
+        uint64_t *reg_ = &reg[gmt_addr_reg(kind, api, dir, which)];           \
+        *reg_ += (uint64_t)gmt_unzigzag(z_);                                  \
+        *w++ = *reg_;                                                         \
     } while (0)
-#define GET_BYTE(var)                                                         \
+/* The decoder of each field encoding of GMT_RECORD_BODIES (gmt_format.h):
+ * bytes (api, dir) and the stack go to word 0, the rest a word each. */
+#define DEC_BYTE(f)                                                           \
     do {                                                                      \
         if (p >= end)                                                         \
             goto bad;                                                         \
-        (var) = *p++;                                                         \
-    } while (0)
-/* The decoder of each field encoding of GMT_RECORD_BODIES (gmt_format.h),
- * into the record's member `f`. */
-#define DEC_BYTE(f) GET_BYTE(rec->f);
-#define DEC_ADDR(f) GET_ADDR(0, rec->f);
-#define DEC_ADDR2(f) GET_ADDR(1, rec->f);
-#define DEC_VARINT(f) GET(rec->f);
-#define DEC_SVARINT(f)                                                        \
-    do {                                                                      \
-        int64_t s_;                                                           \
-        if ((p = gmt_get_svarint(p, end, &s_)) == NULL)                       \
-            goto bad;                                                         \
-        rec->f = s_;                                                          \
+        f = *p++;                                                             \
     } while (0);
+#define DEC_ADDR(f) GET_ADDR(0);
+#define DEC_ADDR2(f) GET_ADDR(1);
+#define DEC_VARINT(f) GET(*w); w++;
+#define DEC_SVARINT(f) GET(*w); *w = (uint64_t)gmt_unzigzag(*w); w++;
 #define DEC_STACK(f)                                                          \
     do {                                                                      \
-        GET(v);                                                               \
-        rec->f = (uint32_t)v;                                                 \
-        if (v > UINT32_MAX)                                                   \
+        GET(high);                                                            \
+        if (high > UINT32_MAX)                                                \
             goto bad;                                                         \
     } while (0);
 #define DEC_FIELD(enc, evf, recf) DEC_##enc(recf)
@@ -349,97 +375,280 @@ struct gmt_reader *gmt_reader_open(const char *path, char *err, size_t errlen)
     case GMT_K_##k:                                                           \
         fields break;
 
+/* The sequence number that the header of the record at p gives, for a
+ * record that does not decode: the merge keys its cursor by it. */
+static bool peek_at(const uint8_t *p, const uint8_t *end, uint64_t seq, uint64_t *out)
+{
+    uint64_t d;
+    p++;
+    if (p < end && *p < 0x80) {
+        *out = seq + *p;
+        return true;
+    }
+    if (p > end || gmt_get_varint(p, end, &d) == NULL)
+        return false;
+    *out = seq + d;
+    return true;
+}
+
+static bool room(struct dchunk *d)
+{
+    if (d->cap - d->nw >= REC_WORDS)
+        return true;
+    size_t cap = d->cap ? 2 * d->cap : 4096;
+    uint64_t *w = realloc(d->w, cap * sizeof *w);
+    if (w == NULL) {
+        d->no_memory = true;
+        return false;
+    }
+    d->w = w;
+    d->cap = cap;
+    return true;
+}
+
+/* Where decoding stopped: at the record at start, malformed. */
+static void stopped(struct dchunk *d, const struct dstate *s, const uint8_t *start,
+                    uint64_t seq, const char *what)
+{
+    d->damaged = true;
+    d->fail_pos = (size_t)(start - s->buf);
+    d->peek_failed = !peek_at(start, s->buf + s->end, seq, &d->fail_seq);
+    d->decode_what = what;
+}
+
+bool gmt_decode_records(struct dstate *s, struct dchunk *d, size_t max)
+{
+    const uint8_t *const buf = s->buf, *end = buf + s->end, *p = buf + s->pos;
+    uint64_t seq = s->seq, time = s->time, reg[2] = {s->addr, s->addr2};
+    d->n = d->nw = 0;
+    d->damaged = d->peek_failed = false;
+    d->end = s->end;
+    bool ok = true;
+    while (p < end && d->n < max) {
+        if (!(ok = room(d)))
+            break;
+        const uint8_t *start = p;
+        uint64_t *w0 = d->w + d->nw, *w = w0 + 3, v, dseq, dtime, high = 0;
+        unsigned tag = *p++, kind = tag & GMT_TAG_KIND_MASK, api = 0, dir = 0;
+        const char *what = "unknown record kind";
+        if (kind == GMT_K_INVALID || (kind > GMT_K_CORE_MAX && kind != GMT_K_EXT))
+            goto bad;
+        what = kind == GMT_K_EXT ? "malformed extension record" : "malformed event record";
+        GET(dseq);
+        GET(dtime);
+        if (tag & GMT_TAG_DEVICE) {
+            GET(v);
+            if (v > MAX_DEVICE)
+                goto bad;
+            *w++ = v;
+        }
+        if (tag & GMT_TAG_STREAM)
+            GET(*w++);
+        if (tag & GMT_TAG_ERR) {
+            GET(v);
+            if (v > UINT32_MAX)
+                goto bad;
+            *w++ = v;
+        }
+        switch (kind) {
+            GMT_RECORD_BODIES(DEC_KIND, DEC_FIELD)
+        case GMT_K_EXT:
+            GET(high);
+            if (high > UINT32_MAX)
+                goto bad;
+            GET(v);
+            if (v > (uint64_t)(end - p))
+                goto bad;
+            *w++ = (uint64_t)(p - buf) | v << 32;
+            p += v;
+            break;
+        }
+        seq += dseq;
+        time += dtime;
+        w0[0] = tag | api << 8 | dir << 16 | high << 32;
+        w0[1] = seq;
+        w0[2] = time;
+        d->nw = (size_t)(w - d->w);
+        d->n++;
+        continue;
+    bad:
+        stopped(d, s, start, seq, what);
+        p = end; /* nothing after it can be found again */
+        break;
+    }
+    /* the padding unpack reads past the last record */
+    if (ok && (ok = room(d)))
+        memset(d->w + d->nw, 0, BODY_MAX * sizeof *d->w);
+    s->pos = (size_t)(p - buf);
+    s->seq = seq;
+    s->time = time;
+    s->addr = reg[0];
+    s->addr2 = reg[1];
+    return ok;
+}
+
+/* ---- the merge ------------------------------------------------------- */
+
+/* Where each kind's body words go in a struct gmt_rec, and how many
+ * there are: a table, not a switch on the kind. The kinds come in no
+ * order the processor can guess, and a switch's mispredicted jump cost
+ * more than the rest of the record; the decoder pays it once, the merge
+ * need not again. Every such member is 64 bits wide. */
+#define OFF_BYTE(f)
+#define OFF_STACK(f)
+#define OFF_ADDR(f) offsetof(struct gmt_rec, f),
+#define OFF_ADDR2(f) OFF_ADDR(f)
+#define OFF_VARINT(f) OFF_ADDR(f)
+#define OFF_SVARINT(f) OFF_ADDR(f)
+#define OFF_FIELD(enc, evf, recf) OFF_##enc(recf)
+/* Words read past a body's own go to `len`, which is set after them. A
+ * row is the body's offsets and then BODY_MAX of PAST, of which those
+ * up to BODY_MAX are read. */
+#define PAST offsetof(struct gmt_rec, len)
+#define OFF_KIND(k, fields) [GMT_K_##k] = {fields PAST, PAST, PAST, PAST, PAST, PAST},
+static const uint8_t body_off[GMT_K_EXT + 1][2 * BODY_MAX] = {
+    GMT_RECORD_BODIES(OFF_KIND, OFF_FIELD)[GMT_K_EXT] = {PAST, PAST, PAST, PAST, PAST, PAST}};
+#define CNT_BYTE(f)
+#define CNT_STACK(f)
+#define CNT_ADDR(f) +1
+#define CNT_ADDR2(f) +1
+#define CNT_VARINT(f) +1
+#define CNT_SVARINT(f) +1
+#define CNT_FIELD(enc, evf, recf) CNT_##enc(recf)
+#define CNT_KIND(k, fields) [GMT_K_##k] = 0 fields,
+static const uint8_t body_words[GMT_K_EXT + 1] = {
+    GMT_RECORD_BODIES(CNT_KIND, CNT_FIELD)};
+#define WIDE_BYTE(f)
+#define WIDE_STACK(f)
+#define WIDE_ADDR(f) _Static_assert(sizeof ((struct gmt_rec *)0)->f == 8, #f " is 64 bits");
+#define WIDE_ADDR2(f) WIDE_ADDR(f)
+#define WIDE_VARINT(f) WIDE_ADDR(f)
+#define WIDE_SVARINT(f) WIDE_ADDR(f)
+#define WIDE_FIELD(enc, evf, recf) WIDE_##enc(recf)
+#define WIDE_KIND(k, fields) fields
+GMT_RECORD_BODIES(WIDE_KIND, WIDE_FIELD)
+_Static_assert(sizeof ((struct gmt_rec *)0)->len == 8, "len is 64 bits");
+
+/* The cursor's next record, unpacked into *rec: nothing of the record
+ * before it stays. */
+static inline void unpack(struct cursor *c, struct gmt_rec *rec)
+{
+    const uint64_t *p = c->p;
+    uint64_t w0 = p[0];
+    unsigned tag = REC_TAG(w0), kind = tag & GMT_TAG_KIND_MASK;
+    bool ext = kind == GMT_K_EXT;
+    /* field by field: a compound literal zeroes the whole struct with
+     * `rep stos`, whose start-up costs more than the record */
+    rec->kind = (uint8_t)kind;
+    rec->api = REC_API(w0);
+    rec->dir = REC_DIR(w0);
+    rec->ext = ext ? REC_HIGH(w0) : 0;
+    rec->stack = ext ? 0 : REC_HIGH(w0);
+    rec->seq = p[1];
+    rec->time = p[2];
+    rec->thread = c->thread;
+    rec->addr = rec->addr2 = rec->size = rec->size2 = rec->value = rec->flags = 0;
+    rec->v[0] = rec->v[1] = rec->v[2] = rec->v[3] = rec->v[4] = rec->v[5] = 0;
+    rec->priority = 0;
+    p += 3;
+    if (tag & GMT_TAG_DEVICE)
+        c->device = *p++;
+    if (tag & GMT_TAG_STREAM)
+        c->stream = *p++;
+    rec->result = tag & GMT_TAG_ERR ? (uint32_t)*p++ : 0;
+    rec->device = (uint32_t)c->device;
+    rec->stream = c->stream;
+    /* BODY_MAX words whatever the kind, without a branch (the records
+     * are followed by as many words of padding): those past its body go
+     * to len, set after them */
+    uint64_t off, b[BODY_MAX];
+    memcpy(&off, body_off[kind], sizeof off); /* the row's first 8 */
+    memcpy(b, p, sizeof b); /* all read before any is stored */
+    for (unsigned i = 0; i < BODY_MAX; i++)
+        memcpy((char *)rec + (uint8_t)(off >> 8 * i), &b[i], sizeof b[i]);
+    /* EXT: its one word, the payload's offset and length */
+    rec->payload = ext ? c->dc->buf + (uint32_t)p[0] : NULL;
+    rec->len = ext ? REC_HIGH(p[0]) : 0;
+    c->p = p + body_words[kind] + ext;
+}
+
+/* Reading alone: the cursor's next batch of records. */
+#define BATCH 256
+
+static bool next_batch(struct gmt_reader *r, struct cursor *c)
+{
+    bool ok = gmt_decode_records(&c->raw, &c->own, BATCH);
+    c->p = c->own.w;
+    c->left = c->own.n;
+    if (!ok)
+        fail(r, "out of memory");
+    return ok;
+}
+
 static bool load(struct gmt_reader *r, struct cursor *c)
 {
     const struct chunk_ref *ref = &c->chunks[c->next++];
     c->chunk_index = ref->index;
-    if ((c->pc = gmt_ahead_take(r, ref)) != NULL) {
-        c->i = 0;
-        c->pc_done = false;
-        if (c->pc->read_failed || c->pc->no_memory) {
-            if (c->pc->no_memory)
-                fail(r, "out of memory");
-            else
-                fail(r, "cannot read chunk %llu", (unsigned long long)ref->index);
-            return false;
-        }
-        return true;
+    c->device = c->stream = 0;
+    c->done = false;
+    struct dchunk *d = gmt_ahead_take(r, ref);
+    if (d != NULL) {
+        c->dc = d;
+        c->ahead = true;
+        c->p = d->w;
+        c->left = d->n;
+        if (d->no_memory)
+            fail(r, "out of memory");
+        else if (d->read_failed)
+            fail(r, "cannot read chunk %llu", (unsigned long long)ref->index);
+        return !r->failed;
     }
-    if (c->buf == NULL && (c->buf = malloc(r->cs)) == NULL) {
+    c->dc = &c->own;
+    c->ahead = false;
+    if (c->own.buf == NULL && (c->own.buf = malloc(r->cs)) == NULL) {
         fail(r, "out of memory");
         return false;
     }
     uint64_t off = r->hdr.header_size + ref->index * r->cs;
-    if (!gmt_reader_pread(r->fd, c->buf, ref->used, off)) {
+    if (!gmt_reader_pread(r->fd, c->own.buf, ref->used, off)) {
         fail(r, "cannot read chunk %llu", (unsigned long long)ref->index);
         return false;
     }
-    c->pos = GMT_CHUNK_HEADER_SIZE;
-    c->end = ref->used;
-    c->seq = ref->first_seq;
-    c->time = ref->first_time;
-    c->addr = c->addr2 = c->stream = 0;
-    c->device = 0;
-    return true;
+    c->raw = (struct dstate){c->own.buf, GMT_CHUNK_HEADER_SIZE, ref->used,
+                             ref->first_seq, ref->first_time, 0, 0};
+    return next_batch(r, c);
 }
 
 /* A malformed record: nothing after it in its chunk can be found again
  * (records have no markers), the rest of the chunk is skipped, and the
  * stream goes on with the thread's next chunk (each chunk starts its
- * registers afresh). */
+ * registers afresh). Said when the merge reaches the record, wherever it
+ * was decoded. */
 static void damaged(struct gmt_reader *r, struct cursor *c, const char *what)
 {
+    const struct dchunk *d = c->dc;
+    c->done = true;
+    if (!d->damaged)
+        return; /* cannot happen: a chunk's records end at its end or here */
     r->damaged_chunks++;
-    r->damaged_bytes += c->end - c->pos;
+    r->damaged_bytes += d->end - d->fail_pos;
     note_damage(r, "chunk %llu, byte %zu: %s", (unsigned long long)c->chunk_index,
-                c->pos, what);
-    c->pos = c->end;
+                d->fail_pos, what);
 }
 
-bool gmt_reader_peek(const struct cursor *c, uint64_t *seq)
-{
-    const uint8_t *p = c->buf + c->pos + 1, *end = c->buf + c->end;
-    uint64_t d;
-    if (p < end && *p < 0x80) {
-        *seq = c->seq + *p;
-        return true;
-    }
-    if (p > end || gmt_get_varint(p, end, &d) == NULL)
-        return false;
-    *seq = c->seq + d;
-    return true;
-}
-
-/* A decoded-ahead chunk's damage, said as reading it here would have:
- * at the record where it stopped. */
-static void ahead_damaged(struct gmt_reader *r, struct cursor *c, const char *what)
-{
-    c->pos = c->pc->fail_pos;
-    c->end = c->pc->end;
-    damaged(r, c, what);
-    c->pc_done = true;
-}
-
-/* Peek at the next record's sequence number (the cursor's heap key)
- * without consuming it. false: malformed (the rest of the chunk is
- * skipped: damaged), or a fatal error (r->failed). */
+/* The sequence number of the cursor's next record (its heap key), which
+ * stays next. false: malformed (the rest of the chunk is skipped:
+ * damaged). */
 static bool peek_seq(struct gmt_reader *r, struct cursor *c, uint64_t *seq)
 {
-    struct ahead_chunk *pc = c->pc;
-    if (pc) {
-        if (c->i < pc->n) {
-            *seq = pc->recs[c->i].seq;
-            return true;
-        }
-        if (pc->damaged && !pc->peek_failed) {
-            *seq = pc->fail_seq;
-            return true;
-        }
-        ahead_damaged(r, c, "malformed record");
-        return false;
-    }
-    if (gmt_reader_peek(c, seq))
+    if (c->left) {
+        *seq = c->p[1];
         return true;
+    }
+    if (c->dc->damaged && !c->dc->peek_failed) {
+        *seq = c->dc->fail_seq;
+        return true;
+    }
     damaged(r, c, "malformed record");
     return false;
 }
@@ -447,91 +656,59 @@ static bool peek_seq(struct gmt_reader *r, struct cursor *c, uint64_t *seq)
 /* Records left in the cursor's chunk. */
 static bool more(const struct cursor *c)
 {
-    if (c->pc)
-        return !c->pc_done && (c->i < c->pc->n || c->pc->damaged);
-    return c->pos < c->end;
-}
-
-const char *gmt_reader_decode(struct cursor *c, struct gmt_rec *rec)
-{
-    const uint8_t *start = c->buf + c->pos, *p = start;
-    const uint8_t *end = c->buf + c->end;
-    uint64_t v, dseq, dtime;
-    rec->api = rec->dir = 0;
-    rec->ext = 0;
-    rec->result = 0;
-    rec->stack = 0;
-    rec->addr = rec->addr2 = rec->size = rec->size2 = rec->value = rec->flags = 0;
-    memset(rec->v, 0, sizeof rec->v); /* nothing of the record before it stays */
-    rec->priority = 0;
-    rec->payload = NULL;
-    rec->len = 0;
-    uint8_t tag = *p++;
-    unsigned kind = tag & GMT_TAG_KIND_MASK;
-    if (kind == GMT_K_INVALID || (kind > GMT_K_CORE_MAX && kind != GMT_K_EXT))
-        return "unknown record kind";
-    GET(dseq);
-    GET(dtime);
-    c->seq += dseq;
-    c->time += dtime;
-    if (tag & GMT_TAG_DEVICE) {
-        GET(v);
-        if (v > MAX_DEVICE)
-            goto bad;
-        c->device = (uint32_t)v;
-    }
-    if (tag & GMT_TAG_STREAM)
-        GET(c->stream);
-    if (tag & GMT_TAG_ERR) {
-        GET(v);
-        if (v > UINT32_MAX)
-            goto bad;
-        rec->result = (uint32_t)v;
-    }
-    rec->kind = (uint8_t)kind;
-    rec->seq = c->seq;
-    rec->time = c->time;
-    rec->thread = c->thread;
-    rec->device = c->device;
-    rec->stream = c->stream;
-    switch (kind) {
-        GMT_RECORD_BODIES(DEC_KIND, DEC_FIELD)
-    case GMT_K_EXT:
-        GET(v);
-        if (v > UINT32_MAX)
-            goto bad;
-        rec->ext = (uint32_t)v;
-        GET(v);
-        if (v > (uint64_t)(end - p))
-            goto bad;
-        rec->payload = p;
-        rec->len = (size_t)v;
-        p += v;
-        break;
-    }
-    c->pos += (size_t)(p - start);
-    return NULL;
-bad:
-    return kind == GMT_K_EXT ? "malformed extension record" : "malformed event record";
+    return c->left > 0 || (c->dc->damaged && !c->done);
 }
 
 /* The cursor's next record into *rec. false: malformed (the rest of the
  * chunk is skipped: damaged). */
-static bool decode(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
+static bool take(struct gmt_reader *r, struct cursor *c, struct gmt_rec *rec)
 {
-    struct ahead_chunk *pc = c->pc;
-    if (pc) {
-        if (c->i < pc->n) {
-            *rec = pc->recs[c->i++];
-            return true;
-        }
-        ahead_damaged(r, c, pc->decode_what);
+    if (c->left == 0) {
+        damaged(r, c, c->dc->decode_what);
         return false;
     }
-    const char *what = gmt_reader_decode(c, rec);
-    if (what)
-        damaged(r, c, what);
-    return what == NULL;
+    unpack(c, rec);
+    /* reading alone: the next batch, from the chunk's bytes (rec's
+     * payload points into them; they stay) */
+    if (--c->left == 0 && !c->ahead && !c->own.damaged && c->raw.pos < c->raw.end)
+        next_batch(r, c);
+    return true;
+}
+
+/* What the merge is done with goes when the next record is asked for:
+ * the record last returned may point into it. One of each kind waits at
+ * a time: one found done before it was returned no record. */
+static void free_own(struct cursor *c)
+{
+    free(c->own.buf);
+    free(c->own.w);
+    c->own.buf = NULL;
+    c->own.w = NULL;
+    c->own.cap = c->own.nw = c->own.n = 0;
+}
+
+static void retire_chunk(struct gmt_reader *r, struct dchunk *d)
+{
+    if (r->retired)
+        gmt_ahead_give_back(r, r->retired);
+    r->retired = d;
+}
+
+static void retire_own(struct gmt_reader *r, struct cursor *c)
+{
+    if (r->retired_own)
+        free_own(r->retired_own);
+    r->retired_own = c;
+}
+
+static void release(struct gmt_reader *r)
+{
+    if (r->retired)
+        gmt_ahead_give_back(r, r->retired);
+    if (r->retired_own)
+        free_own(r->retired_own);
+    r->retired = NULL;
+    r->retired_own = NULL;
 }
 
 /* After a record was taken from the top cursor: key it by its next
@@ -550,25 +727,26 @@ static bool rekey_top(struct gmt_reader *r, struct cursor *c)
             return false;
         /* damaged: the chunk is done */
     }
-    if (c->pc) {
-        gmt_ahead_give_back(r, c->pc);
-        c->pc = NULL;
-    }
+    if (c->ahead)
+        retire_chunk(r, c->dc);
+    c->ahead = false;
+    c->dc = NULL;
+    c->loaded = false;
     if (c->next < c->nchunks) {
-        c->loaded = false;
         r->heap[0].key = c->chunks[c->next].first_seq;
+        sift_down(r, 0);
     } else {
-        free(c->buf);
-        c->buf = NULL;
+        retire_own(r, c); /* its buffers: it reads no more */
         heap_pop_top(r);
-        return true;
     }
-    sift_down(r, 0);
     return true;
 }
 
-int gmt_reader_next(struct gmt_reader *r, struct gmt_rec *rec)
+/* The merge: the top cursor's record, then the cursor keyed again; a
+ * chunk loaded when the cursor reaches it; damage said where it is met. */
+static __attribute__((noinline)) int next_merged(struct gmt_reader *r, struct gmt_rec *rec)
 {
+    release(r);
     while (!r->failed && r->nheap > 0) {
         struct cursor *c = r->heap[0].c;
         if (!c->loaded) {
@@ -583,20 +761,31 @@ int gmt_reader_next(struct gmt_reader *r, struct gmt_rec *rec)
             sift_down(r, 0);
             continue;
         }
-        if (!decode(r, c, rec)) {
+        if (!take(r, c, rec)) {
             if (r->failed || !rekey_top(r, c))
                 return -1;
             continue;
         }
-        if (rec->payload) {
-            memcpy(r->scratch, rec->payload, rec->len);
-            rec->payload = r->scratch;
-        }
-        if (!rekey_top(r, c))
+        if (!rekey_top(r, c) || r->failed)
             return -1;
         return 1;
     }
     return r->failed ? -1 : 0;
+}
+
+int gmt_reader_next(struct gmt_reader *r, struct gmt_rec *rec)
+{
+    /* The one thread left (a one-thread trace: all of it), amid a chunk:
+     * its next record is the trace's, and more follow it in the chunk -
+     * nothing to merge, load, let go or say. (left > 0 only while the
+     * cursor's chunk is loaded.) */
+    struct cursor *c = r->heap[0].c;
+    if (r->nheap == 1 && c->left > 1 && !r->retired && !r->retired_own && !r->failed) {
+        unpack(c, rec);
+        c->left--;
+        return 1;
+    }
+    return next_merged(r, rec);
 }
 
 bool gmt_reader_damage(const struct gmt_reader *r, char *buf, size_t len)
@@ -719,13 +908,12 @@ void gmt_reader_close(struct gmt_reader *r)
         return;
     gmt_ahead_stop(r); /* and every chunk decoded ahead, the cursors' too */
     for (size_t i = 0; i < r->ncur; i++)
-        free(r->cur[i].buf);
+        free_own(&r->cur[i]);
     if (r->fd >= 0)
         close(r->fd);
     free(r->cur);
     free(r->heap);
     free(r->refs);
-    free(r->scratch);
     free(r->path);
     free(r);
 }

@@ -3,7 +3,8 @@
  * The reader merges the per-thread chunk streams of a trace into the one
  * total order the recorder assigned (by sequence number) and decodes each
  * record into a struct gmt_rec. It streams: memory is one chunk buffer per
- * thread that is being read plus a small index of chunk headers, never the
+ * thread that is being read, a few chunks decoded ahead on other threads
+ * (GPUMEMREPORT_READ_AHEAD) and a small index of chunk headers, never the
  * length of the trace. Every trace is treated as hostile: any
  * inconsistency ends reading with a message saying where and what, never
  * a crash or a loop.

@@ -1,43 +1,56 @@
-/* reader_ahead.c - chunks decoded ahead, on a second thread.
+/* reader_ahead.c - chunks decoded ahead, on other threads.
  *
  * Decoding is most of what reading a trace costs, and each chunk decodes
  * on its own (its registers start afresh). The merge of the threads'
  * streams (reader.c) takes chunks in the order of their first sequence
  * numbers: a chunk is loaded when its first record is the next in the
- * trace's order. So a second thread decodes the chunks in that order,
- * ahead of the merge, into a few slots: each holds a chunk's bytes and its
- * records, up to where it is malformed, with what reading it there would
- * have said (reader.c says it when the merge gets there, as it would
- * have). The merge takes each chunk as it needs it; when it asks for one
+ * trace's order. So decoding threads take the chunks in that order, each
+ * the next one not yet taken, and decode them ahead of the merge into a
+ * few slots: each holds a chunk's bytes and its records, packed
+ * (reader_internal.h), up to where it is malformed, with what reading it
+ * there would have said (reader.c says it when the merge gets there, as
+ * it would have). Chunks finish in any order; the merge takes them in
+ * the order foreseen, waiting for the one it needs. When it asks for one
  * that was not foreseen (a damaged trace whose sequence numbers go back),
- * read-ahead stops and it decodes the rest itself. Memory: a slot per
- * thread of the trace being read plus AHEAD, none of it the trace's
- * length. Traces of fewer than AHEAD_MIN_CHUNKS chunks are read alone;
-GPUMEMREPORT_READ_AHEAD=0 turns it off.
+ * read-ahead stops and it decodes the rest itself.
+ *
+ * Threads: one per CPU this process may run on (the merge waits while
+ * they decode, and replaying the records is the merge's), up to
+ * AHEAD_MAX_THREADS; GPUMEMREPORT_READ_AHEAD=N asks for N, =0 turns
+ * read-ahead off. Memory: a slot per thread of the trace being read,
+ * plus one per decoding thread, plus AHEAD - none of it the trace's
+ * length. Traces of fewer than AHEAD_MIN_CHUNKS chunks are read alone.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "reader_internal.h"
 
-#define AHEAD 4          /* chunks decoded beyond those the merge holds */
-#define AHEAD_THREADS 64 /* a trace of more recording threads reads alone */
+#define AHEAD 4             /* slots beyond the merge's and the decoders' */
+#define AHEAD_THREADS 64    /* a trace of more recording threads reads alone */
+#define AHEAD_MAX_THREADS 8 /* decoders beyond the merge's pace wait anyway */
 /* a trace of fewer chunks reads alone: starting a thread costs more than
  * decoding them (a fuzzer's small traces, loaded thousands of times) */
 #define AHEAD_MIN_CHUNKS 16
 
 struct ahead {
-    pthread_t thread;
+    pthread_t *threads;
+    int nthreads;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t work;  /* a decoder waits for a free slot */
+    pthread_cond_t ready; /* the merge waits for the chunk it takes next */
     const struct chunk_ref **order; /* every chunk, as the merge takes them */
-    size_t norder, decoded, taken;
-    struct ahead_chunk *slots, *spare; /* spare: slots free to decode into */
+    size_t norder;
+    size_t claimed;       /* order[0 .. claimed) went to a decoder */
+    size_t taken;         /* order[0 .. taken) went to the merge */
+    struct dchunk *slots, *spare; /* spare: slots free to decode into */
     size_t nslots;
-    struct ahead_chunk **ready;     /* decoded, in order: a ring */
-    size_t rhead, nready;
+    /* the slot of order[i] for i in [taken, claimed), at i % nslots: each
+     * holds a slot of its own, so they never number more than the slots */
+    struct dchunk **ring;
     bool stop;
 };
 
@@ -50,46 +63,20 @@ static int by_first_seq(const void *a, const void *b)
     return x->thread < y->thread ? -1 : x->thread > y->thread;
 }
 
-/* Decode chunk pc->ref whole, as reader.c's merge would: a peek at each
- * record's sequence number, then the record. */
-static void decode_chunk(const struct gmt_reader *r, struct ahead_chunk *pc)
+/* Decode chunk d->ref whole, as reader.c does reading alone. */
+static void decode_chunk(const struct gmt_reader *r, struct dchunk *d)
 {
-    const struct chunk_ref *ref = pc->ref;
-    pc->n = 0;
-    pc->damaged = pc->peek_failed = pc->read_failed = pc->no_memory = false;
-    if (!gmt_reader_pread(r->fd, pc->buf, ref->used,
+    const struct chunk_ref *ref = d->ref;
+    d->n = d->nw = 0;
+    d->damaged = d->read_failed = d->no_memory = false;
+    if (!gmt_reader_pread(r->fd, d->buf, ref->used,
                           r->hdr.header_size + ref->index * r->cs)) {
-        pc->read_failed = true;
+        d->read_failed = true;
         return;
     }
-    struct cursor c = {.buf = pc->buf, .pos = GMT_CHUNK_HEADER_SIZE, .end = ref->used,
-                       .seq = ref->first_seq, .time = ref->first_time,
-                       .thread = ref->thread};
-    pc->end = ref->used;
-    while (c.pos < c.end) {
-        if (pc->n == pc->cap) {
-            size_t cap = pc->cap ? 2 * pc->cap : 1024;
-            struct gmt_rec *n = realloc(pc->recs, cap * sizeof *n);
-            if (n == NULL) {
-                pc->no_memory = true;
-                return;
-            }
-            pc->recs = n;
-            pc->cap = cap;
-        }
-        uint64_t seq = 0;
-        bool peeked = gmt_reader_peek(&c, &seq);
-        const char *what = gmt_reader_decode(&c, &pc->recs[pc->n]);
-        if (what || !peeked) {
-            pc->damaged = true;
-            pc->peek_failed = !peeked;
-            pc->fail_pos = c.pos;
-            pc->fail_seq = seq;
-            pc->decode_what = what ? what : "malformed event record";
-            return;
-        }
-        pc->n++;
-    }
+    struct dstate s = {d->buf, GMT_CHUNK_HEADER_SIZE, ref->used,
+                       ref->first_seq, ref->first_time, 0, 0};
+    gmt_decode_records(&s, d, SIZE_MAX);
 }
 
 static void *run(void *arg)
@@ -97,19 +84,23 @@ static void *run(void *arg)
     struct gmt_reader *r = arg;
     struct ahead *a = r->ahead;
     pthread_mutex_lock(&a->mu);
-    while (!a->stop && a->decoded < a->norder) {
+    while (!a->stop && a->claimed < a->norder) {
         if (a->spare == NULL) {
-            pthread_cond_wait(&a->cv, &a->mu);
+            pthread_cond_wait(&a->work, &a->mu);
             continue;
         }
-        struct ahead_chunk *pc = a->spare;
-        a->spare = pc->next;
-        pc->ref = a->order[a->decoded++];
+        struct dchunk *d = a->spare;
+        a->spare = d->next;
+        size_t i = a->claimed++;
+        d->ref = a->order[i];
+        d->ready = false;
+        a->ring[i % a->nslots] = d;
         pthread_mutex_unlock(&a->mu);
-        decode_chunk(r, pc);
+        decode_chunk(r, d);
         pthread_mutex_lock(&a->mu);
-        a->ready[(a->rhead + a->nready++) % a->nslots] = pc;
-        pthread_cond_broadcast(&a->cv);
+        d->ready = true;
+        if (i == a->taken)
+            pthread_cond_signal(&a->ready); /* the merge may wait for it */
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
@@ -119,28 +110,43 @@ static void ahead_free(struct ahead *a)
 {
     for (size_t i = 0; a->slots && i < a->nslots; i++) {
         free(a->slots[i].buf);
-        free(a->slots[i].recs);
+        free(a->slots[i].w);
     }
     free(a->slots);
-    free(a->ready);
+    free(a->ring);
     free(a->order);
+    free(a->threads);
     free(a);
 }
 
-void gmt_ahead_start(struct gmt_reader *r)
+/* How many decoding threads: GPUMEMREPORT_READ_AHEAD, else one per CPU
+ * this process may run on; 0: none. */
+static int threads_wanted(void)
 {
     const char *env = getenv("GPUMEMREPORT_READ_AHEAD");
-    if (r->nrefs < AHEAD_MIN_CHUNKS || r->ncur > AHEAD_THREADS || (env && strcmp(env, "0") == 0))
-        return;
+    if (env && *env) {
+        char *e;
+        long n = strtol(env, &e, 10);
+        if (*e == '\0' && n >= 0)
+            return n < AHEAD_MAX_THREADS ? (int)n : AHEAD_MAX_THREADS;
+    }
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return n < 1 ? 1 : n < AHEAD_MAX_THREADS ? n : AHEAD_MAX_THREADS;
+}
+
+static struct ahead *ahead_new(const struct gmt_reader *r, int nthreads)
+{
     struct ahead *a = calloc(1, sizeof *a);
     if (a == NULL)
-        return;
-    a->nslots = r->ncur + AHEAD;
+        return NULL;
+    a->nslots = r->ncur + (size_t)nthreads + AHEAD;
     a->norder = r->nrefs;
     a->order = malloc(r->nrefs * sizeof *a->order);
     a->slots = calloc(a->nslots, sizeof *a->slots);
-    a->ready = calloc(a->nslots, sizeof *a->ready);
-    bool ok = a->order && a->slots && a->ready;
+    a->ring = calloc(a->nslots, sizeof *a->ring);
+    a->threads = calloc((size_t)nthreads, sizeof *a->threads);
+    bool ok = a->order && a->slots && a->ring && a->threads;
     for (size_t i = 0; ok && i < a->nslots; i++) {
         ok = (a->slots[i].buf = malloc(r->cs)) != NULL;
         a->slots[i].next = a->spare;
@@ -148,25 +154,40 @@ void gmt_ahead_start(struct gmt_reader *r)
     }
     if (!ok) {
         ahead_free(a);
-        return;
+        return NULL;
     }
     for (size_t i = 0; i < r->nrefs; i++)
         a->order[i] = &r->refs[i];
     qsort(a->order, a->norder, sizeof *a->order, by_first_seq);
+    return a;
+}
+
+void gmt_ahead_start(struct gmt_reader *r)
+{
+    int want = threads_wanted();
+    if (r->nrefs < AHEAD_MIN_CHUNKS || r->ncur > AHEAD_THREADS || want == 0)
+        return;
+    struct ahead *a = ahead_new(r, want);
+    if (a == NULL)
+        return;
     pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv, NULL);
+    pthread_cond_init(&a->work, NULL);
+    pthread_cond_init(&a->ready, NULL);
     r->ahead = a;
-    /* the decoding thread takes no signal: the program's handling of
+    /* the decoding threads take no signal: the program's handling of
      * them (SIGPIPE, a Ctrl-C) stays the main thread's */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(&a->thread, NULL, run, r);
+    while (a->nthreads < want &&
+           pthread_create(&a->threads[a->nthreads], NULL, run, r) == 0)
+        a->nthreads++;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
+    if (a->nthreads == 0) {
         r->ahead = NULL;
         pthread_mutex_destroy(&a->mu);
-        pthread_cond_destroy(&a->cv);
+        pthread_cond_destroy(&a->work);
+        pthread_cond_destroy(&a->ready);
         ahead_free(a);
     }
 }
@@ -182,35 +203,39 @@ size_t gmt_ahead_taken(const struct gmt_reader *r)
     return n;
 }
 
-struct ahead_chunk *gmt_ahead_take(struct gmt_reader *r, const struct chunk_ref *ref)
+int gmt_ahead_threads(const struct gmt_reader *r)
+{
+    return r->ahead ? r->ahead->nthreads : 0;
+}
+
+struct dchunk *gmt_ahead_take(struct gmt_reader *r, const struct chunk_ref *ref)
 {
     struct ahead *a = r->ahead;
     if (a == NULL)
         return NULL;
     pthread_mutex_lock(&a->mu);
-    struct ahead_chunk *pc = NULL;
+    struct dchunk *d = NULL;
     if (!a->stop && a->taken < a->norder && a->order[a->taken] == ref) {
+        size_t i = a->taken;
+        while (a->claimed <= i || !a->ring[i % a->nslots]->ready)
+            pthread_cond_wait(&a->ready, &a->mu);
+        d = a->ring[i % a->nslots];
         a->taken++;
-        while (a->nready == 0)
-            pthread_cond_wait(&a->cv, &a->mu);
-        pc = a->ready[a->rhead];
-        a->rhead = (a->rhead + 1) % a->nslots;
-        a->nready--;
     } else {
         a->stop = true; /* not the order foreseen: the merge reads alone */
-        pthread_cond_broadcast(&a->cv);
+        pthread_cond_broadcast(&a->work);
     }
     pthread_mutex_unlock(&a->mu);
-    return pc;
+    return d;
 }
 
-void gmt_ahead_give_back(struct gmt_reader *r, struct ahead_chunk *pc)
+void gmt_ahead_give_back(struct gmt_reader *r, struct dchunk *d)
 {
     struct ahead *a = r->ahead;
     pthread_mutex_lock(&a->mu);
-    pc->next = a->spare;
-    a->spare = pc;
-    pthread_cond_broadcast(&a->cv);
+    d->next = a->spare;
+    a->spare = d;
+    pthread_cond_signal(&a->work);
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -221,13 +246,20 @@ void gmt_ahead_stop(struct gmt_reader *r)
         return;
     pthread_mutex_lock(&a->mu);
     a->stop = true;
-    pthread_cond_broadcast(&a->cv);
+    pthread_cond_broadcast(&a->work);
     pthread_mutex_unlock(&a->mu);
-    pthread_join(a->thread, NULL);
+    for (int i = 0; i < a->nthreads; i++)
+        pthread_join(a->threads[i], NULL);
     pthread_mutex_destroy(&a->mu);
-    pthread_cond_destroy(&a->cv);
-    for (size_t i = 0; i < r->ncur; i++)
-        r->cur[i].pc = NULL; /* their slots go with the rest */
+    pthread_cond_destroy(&a->work);
+    pthread_cond_destroy(&a->ready);
+    for (size_t i = 0; i < r->ncur; i++) {
+        if (r->cur[i].ahead) { /* their slots go with the rest */
+            r->cur[i].dc = NULL;
+            r->cur[i].ahead = false;
+        }
+    }
+    r->retired = NULL;
     r->ahead = NULL;
     ahead_free(a);
 }

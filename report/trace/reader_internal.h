@@ -1,7 +1,7 @@
 /* reader_internal.h - the reader's state, shared by reader.c (opening,
- * the merge of the threads' streams, decoding) and reader_ahead.c (chunks
- * decoded ahead on a second thread). Nothing outside those two includes
- * it. */
+ * decoding, the merge of the threads' streams) and reader_ahead.c (chunks
+ * decoded ahead on other threads). Nothing outside those two and the
+ * reader's unit test includes it. */
 #ifndef GMT_READER_INTERNAL_H
 #define GMT_READER_INTERNAL_H
 
@@ -15,41 +15,85 @@ struct chunk_ref {
     uint32_t thread, ordinal, used;
 };
 
-/* A chunk decoded ahead (reader_ahead.c): its records up to its end, or
- * up to where it is malformed, and what reading it whole would have said
- * there. */
-struct ahead_chunk {
+/* Records decoded, packed for the hand-over to the merge: each is a few
+ * 64-bit words, not a struct gmt_rec (176 bytes) - decoding threads write
+ * them and the merge reads them, and at tens of millions of records the
+ * bytes that cross between the two are what costs.
+ *
+ *   word 0   bits 0-7 the record's tag (kind and the ERR, STREAM and
+ *            DEVICE bits), 8-15 api, 16-23 dir, 32-63 stack id (EXT: the
+ *            extension kind)
+ *   word 1   sequence number
+ *   word 2   time
+ *   then     the device (tag DEVICE), the stream (STREAM), the result
+ *            (ERR), in that order: the device and stream registers as
+ *            they change, the merge keeps them
+ *   then     the body's fields that are not bytes or a stack, in the
+ *            order of GMT_RECORD_BODIES; EXT: its payload's offset in the
+ *            chunk (bits 0-31) and length (32-63)
+ *
+ * A record is at most REC_WORDS words; no field is longer in words than
+ * it was in bytes, so a chunk's records take at most 8 bytes per byte of
+ * it. */
+#define REC_WORDS 12
+/* Body words at most (SAMPLE's six). Unpacking reads this many whatever
+ * the kind: the last record is followed by as many words of padding. */
+#define BODY_MAX 6
+#define REC_TAG(w0) ((unsigned)(w0) & 0xffu)
+#define REC_API(w0) ((uint8_t)((w0) >> 8))
+#define REC_DIR(w0) ((uint8_t)((w0) >> 16))
+#define REC_HIGH(w0) ((uint32_t)((w0) >> 32))
+
+/* Where decoding is in one chunk's bytes: its registers. */
+struct dstate {
+    const uint8_t *buf;
+    size_t pos, end;
+    uint64_t seq, time, addr, addr2;
+};
+
+/* A chunk's records decoded: all of them when a decoding thread did it,
+ * a batch at a time when the merge reads alone. Decoding stops at the
+ * first malformed record; what reading it there says is kept, and the
+ * merge says it when it gets there, as it would have. */
+struct dchunk {
     const struct chunk_ref *ref;
-    uint8_t *buf;            /* its bytes: the records' payloads point here */
-    struct gmt_rec *recs;
-    size_t n, cap;
+    uint8_t *buf;            /* the chunk's bytes: payloads point here */
+    uint64_t *w;             /* its records, packed */
+    size_t nw, cap;          /* words in use, allocated */
+    size_t n;                /* records */
     bool read_failed;        /* pread failed */
     bool no_memory;          /* its records did not fit in memory */
     /* where decoding stopped short (damaged): the record's offset, the
-     * sequence number its header gives (when that much is readable), and
-     * what a peek at it and decoding it say */
+     * chunk's end, the sequence number the record's header gives (when
+     * that much is readable: peek_failed otherwise), what decoding it
+     * says */
     bool damaged, peek_failed;
     size_t fail_pos, end;
     uint64_t fail_seq;
     const char *decode_what;
-    struct ahead_chunk *next; /* on the free list */
+    /* reader_ahead.c's, under its lock */
+    bool ready;              /* decoded */
+    struct dchunk *next;     /* on the free list */
 };
 
 struct cursor {
     struct chunk_ref *chunks; /* this thread's chunks, in ordinal order */
     size_t nchunks, next;     /* next: the chunk to load next */
-    uint8_t *buf;
-    size_t pos, end;
     uint64_t chunk_index;     /* for messages */
-    uint64_t seq, time, addr, addr2, stream;
-    uint32_t device;
-    bool loaded;              /* else: keyed by chunks[next].first_seq */
     uint32_t thread;
-    /* the loaded chunk, when it was decoded ahead: its records from i on
-     * (pc_done: its damage was said, nothing more in it) */
-    struct ahead_chunk *pc;
-    size_t i;
-    bool pc_done;
+    bool loaded;              /* else: keyed by chunks[next].first_seq */
+    /* the loaded chunk's records: the next at p, `left` of them in dc
+     * (done: its damage was said, nothing more in it) */
+    struct dchunk *dc;
+    const uint64_t *p;
+    size_t left;
+    bool done;
+    bool ahead;               /* dc was decoded ahead: give it back */
+    uint64_t device, stream;  /* the registers, as the records change them */
+    /* reading alone: the chunk's bytes and where decoding is in them,
+     * its records a batch at a time into own */
+    struct dstate raw;
+    struct dchunk own;
 };
 
 /* Heap entries carry their key, so ordering never chases a pointer. */
@@ -72,7 +116,6 @@ struct gmt_reader {
     size_t ncur;
     struct hent *heap;
     size_t nheap;
-    uint8_t *scratch;
     char err[512];
     bool failed;
     /* salvage: what a damaged or cut trace lost (gmt_reader_damage) */
@@ -82,13 +125,18 @@ struct gmt_reader {
     uint64_t tail_bytes;     /* a partial chunk at the end of the file */
     char first_damage[160];  /* where the first damage was */
     struct ahead *ahead;     /* NULL: every chunk decoded as it is reached */
+    /* what the merge is done with, let go on the next call (the record
+     * last returned may point into it): a chunk decoded ahead, and the
+     * buffers of a cursor at the end of its thread's stream */
+    struct dchunk *retired;
+    struct cursor *retired_own;
 };
 
-/* reader.c: the record at c's position decoded into *rec and c moved past
- * it; NULL, or what is wrong with it (c not moved). Touches only c. */
-const char *gmt_reader_decode(struct cursor *c, struct gmt_rec *rec);
-/* The sequence number of the record at c's position; false: unreadable. */
-bool gmt_reader_peek(const struct cursor *c, uint64_t *seq);
+/* reader.c: decode the records of s's chunk into d (d->n, d->nw from 0),
+ * up to max records, the chunk's end, or a malformed record (d->damaged
+ * and what reading there says). false: out of memory. Touches only s and
+ * d. */
+bool gmt_decode_records(struct dstate *s, struct dchunk *d, size_t max);
 bool gmt_reader_pread(int fd, void *buf, size_t len, uint64_t off);
 
 /* reader_ahead.c */
@@ -96,11 +144,13 @@ void gmt_ahead_start(struct gmt_reader *r);
 /* The chunk `ref` decoded ahead, or NULL: decode it here (read-ahead is
  * off, or the chunks were not asked for in the order foreseen - from then
  * on it is off). */
-struct ahead_chunk *gmt_ahead_take(struct gmt_reader *r, const struct chunk_ref *ref);
-void gmt_ahead_give_back(struct gmt_reader *r, struct ahead_chunk *pc);
+struct dchunk *gmt_ahead_take(struct gmt_reader *r, const struct chunk_ref *ref);
+void gmt_ahead_give_back(struct gmt_reader *r, struct dchunk *dc);
 void gmt_ahead_stop(struct gmt_reader *r);
 /* Chunks handed to the merge decoded ahead so far (the unit test's);
  * fewer than the trace's once read-ahead stopped. */
 size_t gmt_ahead_taken(const struct gmt_reader *r);
+/* Threads decoding ahead (0: none). */
+int gmt_ahead_threads(const struct gmt_reader *r);
 
 #endif /* GMT_READER_INTERNAL_H */
