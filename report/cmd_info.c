@@ -158,8 +158,10 @@ static uint64_t duration(const struct gmt_reader *r, const struct info *in)
     return end > h->start_monotonic_ns ? end - h->start_monotonic_ns : 0;
 }
 
-static void text(const char *path, const struct gmt_reader *r,
-                 const struct info *in)
+/* The text's first lines: the file, its format, the process and its rank,
+ * when it ran, and whether the trace was closed and complete. */
+static void text_header(const char *path, const struct gmt_reader *r,
+                        const struct info *in)
 {
     const struct gmt_file_header *h = gmt_reader_header(r);
     const struct gmt_defs *d = &in->defs_tab;
@@ -200,19 +202,12 @@ static void text(const char *path, const struct gmt_reader *r,
     char lost[512];
     if (gmt_lost(h, lost, sizeof lost))
         printf("lost:       INCOMPLETE - %s\n", lost);
-    for (size_t i = 0; i < d->ndevices; i++) {
-        const struct gmt_device_def *dv = &d->devices[i];
-        printf("device %u:   %s, %s, sm_%u%u, PCI %04x:%02x:%02x\n", dv->ordinal,
-               dv->name, gmt_fmt_bytes(b1, dv->total_mem, false), dv->cc_major,
-               dv->cc_minor, dv->pci_domain, dv->pci_bus, dv->pci_device);
-    }
-    printf("threads:    %zu\n", d->nthreads);
-    printf("records:    %" PRIu64 " (%" PRIu64 " events, %" PRIu64
-           " definitions: %zu stacks, %zu modules, %zu Python code objects)\n",
-           in->records, in->events, in->defs, d->nstacks, d->nmodules,
-           d->npycodes);
-    for (size_t i = 0; i < d->nnotes_kept; i++)
-        printf("note:       %s\n", d->notes[i]);
+}
+
+/* The text's counts: events by kind, the pool's and PyTorch's records,
+ * calls by entry point, failed calls. */
+static void text_counts(const struct gmt_file_header *h, const struct info *in)
+{
     printf("\nevents by kind:\n");
     for (unsigned k = 1; k <= GMT_K_CORE_MAX; k++)
         if (in->by_kind[k])
@@ -254,8 +249,32 @@ static void text(const char *path, const struct gmt_reader *r,
         printf("\nfailed calls: %" PRIu64 "\n", in->failed_calls);
 }
 
-static void json(const char *path, const struct gmt_reader *r,
+static void text(const char *path, const struct gmt_reader *r,
                  const struct info *in)
+{
+    const struct gmt_defs *d = &in->defs_tab;
+    char b1[32];
+    text_header(path, r, in);
+    for (size_t i = 0; i < d->ndevices; i++) {
+        const struct gmt_device_def *dv = &d->devices[i];
+        printf("device %u:   %s, %s, sm_%u%u, PCI %04x:%02x:%02x\n", dv->ordinal,
+               dv->name, gmt_fmt_bytes(b1, dv->total_mem, false), dv->cc_major,
+               dv->cc_minor, dv->pci_domain, dv->pci_bus, dv->pci_device);
+    }
+    printf("threads:    %zu\n", d->nthreads);
+    printf("records:    %" PRIu64 " (%" PRIu64 " events, %" PRIu64
+           " definitions: %zu stacks, %zu modules, %zu Python code objects)\n",
+           in->records, in->events, in->defs, d->nstacks, d->nmodules,
+           d->npycodes);
+    for (size_t i = 0; i < d->nnotes_kept; i++)
+        printf("note:       %s\n", d->notes[i]);
+    text_counts(gmt_reader_header(r), in);
+}
+
+/* The JSON object's header fields: the file, the process and its rank,
+ * when it ran, whether it was closed, what was lost, the command. */
+static void json_header(const char *path, const struct gmt_reader *r,
+                        const struct info *in)
 {
     const struct gmt_file_header *h = gmt_reader_header(r);
     const struct gmt_defs *d = &in->defs_tab;
@@ -291,24 +310,26 @@ static void json(const char *path, const struct gmt_reader *r,
         printf(",\"host\":");
         gmt_json_str(stdout, d->process.host);
     }
-    printf(",\"devices\":[");
-    for (size_t i = 0; i < d->ndevices; i++) {
-        const struct gmt_device_def *dv = &d->devices[i];
-        printf("%s{\"ordinal\":%u,\"name\":", i ? "," : "", dv->ordinal);
-        gmt_json_str(stdout, dv->name);
-        printf(",\"total_bytes\":%" PRIu64 "}", dv->total_mem);
+}
+
+/* The members of an object by entry point: v[a] for each entry point a
+ * that was called. */
+static void json_by_api(const struct info *in, const uint64_t *v)
+{
+    bool first = true;
+    for (unsigned a = 1; a < NAPI; a++) {
+        if (!in->by_api[a])
+            continue;
+        printf("%s\"%s%s\":%" PRIu64, first ? "" : ",", gmt_api_name(a),
+               (a & GMT_API_PTDS) ? "_ptds" : "", v[a]);
+        first = false;
     }
-    printf("],\"threads\":%zu,\"records\":%" PRIu64 ",\"events\":%" PRIu64
-           ",\"definitions\":%" PRIu64 ",\"stacks\":%zu,\"modules\":%zu"
-           ",\"python_code_objects\":%zu",
-           d->nthreads, in->records, in->events, in->defs, d->nstacks,
-           d->nmodules, d->npycodes);
-    printf(",\"notes\":[");
-    for (size_t i = 0; i < d->nnotes_kept; i++) {
-        printf("%s", i ? "," : "");
-        gmt_json_str(stdout, d->notes[i]);
-    }
-    printf("]");
+}
+
+/* The JSON counts: by kind, by entry point (calls and bytes), the pool's
+ * and PyTorch's records, failed calls; the object's end. */
+static void json_counts(const struct gmt_file_header *h, const struct info *in)
+{
     printf(",\"by_kind\":{");
     bool first = true;
     for (unsigned k = 1; k <= GMT_K_CORE_MAX; k++) {
@@ -321,23 +342,9 @@ static void json(const char *path, const struct gmt_reader *r,
     printf("%s\"oom\":%" PRIu64 ",\"alloc_failed\":%" PRIu64 "}", first ? "" : ",",
            in->oom, in->alloc_failed);
     printf(",\"by_api\":{");
-    first = true;
-    for (unsigned a = 1; a < NAPI; a++) {
-        if (!in->by_api[a])
-            continue;
-        printf("%s\"%s%s\":%" PRIu64, first ? "" : ",", gmt_api_name(a),
-               (a & GMT_API_PTDS) ? "_ptds" : "", in->by_api[a]);
-        first = false;
-    }
+    json_by_api(in, in->by_api);
     printf("},\"bytes_by_api\":{");
-    first = true;
-    for (unsigned a = 1; a < NAPI; a++) {
-        if (!in->by_api[a])
-            continue;
-        printf("%s\"%s%s\":%" PRIu64, first ? "" : ",", gmt_api_name(a),
-               (a & GMT_API_PTDS) ? "_ptds" : "", in->bytes_by_api[a]);
-        first = false;
-    }
+    json_by_api(in, in->bytes_by_api);
     printf("},\"pool\":{\"segments_allocated\":%" PRIu64 ",\"segments_freed\":%" PRIu64
            ",\"free_completed\":%" PRIu64 ",\"syncs\":%" PRIu64 ",\"fence_waits\":%" PRIu64
            ",\"samples\":%" PRIu64 ",\"oom_states\":%" PRIu64 "}",
@@ -357,6 +364,32 @@ static void json(const char *path, const struct gmt_reader *r,
     else
         printf(",\"framework\":null");
     printf(",\"failed_calls\":%" PRIu64 "}", in->failed_calls);
+}
+
+static void json(const char *path, const struct gmt_reader *r,
+                 const struct info *in)
+{
+    const struct gmt_defs *d = &in->defs_tab;
+    json_header(path, r, in);
+    printf(",\"devices\":[");
+    for (size_t i = 0; i < d->ndevices; i++) {
+        const struct gmt_device_def *dv = &d->devices[i];
+        printf("%s{\"ordinal\":%u,\"name\":", i ? "," : "", dv->ordinal);
+        gmt_json_str(stdout, dv->name);
+        printf(",\"total_bytes\":%" PRIu64 "}", dv->total_mem);
+    }
+    printf("],\"threads\":%zu,\"records\":%" PRIu64 ",\"events\":%" PRIu64
+           ",\"definitions\":%" PRIu64 ",\"stacks\":%zu,\"modules\":%zu"
+           ",\"python_code_objects\":%zu",
+           d->nthreads, in->records, in->events, in->defs, d->nstacks,
+           d->nmodules, d->npycodes);
+    printf(",\"notes\":[");
+    for (size_t i = 0; i < d->nnotes_kept; i++) {
+        printf("%s", i ? "," : "");
+        gmt_json_str(stdout, d->notes[i]);
+    }
+    printf("]");
+    json_counts(gmt_reader_header(r), in);
 }
 
 int cmd_info(int argc, char **argv)
