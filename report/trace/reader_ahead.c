@@ -14,11 +14,11 @@
  * that was not foreseen (a damaged trace whose sequence numbers go back),
  * read-ahead stops and it decodes the rest itself.
  *
- * Threads: one per CPU this process may run on (the merge waits while
- * they decode, and replaying the records is the merge's), up to
- * AHEAD_MAX_THREADS; GPUMEMREPORT_READ_AHEAD=N asks for N, =0 turns
- * read-ahead off. Memory: a slot per thread of the trace being read,
- * plus one per decoding thread, plus AHEAD - none of it the trace's
+ * Threads: one per CPU this process may run on but one, the merge's (at
+ * least one, up to AHEAD_MAX_THREADS); the merge decodes too while it
+ * waits for a chunk. GPUMEMREPORT_READ_AHEAD=N asks for N threads, =0
+ * turns read-ahead off. Memory: a slot per thread of the trace being
+ * read, plus one per decoding thread, plus AHEAD - none of it the trace's
  * length. Traces of fewer than AHEAD_MIN_CHUNKS chunks are read alone.
  */
 #include <pthread.h>
@@ -79,28 +79,34 @@ static void decode_chunk(const struct gmt_reader *r, struct dchunk *d)
     gmt_decode_records(&s, d, SIZE_MAX);
 }
 
+/* With a's lock held and a slot spare: claim the next chunk in order,
+ * decode it (unlocked), mark it ready. */
+static void decode_next(const struct gmt_reader *r, struct ahead *a)
+{
+    struct dchunk *d = a->spare;
+    a->spare = d->next;
+    size_t i = a->claimed++;
+    d->ref = a->order[i];
+    d->ready = false;
+    a->ring[i % a->nslots] = d;
+    pthread_mutex_unlock(&a->mu);
+    decode_chunk(r, d);
+    pthread_mutex_lock(&a->mu);
+    d->ready = true;
+    if (i == a->taken)
+        pthread_cond_signal(&a->ready); /* the merge may wait for it */
+}
+
 static void *run(void *arg)
 {
     struct gmt_reader *r = arg;
     struct ahead *a = r->ahead;
     pthread_mutex_lock(&a->mu);
     while (!a->stop && a->claimed < a->norder) {
-        if (a->spare == NULL) {
+        if (a->spare == NULL)
             pthread_cond_wait(&a->work, &a->mu);
-            continue;
-        }
-        struct dchunk *d = a->spare;
-        a->spare = d->next;
-        size_t i = a->claimed++;
-        d->ref = a->order[i];
-        d->ready = false;
-        a->ring[i % a->nslots] = d;
-        pthread_mutex_unlock(&a->mu);
-        decode_chunk(r, d);
-        pthread_mutex_lock(&a->mu);
-        d->ready = true;
-        if (i == a->taken)
-            pthread_cond_signal(&a->ready); /* the merge may wait for it */
+        else
+            decode_next(r, a);
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
@@ -120,7 +126,9 @@ static void ahead_free(struct ahead *a)
 }
 
 /* How many decoding threads: GPUMEMREPORT_READ_AHEAD, else one per CPU
- * this process may run on; 0: none. */
+ * this process may run on but one, the merge's (at least one); 0: none.
+ * A decoder more than that would take the merge's CPU from it at times,
+ * and the merge, which replays the records too, is the slower. */
 static int threads_wanted(void)
 {
     const char *env = getenv("GPUMEMREPORT_READ_AHEAD");
@@ -131,7 +139,7 @@ static int threads_wanted(void)
             return n < AHEAD_MAX_THREADS ? (int)n : AHEAD_MAX_THREADS;
     }
     cpu_set_t set;
-    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) - 1 : 1;
     return n < 1 ? 1 : n < AHEAD_MAX_THREADS ? n : AHEAD_MAX_THREADS;
 }
 
@@ -217,8 +225,16 @@ struct dchunk *gmt_ahead_take(struct gmt_reader *r, const struct chunk_ref *ref)
     struct dchunk *d = NULL;
     if (!a->stop && a->taken < a->norder && a->order[a->taken] == ref) {
         size_t i = a->taken;
-        while (a->claimed <= i || !a->ring[i % a->nslots]->ready)
-            pthread_cond_wait(&a->ready, &a->mu);
+        /* waiting, the merge decodes too: the next chunk no decoder took
+         * (this one, or one after it), so that a thread per CPU but the
+         * merge's keeps every CPU busy whether or not the merge has
+         * records to work on */
+        while (a->claimed <= i || !a->ring[i % a->nslots]->ready) {
+            if (a->spare && a->claimed < a->norder)
+                decode_next(r, a);
+            else
+                pthread_cond_wait(&a->ready, &a->mu);
+        }
         d = a->ring[i % a->nslots];
         a->taken++;
     } else {
