@@ -78,7 +78,9 @@ struct blk {
     uint64_t addr, size, stream, serial;
     struct blk *prev, *next;  /* neighbours in the segment; a spare: the next spare */
     struct blk *c[2];         /* treap children, before and after (blocks or unmapped set) */
+    struct blk *up;           /* treap parent; NULL at the root */
     uint32_t prio;
+    bool in_tree;             /* in its pool's blocks or unmapped set */
     bool allocated, mapped;
     struct pool *pool;
     struct eseg *es;
@@ -86,7 +88,11 @@ struct blk {
 };
 
 /* A treap ordered by (stream, size, address) or (stream, address): with
- * size_mask 0, a block's size is not looked at. */
+ * size_mask 0, a block's size is not looked at. Nodes know their parent,
+ * so a block leaves the set, and the set is walked, without a search:
+ * a request takes a block out and puts its rest in, a free takes its
+ * free neighbours out and puts the whole in, and searches were most of
+ * the model's time. */
 struct tree {
     struct blk *root;
     uint64_t size_mask;
@@ -152,31 +158,37 @@ static inline bool before(const struct tree *t, const struct blk *b, const struc
     return (unsigned)hl + ((unsigned)he & (unsigned)ll); /* '|' became a branch */
 }
 
-/* split n into nodes < k (*l) and >= k (*r) */
-static void tsplit(const struct tree *t, struct blk *n, const struct key *k, struct blk **l,
-                   struct blk **r)
+/* split n into nodes < k and >= k, the before- and after-children of b */
+static void tsplit(const struct tree *t, struct blk *n, const struct key *k, struct blk *b)
 {
-    struct blk **hole[2] = {l, r};
+    struct blk **hole[2] = {&b->c[0], &b->c[1]}, *owner[2] = {b, b};
     while (n) { /* iterative: depth is bounded by the loop, not the stack */
-        int s = !before(t, n, k); /* 0: n and its before-side go to l */
+        int s = !before(t, n, k); /* 0: n and its before-side go before b */
         *hole[s] = n;
+        n->up = owner[s];
+        owner[s] = n;
         hole[s] = &n->c[!s];
         n = n->c[!s];
     }
     *hole[0] = *hole[1] = NULL;
 }
 
-static struct blk *tmerge(struct blk *a, struct blk *b)
+/* a's and b's nodes (all of a before all of b) as one subtree under up */
+static struct blk *tmerge(struct blk *a, struct blk *b, struct blk *up)
 {
     struct blk *root = NULL, **at = &root, *ab[2] = {a, b};
     while (ab[0] && ab[1]) {
         int s = ab[0]->prio <= ab[1]->prio; /* 0: a's root on top, b merged into its after-side */
         struct blk *x = ab[s];
         *at = x;
+        x->up = up;
+        up = x;
         at = &x->c[!s];
         ab[s] = x->c[!s];
     }
     *at = ab[0] ? ab[0] : ab[1];
+    if (*at)
+        (*at)->up = up;
     return root;
 }
 
@@ -185,26 +197,28 @@ static struct blk *tmerge(struct blk *a, struct blk *b)
 static void tinsert(struct tree *t, struct blk *b)
 {
     struct key k = key_of(t, b);
-    struct blk **at = &t->root;
-    while (*at && (*at)->prio > b->prio)
+    struct blk **at = &t->root, *up = NULL;
+    while (*at && (*at)->prio > b->prio) {
+        up = *at;
         at = &(*at)->c[before(t, *at, &k)];
-    tsplit(t, *at, &k, &b->c[0], &b->c[1]);
+    }
+    tsplit(t, *at, &k, b);
     *at = b;
+    b->up = up;
+    b->in_tree = true;
     t->n++;
 }
 
-/* Down the key's path to b, and its two subtrees merged in its place. */
+/* b's two subtrees merged in its place. */
 static void terase(struct tree *t, struct blk *b)
 {
-    struct key k = key_of(t, b);
-    struct blk **at = &t->root;
-    while (*at && *at != b)
-        at = &(*at)->c[before(t, *at, &k)];
-    if (*at) {
-        *at = tmerge(b->c[0], b->c[1]);
-        t->n--;
-    }
-    b->c[0] = b->c[1] = NULL;
+    if (!b->in_tree)
+        return;
+    struct blk **at = b->up ? &b->up->c[b->up->c[1] == b] : &t->root;
+    *at = tmerge(b->c[0], b->c[1], b->up);
+    b->c[0] = b->c[1] = b->up = NULL;
+    b->in_tree = false;
+    t->n--;
 }
 
 /* smallest node >= k */
@@ -219,11 +233,18 @@ static struct blk *tlower(const struct tree *t, const struct key *k)
     return best;
 }
 
-static struct blk *tnext(const struct tree *t, const struct blk *b)
+/* the node after b (in the set) */
+static struct blk *tnext(const struct blk *b)
 {
-    struct key k = key_of(t, b);
-    k.serial++;
-    return tlower(t, &k);
+    if (b->c[1]) {
+        b = b->c[1];
+        while (b->c[0])
+            b = b->c[0];
+        return (struct blk *)b;
+    }
+    while (b->up && b->up->c[1] == b)
+        b = b->up;
+    return b->up;
 }
 
 /* largest node < k */
@@ -382,10 +403,10 @@ static struct blk *get_free_block(struct pt *m, struct pool *p, uint64_t stream,
     if (b == NULL || b->stream != stream)
         return NULL;
     if (b->es) { /* best fit counts the unmapped space after a block */
-        struct blk *n = tnext(&p->blocks, b);
+        struct blk *n = tnext(b);
         while (b->es && n && n->stream == stream && expandable_size(n) < expandable_size(b)) {
             b = n;
-            n = tnext(&p->blocks, b);
+            n = tnext(b);
         }
     }
     uint64_t mss = m->conf.max_split_size;
@@ -417,7 +438,7 @@ static void garbage_collect(struct pt *m)
     struct pool *p = &m->large;
     double total_age = 0;
     int64_t count = 0;
-    for (struct blk *b = tfirst(&p->blocks); b; b = tnext(&p->blocks, b)) {
+    for (struct blk *b = tfirst(&p->blocks); b; b = tnext(b)) {
         if (!is_split(b) && !b->es) {
             total_age += (double)(p->get_free_calls - b->gc_base);
             count++;
@@ -429,7 +450,7 @@ static void garbage_collect(struct pt *m)
         freed = false;
         struct blk *b = tfirst(&p->blocks);
         while (b) {
-            struct blk *n = tnext(&p->blocks, b);
+            struct blk *n = tnext(b);
             double age = (double)(p->get_free_calls - b->gc_base);
             if (!is_split(b) && !b->es && age >= threshold_age) {
                 freed = true;
@@ -467,7 +488,7 @@ static struct blk *find_expandable(struct pt *m, struct pool *p, uint64_t stream
 {
     struct key k = {stream, 0, 0, 0};
     for (struct blk *u = tlower(&p->unmapped, &k); u && u->stream == stream;
-         u = tnext(&p->unmapped, u)) {
+         u = tnext(u)) {
         struct blk *c = u;
         if (allocatable(c->prev))
             c = c->prev;
@@ -629,7 +650,7 @@ static void release_blocks(struct pt *m, struct pool *p)
     size_t n = 0, cap = 0;
     struct blk *b = tfirst(&p->blocks);
     while (b) {
-        struct blk *next = tnext(&p->blocks, b);
+        struct blk *next = tnext(b);
         if (b->es) {
             if (n == cap) {
                 size_t nc = cap ? cap * 2 : 16;
@@ -731,7 +752,7 @@ static void free_figures(const struct pt *m, uint64_t *free_bytes, uint64_t *lar
     *largest = 0;
     const struct pool *ps[2] = {&m->small, &m->large};
     for (int i = 0; i < 2; i++)
-        for (struct blk *b = tfirst(&ps[i]->blocks); b; b = tnext(&ps[i]->blocks, b))
+        for (struct blk *b = tfirst(&ps[i]->blocks); b; b = tnext(b))
             if (b->size > *largest)
                 *largest = b->size;
 }
