@@ -92,7 +92,7 @@ static bool before(const struct hent *a, const struct hent *b)
     return a->c->thread < b->c->thread; /* only in corrupt files: stay stable */
 }
 
-static void sift_down(struct gmt_reader *r, size_t i)
+static inline void sift_down(struct gmt_reader *r, size_t i)
 {
     size_t n = r->nheap;
     struct hent *h = r->heap;
@@ -775,14 +775,19 @@ static __attribute__((noinline)) int next_merged(struct gmt_reader *r, struct gm
 
 int gmt_reader_next(struct gmt_reader *r, struct gmt_rec *rec)
 {
-    /* The one thread left (a one-thread trace: all of it), amid a chunk:
-     * its next record is the trace's, and more follow it in the chunk -
-     * nothing to merge, load, let go or say. (left > 0 only while the
-     * cursor's chunk is loaded.) */
+    /* The top cursor amid its chunk, more records after this one in it:
+     * the record is the trace's next, and the cursor is keyed by the one
+     * after it - nothing to load, let go or say. A one-thread trace (or
+     * what is left once one thread remains) has nothing to key either.
+     * (left > 0 only while the cursor's chunk is loaded.) */
     struct cursor *c = r->heap[0].c;
-    if (r->nheap == 1 && c->left > 1 && !r->retired && !r->retired_own && !r->failed) {
+    if (r->nheap > 0 && c->left > 1 && !r->retired && !r->retired_own && !r->failed) {
         unpack(c, rec);
         c->left--;
+        if (r->nheap > 1) {
+            r->heap[0].key = c->p[1];
+            sift_down(r, 0);
+        }
         return 1;
     }
     return next_merged(r, rec);
