@@ -19,7 +19,8 @@
  * waits for a chunk. GPUMEMREPORT_READ_AHEAD=N asks for N threads, =0
  * turns read-ahead off. Memory: a slot per thread of the trace being
  * read, plus one per decoding thread, plus AHEAD - none of it the trace's
- * length. Traces of fewer than AHEAD_MIN_CHUNKS chunks are read alone.
+ * length, AHEAD_BYTES of chunks at most. Traces of fewer than
+ * AHEAD_MIN_CHUNKS chunks are read alone.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -35,6 +36,10 @@
 /* a trace of fewer chunks reads alone: starting a thread costs more than
  * decoding them (a fuzzer's small traces, loaded thousands of times) */
 #define AHEAD_MIN_CHUNKS 16
+/* nor do the slots' chunk bytes exceed this (their records take up to 8
+ * bytes per byte, about 3 in practice): a trace of 16 MiB chunks, the
+ * format's largest, reads alone */
+#define AHEAD_BYTES (64u << 20)
 
 struct ahead {
     pthread_t *threads;
@@ -173,7 +178,8 @@ static struct ahead *ahead_new(const struct gmt_reader *r, int nthreads)
 void gmt_ahead_start(struct gmt_reader *r)
 {
     int want = threads_wanted();
-    if (r->nrefs < AHEAD_MIN_CHUNKS || r->ncur > AHEAD_THREADS || want == 0)
+    if (r->nrefs < AHEAD_MIN_CHUNKS || r->ncur > AHEAD_THREADS || want == 0 ||
+        (r->ncur + (size_t)want + AHEAD) * r->cs > AHEAD_BYTES)
         return;
     struct ahead *a = ahead_new(r, want);
     if (a == NULL)
