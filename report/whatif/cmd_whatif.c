@@ -4,13 +4,15 @@
  * The stream is what the program asked for (whatif_feed.c says which
  * allocations are the requests and which are held outside the models).
  *
- * The models run during the one replay pass (an observer of the replay), one
- * instance per policy and device; a policy that runs out of memory stops
- * there, as the real program would have, and its figures are those up to
- * that request. Memory: one entry per live request, and the models'
- * blocks.
+ * One replay pass feeds every policy's models (an observer of the
+ * replay), one instance per policy and device, on threads of their own
+ * where the machine has CPUs to spare; a policy that runs out of memory
+ * stops there, as the real program would have, and its figures are those
+ * up to that request. Memory: one entry per live request, and the
+ * models' blocks.
  */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,6 +230,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
     const struct replay *r = &l->r;
     if (w->owner != r) /* no event reached the models: an empty trace */
         wi_feed_reset(w);
+    wi_feed_flush(w);
     int ndev = 0;
     uint64_t peak_req = 0;
     for (int d = 0; d < WI_DEVICES; d++) {
@@ -402,6 +405,11 @@ int cmd_whatif(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         add_policy(&w, defaults[i]);
     w.policy_given = false; /* the first --policy replaces the defaults */
+    /* the models beside the replay, on the CPUs it leaves (the reader's
+     * read-ahead shares them) */
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    w.feed.workers = cpus - 1;
     struct gmt_command cmd = {
         .schema = "gpumemtrace.whatif/1",
         .args = {.options = opts, .option = option, .usage = usage},

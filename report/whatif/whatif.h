@@ -133,28 +133,36 @@ struct wi_oom { /* where a policy ran out of memory */
 struct wi_dev { /* one device's models, one per policy */
     void *m[WI_MAX_POLICIES];
     struct wi_oom oom[WI_MAX_POLICIES];
+    /* what the device holds outside the models as each model is told it
+     * (its wi_opts.outside): `outside` as of the request it is given */
+    uint64_t seen_outside[WI_MAX_POLICIES];
     uint64_t outside, requested, peak_requested, requests;
 };
 
 struct wi_req { /* a live allocation of the program */
     uint64_t addr, size;
+    uint32_t ref; /* a request's number among the live ones (whatif_lanes.h) */
     uint16_t dev;
     bool request; /* fed to the models; else held outside them */
-    uint8_t held; /* bit p: policy p holds ids[p] */
-    uint64_t ids[WI_MAX_POLICIES];
 };
 
-/* The feed: the caller fills pol, npol, limit and requests_from, zeroes
- * the rest, and passes it to wi_feed_event as its observer's ctx (or
- * calls it from its own event hook); a new trace restarts it. Its figures
- * (dev[], the counts) are those of the records fed so far. */
+/* The feed: the caller fills pol, npol, limit, requests_from and
+ * workers, zeroes the rest, and passes it to wi_feed_event as its
+ * observer's ctx (or calls it from its own event hook); a new trace
+ * restarts it. Its counts are those of the records fed so far, the
+ * models' figures (dev[]: m, oom) those of the requests wi_feed_flush
+ * has given them: the records become requests as they come, and the
+ * models get them a batch at a time (whatif_lanes.c), on threads of
+ * their own with workers. */
 struct replay;
 struct gmt_rec;
+struct wi_lanes;
 struct wi_feed {
     struct wi_policy pol[WI_MAX_POLICIES];
     int npol;
     uint64_t limit;    /* device memory (wi_opts.limit); 0: unlimited */
     int requests_from; /* WI_REQ_* */
+    int workers;       /* threads to run the models beside the feed; 0: none */
     /* the replay in progress */
     const struct replay *owner;
     uint64_t last_records;
@@ -165,9 +173,12 @@ struct wi_feed {
     uint64_t outside_n; /* device allocations held outside the models (no framework blocks) */
     int source;         /* this trace's: WI_REQ_RUNTIME, _DRIVER or _ALL (auto resolved) */
     bool failed;        /* out of host memory: the figures would be wrong */
+    struct wi_lanes *lanes; /* the requests on their way to the models */
 };
 /* One record of the replay, applied (an observer's event hook, replay.h). */
 void wi_feed_event(struct replay *r, const struct gmt_rec *rec, void *ctx);
+/* The requests fed so far given to the models. */
+void wi_feed_flush(struct wi_feed *w);
 /* Every model and live request let go; the policies stay. */
 void wi_feed_reset(struct wi_feed *w);
 /* Would the allocation rec - one that failed in the trace - have been

@@ -21,13 +21,15 @@
  * and are left out; sizes the replay skips (0, above 2^48) are skipped
  * here too.
  *
- * The models run during a replay pass (wi_feed_event from
- * an observer of the replay), one instance per policy and device; a policy
- * that runs out of memory stops there, as the real program would have,
- * and its figures are those up to that request. `whatif` feeds a whole
- * trace; `summary` feeds one up to an out-of-memory event and then asks
- * whether the failed request would have fit (wi_feed_try). Memory: one
- * entry per live request, and the models' blocks.
+ * The models follow a replay pass (wi_feed_event, an observer of the
+ * replay), one instance per policy and device: each record is looked at
+ * once, and the requests it makes go to every policy's models
+ * (whatif_lanes.c). A policy that runs out of memory stops there, as the
+ * real program would have, and its figures are those up to that request.
+ * `whatif` feeds a whole trace; `summary` feeds one up to an
+ * out-of-memory event and then asks whether the failed request would
+ * have fit (wi_feed_try). Memory: one entry per live request, a batch of
+ * requests, and the models' blocks.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@
 #include "addrmap.h"
 #include "replay.h"
 #include "whatif.h"
+#include "whatif_lanes.h"
 
 _Static_assert(WI_DEVICES == REPLAY_MAX_DEVICES, "one model set per device the replay knows");
 
@@ -112,11 +115,13 @@ static struct wi_dev *dev_of(struct wi_feed *w, unsigned d)
     d %= WI_DEVICES;
     if (w->dev[d])
         return w->dev[d];
+    if (w->lanes == NULL && (w->lanes = wi_lanes_new(w)) == NULL)
+        return NULL;
     struct wi_dev *dv = calloc(1, sizeof *dv);
     if (dv == NULL)
         return NULL;
     for (int p = 0; p < w->npol; p++) {
-        struct wi_opts o = {&w->pol[p].conf, w->limit, &dv->outside, &w->pol[p].gmt};
+        struct wi_opts o = {&w->pol[p].conf, w->limit, &dv->seen_outside[p], &w->pol[p].gmt};
         if ((dv->m[p] = w->pol[p].ops->init(&o)) == NULL) {
             for (int q = 0; q < p; q++)
                 w->pol[q].ops->fini(dv->m[q]);
@@ -131,9 +136,10 @@ static void let_go(struct wi_feed *w, struct wi_req *e)
 {
     struct wi_dev *dv = w->dev[e->dev];
     if (dv && e->request) {
-        for (int p = 0; p < w->npol; p++)
-            if (e->held & (1u << p))
-                w->pol[p].ops->free(dv->m[p], e->ids[p]);
+        struct wi_op op = {.kind = WI_OP_FREE, .dev = e->dev, .ref = e->ref,
+                           .outside = dv->outside};
+        wi_lanes_push(w->lanes, &op);
+        wi_lanes_unref(w->lanes, e->ref);
         dv->requested -= e->size;
     } else if (dv) {
         dv->outside -= e->size;
@@ -141,11 +147,19 @@ static void let_go(struct wi_feed *w, struct wi_req *e)
     req_remove(w, e);
 }
 
+void wi_feed_flush(struct wi_feed *w)
+{
+    if (w->lanes)
+        wi_lanes_flush(w->lanes);
+}
+
 void wi_feed_reset(struct wi_feed *w)
 {
     for (size_t i = 0; i < w->cap; i++)
         if (w->slot[i].addr)
             let_go(w, &w->slot[i]), i--; /* the slot may hold a moved entry now */
+    wi_lanes_free(w->lanes); /* the models run every request first */
+    w->lanes = NULL;
     for (int d = 0; d < WI_DEVICES; d++) {
         if (w->dev[d] == NULL)
             continue;
@@ -174,6 +188,31 @@ static bool is_request(const struct wi_feed *w, const struct replay *r,
                        (w->source == WI_REQ_RUNTIME) == runtime_device_alloc(rec->api);
 }
 
+/* A request, counted, numbered and queued for the models. */
+static void request(struct wi_feed *w, struct wi_dev *dv, struct wi_req *e,
+                    const struct gmt_rec *rec)
+{
+    /* a request without a stream (cudaMalloc): the legacy stream's pools,
+     * not the trace's stream register (resnet50 inference's cache-off
+     * trace had a third of its requests on a cuMemset's stream, and the
+     * pytorch model held 1.89x the real peak) */
+    struct wi_op op = {.kind = WI_OP_ALLOC, .dev = e->dev, .stack = rec->stack,
+                       .size = rec->size, .stream = gmt_alloc_stream(rec), .seq = rec->seq,
+                       .time = rec->time, .outside = dv->outside};
+    if (!wi_lanes_ref(w->lanes, &op.ref)) {
+        w->failed = true;
+        req_remove(w, e);
+        return;
+    }
+    wi_lanes_push(w->lanes, &op);
+    e->ref = op.ref;
+    w->requests++;
+    dv->requests++;
+    dv->requested += rec->size;
+    if (dv->requested > dv->peak_requested)
+        dv->peak_requested = dv->requested;
+}
+
 static void on_alloc(struct wi_feed *w, const struct replay *r, const struct gmt_rec *rec)
 {
     if (rec->result != 0 || gmt_is_fw_backing(rec) || rec->addr == 0 || rec->size == 0 ||
@@ -191,30 +230,11 @@ static void on_alloc(struct wi_feed *w, const struct replay *r, const struct gmt
     e->size = rec->size;
     e->dev = (uint16_t)(rec->device % WI_DEVICES);
     e->request = is_request(w, r, rec);
-    if (!e->request) {
+    if (e->request) {
+        request(w, dv, e, rec);
+    } else {
         dv->outside += rec->size;
         w->outside_n += !r->fw;
-        return;
-    }
-    /* a request without a stream (cudaMalloc): the legacy stream's pools,
-     * not the trace's stream register (resnet50 inference's cache-off
-     * trace had a third of its requests on a cuMemset's stream, and the
-     * pytorch model held 1.89x the real peak) */
-    uint64_t stream = gmt_alloc_stream(rec);
-    w->requests++;
-    dv->requests++;
-    dv->requested += rec->size;
-    if (dv->requested > dv->peak_requested)
-        dv->peak_requested = dv->requested;
-    for (int p = 0; p < w->npol; p++) {
-        if (dv->oom[p].hit)
-            continue;
-        if (w->pol[p].ops->alloc(dv->m[p], rec->size, stream, &e->ids[p]) == 0) {
-            e->held |= (uint8_t)(1u << p);
-        } else {
-            dv->oom[p] = (struct wi_oom){true, rec->seq, rec->time, rec->size, stream,
-                                         rec->stack};
-        }
     }
 }
 
@@ -267,11 +287,13 @@ int wi_feed_try(struct wi_feed *w, const struct replay *r, const struct gmt_rec 
         w->failed = true;
         return 0;
     }
+    wi_feed_flush(w);
     uint64_t stream = gmt_alloc_stream(rec);
     for (int p = 0; p < w->npol; p++) {
         struct wi_try *t = &out[p];
         uint64_t id = 0;
         *t = (struct wi_try){.policy = w->pol[p].label};
+        dv->seen_outside[p] = dv->outside;
         if (dv->oom[p].hit) { /* ran out before: never reached this request */
             t->earlier = true;
             t->earlier_time = dv->oom[p].time;

@@ -2,8 +2,10 @@
  * (report/whatif*.c) on hand-written streams whose answers are worked
  * out below from PyTorch's rules (see the top of whatif_pytorch.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "replay.h"
 #include "whatif/whatif.h"
 #include "check.h"
 
@@ -615,6 +617,124 @@ static void test_async(void)
     wi_async.fini(m);
 }
 
+/* ---- the feed ------------------------------------------------------------------ */
+
+/* What a feed left: per device and policy the model's figures and where
+ * it ran out of memory, and the answers for a failed request at the end. */
+struct fed {
+    struct wi_stats st[2][WI_MAX_POLICIES];
+    struct wi_oom oom[2][WI_MAX_POLICIES];
+    uint64_t requests, frees, outside_n;
+    struct wi_try tries[WI_MAX_POLICIES];
+    int ntries;
+};
+
+/* A pseudo-random run on two devices of 4 GiB: requests of 512 B to 512
+ * MiB on three streams and the legacy one, frees, and driver allocations
+ * held outside the models (cuMemAlloc beside the runtime's), through
+ * six policies, models on `workers` threads. */
+static void feed_run(int workers, struct fed *out)
+{
+    static const char *const pols[] = {"ideal", "pytorch", "pytorch:expandable_segments:True",
+                                       "gmt-pool", "cuda-async",
+                                       "pytorch:garbage_collection_threshold:0.5"};
+    static struct wi_feed w;
+    memset(&w, 0, sizeof w);
+    char why[160];
+    for (size_t i = 0; i < sizeof pols / sizeof *pols; i++)
+        CHECK(wi_policy_parse(pols[i], &w.pol[w.npol++], why, sizeof why) == 0);
+    w.limit = 4 * 1024 * MiB;
+    w.requests_from = WI_REQ_RUNTIME;
+    w.workers = workers;
+    struct replay *r = calloc(1, sizeof *r);
+    enum { LIVE = 3000 };
+    static uint64_t live[2][LIVE];
+    size_t nlive[2] = {0, 0};
+    uint64_t rng = 0x9e3779b97f4a7c15ull, next_addr = 1ull << 32;
+    for (int i = 0; i < 200000; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        struct gmt_rec rec = {.seq = (uint64_t)i + 1, .time = (uint64_t)i * 1000,
+                              .device = (uint32_t)(rng >> 60) & 1, .stack = (uint32_t)i};
+        unsigned d = rec.device, pick = (unsigned)(rng % 100);
+        r->records++;
+        if (pick < 48 && nlive[d] < LIVE) {
+            rec.kind = GMT_K_ALLOC;
+            rec.api = pick < 4 ? GMT_API_CU_MEM_ALLOC
+                      : pick < 20 ? GMT_API_MALLOC : GMT_API_MALLOC_ASYNC;
+            rec.stream = 1 + (rng >> 8) % 3;
+            rec.size = 512ull << ((rng >> 16) % 20);
+            rec.size += (rng >> 24) % rec.size;
+            rec.addr = live[d][nlive[d]++] = next_addr;
+            next_addr += rec.size + 4096;
+        } else if (nlive[d] > 0) {
+            size_t k = (rng >> 32) % nlive[d];
+            rec.kind = GMT_K_FREE;
+            rec.api = GMT_API_FREE;
+            rec.addr = live[d][k];
+            live[d][k] = live[d][--nlive[d]];
+        }
+        wi_feed_event(r, &rec, &w);
+    }
+    wi_feed_flush(&w);
+    memset(out, 0, sizeof *out);
+    for (int d = 0; d < 2; d++) {
+        for (int p = 0; p < w.npol && w.dev[d]; p++) {
+            w.pol[p].ops->stats(w.dev[d]->m[p], &out->st[d][p]);
+            out->oom[d][p] = w.dev[d]->oom[p];
+        }
+    }
+    out->requests = w.requests;
+    out->frees = w.frees;
+    out->outside_n = w.outside_n;
+    struct gmt_rec big = {.kind = GMT_K_ALLOC, .api = GMT_API_MALLOC, .result = 2,
+                          .size = 3 * 1024 * MiB, .addr = 1, .seq = 200001};
+    r->records++;
+    out->ntries = wi_feed_try(&w, r, &big, out->tries);
+    wi_feed_reset(&w);
+    free(r);
+}
+
+static bool same_stats(const struct wi_stats *a, const struct wi_stats *b)
+{
+    return a->reserved == b->reserved && a->allocated == b->allocated &&
+           a->peak_reserved == b->peak_reserved && a->peak_free == b->peak_free &&
+           a->peak_largest_free == b->peak_largest_free &&
+           a->device_allocs == b->device_allocs && a->device_frees == b->device_frees &&
+           a->syncs == b->syncs && a->retries == b->retries && a->segments == b->segments &&
+           a->peak_segments == b->peak_segments;
+}
+
+/* The models run on threads of their own or on the feed's: every model
+ * gets its requests in the trace's order either way, so the figures are
+ * the same. The run makes some policies run out of memory. */
+static void test_feed_workers(void)
+{
+    static struct fed base, other;
+    feed_run(0, &base);
+    CHECK(base.requests > 50000 && base.frees > 40000 && base.outside_n > 1000);
+    bool some_oom = false;
+    for (int p = 0; p < 6; p++)
+        some_oom |= base.oom[0][p].hit || base.oom[1][p].hit;
+    CHECK(some_oom && !base.oom[0][0].hit); /* ideal fits where the others may not */
+    CHECK(base.ntries == 6);
+    for (int workers = 1; workers <= 3; workers += 2) {
+        feed_run(workers, &other);
+        CHECK(other.requests == base.requests && other.frees == base.frees &&
+              other.outside_n == base.outside_n && other.ntries == base.ntries);
+        for (int d = 0; d < 2; d++) {
+            for (int p = 0; p < 6; p++) {
+                CHECK(same_stats(&other.st[d][p], &base.st[d][p]));
+                CHECK(other.oom[d][p].hit == base.oom[d][p].hit &&
+                      other.oom[d][p].seq == base.oom[d][p].seq);
+            }
+        }
+        for (int p = 0; p < base.ntries; p++)
+            CHECK(other.tries[p].fits == base.tries[p].fits &&
+                  other.tries[p].earlier == base.tries[p].earlier &&
+                  other.tries[p].peak_reserved == base.tries[p].peak_reserved);
+    }
+}
+
 int main(void)
 {
     test_split();
@@ -629,5 +749,6 @@ int main(void)
     test_gmtpool_ordered();
     test_gmtpool_vmm();
     test_async();
+    test_feed_workers();
     return CHECK_DONE();
 }
