@@ -70,115 +70,162 @@ static int option(int opt, const char *arg, void *ctx)
     return 1;
 }
 
+/* The sites of a table as gmt_group gives them, the first `shown` of the
+ * n on rows of their own and the rest summed up, with the times and the
+ * total the table states. */
+struct peak_sites {
+    struct group_row *rows;
+    size_t n, shown;
+    int64_t rest, rest_count, rest_alloc;
+    double t;        /* the peak, seconds from the trace's start */
+    double at_t;     /* the instant asked for, the same way */
+    uint64_t total;  /* what the shares are of: what was live then */
+};
+
+/* The table as JSON: the trace, the peak, the instant asked for, the
+ * sites with their parts, the rest. */
+static void table_json(struct loaded *l, const struct gmt_common *c,
+                       const struct gmt_instant *in, const struct peak_sites *p)
+{
+    const struct replay *r = &l->r;
+    gmt_json_trace(l);
+    printf(",\"pid\":%u,\"peak_requested\":%" PRIu64 ",\"peak_at_ns\":%" PRIu64,
+           r->hdr.pid, r->peak_requested, (uint64_t)(p->t * 1e9));
+    if (in) {
+        printf(",\"at\":{\"instant\":\"%s\"",
+               in->at.what == GMT_AT_OOM ? "oom" : in->at.what == GMT_AT_MARK ? "mark"
+                                                                             : "time");
+        if (in->at.what == GMT_AT_MARK) {
+            printf(",\"mark\":");
+            gmt_json_str(stdout, in->at.mark);
+        }
+        if (in->at.what != GMT_AT_TIME)
+            printf(",\"n\":%" PRIu64, in->at.n);
+        printf(",\"at_ns\":%" PRIu64 ",\"requested\":%" PRId64, (uint64_t)(p->at_t * 1e9),
+               in->requested);
+        if (in->oom)
+            printf(",\"device\":%u,\"size\":%" PRIu64, in->oom->device, in->oom->size);
+        printf("}");
+    }
+    printf(",\"group\":\"%s\",\"sites\":[",
+           c->grain == GRAIN_FUNCTION ? "function"
+           : c->grain == GRAIN_LINE   ? "line" : "stack");
+    for (size_t i = 0; i < p->shown; i++) {
+        const struct group_row *row = &p->rows[i];
+        printf("%s{\"site\":", i ? "," : "");
+        gmt_json_str(stdout, row->label);
+        printf(",\"bytes\":%" PRId64 ",\"allocated\":%" PRId64
+               ",\"allocations\":%" PRId64, row->v[0], row->v[2], row->v[1]);
+        gmt_json_site_parts(l, c, gmt_pick_peak, row);
+        printf("}");
+    }
+    printf("],\"other_bytes\":%" PRId64 ",\"other_allocated\":%" PRId64
+           ",\"other_allocations\":%" PRId64 "}", p->rest, p->rest_alloc, p->rest_count);
+}
+
+/* The text's first line: the peak, or the instant asked for and what was
+ * live then. */
+static void text_title(struct loaded *l, const struct gmt_common *c,
+                       const struct gmt_instant *in, const struct peak_sites *p)
+{
+    const struct replay *r = &l->r;
+    char a[32], b[32];
+    if (in == NULL) {
+        printf("%s: peak %s requested at %.3f s (pid %u)\n", l->path,
+               gmt_size(c, a, (int64_t)r->peak_requested), p->t, r->hdr.pid);
+        return;
+    }
+    char what[300], e[32];
+    gmt_at_name(&in->at, what, sizeof what);
+    printf("%s: at %s", l->path, what);
+    if (in->oom)
+        printf(" (%s requested on device %u)", gmt_size(c, e, (int64_t)in->oom->size),
+               in->oom->device);
+    printf(": %s requested live at %.3f s (pid %u; the peak: %s at %.3f s)\n",
+           gmt_size(c, a, in->requested), p->at_t, r->hdr.pid,
+           gmt_size(c, b, (int64_t)r->peak_requested), p->t);
+}
+
+/* With --layers: the rows under a site, one per layer inside libraries
+ * that allocated for it, indented. */
+static void layer_rows(struct table *tb, struct loaded *l, const struct gmt_common *c,
+                       const char *site, bool rounded)
+{
+    struct group_row *lr = NULL;
+    size_t nl = gmt_group_layers(l, c, gmt_pick_peak, site, &lr);
+    for (size_t j = 0; j < nl; j++) {
+        char lb[32], la[32], lc[32], text[1024];
+        snprintf(lc, sizeof lc, "%" PRId64, lr[j].v[1]);
+        snprintf(text, sizeof text, "    %s", lr[j].label);
+        if (rounded)
+            table_row(tb, gmt_size(c, lb, lr[j].v[0]), gmt_size(c, la, lr[j].v[2]), "",
+                      lc, text);
+        else
+            table_row(tb, gmt_size(c, lb, lr[j].v[0]), "", lc, text);
+    }
+    free(lr);
+}
+
+/* The table as text: the title, the header's notes, a row per site shown
+ * (the allocated column where rounding made blocks bigger) and one for
+ * the rest. */
+static void table_text(struct loaded *l, const struct gmt_common *c, bool layers,
+                       const struct gmt_instant *in, const struct peak_sites *p)
+{
+    char b[32], al[32];
+    text_title(l, c, in, p);
+    gmt_header_notes(&l->r);
+    size_t nrows = p->shown + (p->rest ? 1 : 0);
+    bool rounded = p->rest != p->rest_alloc || gmt_group_differ(p->rows, p->shown, 0, 2);
+    struct table *tb = gmt_sites_table(rounded);
+    for (size_t i = 0; i < nrows; i++) {
+        int64_t v = i < p->shown ? p->rows[i].v[0] : p->rest;
+        int64_t k = i < p->shown ? p->rows[i].v[1] : p->rest_count;
+        int64_t va = i < p->shown ? p->rows[i].v[2] : p->rest_alloc;
+        char share[16], cnt[32];
+        snprintf(share, sizeof share, "%.1f%%",
+                 p->total ? 100.0 * (double)v / (double)p->total : 0);
+        snprintf(cnt, sizeof cnt, "%" PRId64, k);
+        char label[64];
+        snprintf(label, sizeof label, "(%zu more sites)", p->n - p->shown);
+        const char *site = i < p->shown ? p->rows[i].label : label;
+        if (rounded)
+            table_row(tb, gmt_size(c, b, v), gmt_size(c, al, va), share, cnt, site);
+        else
+            table_row(tb, gmt_size(c, b, v), share, cnt, site);
+        if (layers && i < p->shown)
+            layer_rows(tb, l, c, site, rounded);
+    }
+    table_print(tb, c->markdown);
+    table_free(tb);
+}
+
 /* The table of l's sites as gmt_pick_peak gives them: at the peak, or
  * at the instant `in` (l is then gmt_at_load's replay). */
 static void table(struct loaded *l, const struct gmt_common *c, bool layers,
                   const struct gmt_instant *in)
 {
     const struct replay *r = &l->r;
-    struct group_row *rows;
-    size_t n = gmt_group(l, c, gmt_pick_peak, &rows);
-    size_t shown = c->top && (size_t)c->top < n ? (size_t)c->top : n;
-    int64_t rest = 0, rest_count = 0, rest_alloc = 0;
-    for (size_t i = shown; i < n; i++) {
-        rest += rows[i].v[0];
-        rest_count += rows[i].v[1];
-        rest_alloc += rows[i].v[2];
+    struct peak_sites p = {0};
+    p.n = gmt_group(l, c, gmt_pick_peak, &p.rows);
+    p.shown = c->top && (size_t)c->top < p.n ? (size_t)c->top : p.n;
+    for (size_t i = p.shown; i < p.n; i++) {
+        p.rest += p.rows[i].v[0];
+        p.rest_count += p.rows[i].v[1];
+        p.rest_alloc += p.rows[i].v[2];
     }
-    double t = r->peak_requested_time > r->hdr.start_monotonic_ns
-                   ? (double)(r->peak_requested_time - r->hdr.start_monotonic_ns) / 1e9
-                   : 0;
-    double at_t = in && in->time > r->hdr.start_monotonic_ns
-                      ? (double)(in->time - r->hdr.start_monotonic_ns) / 1e9 : 0;
+    p.t = r->peak_requested_time > r->hdr.start_monotonic_ns
+              ? (double)(r->peak_requested_time - r->hdr.start_monotonic_ns) / 1e9
+              : 0;
+    p.at_t = in && in->time > r->hdr.start_monotonic_ns
+                 ? (double)(in->time - r->hdr.start_monotonic_ns) / 1e9 : 0;
     /* shares are of what was live then */
-    uint64_t total = in ? (uint64_t)(in->requested > 0 ? in->requested : 0) : r->peak_requested;
-    if (c->json) {
-        gmt_json_trace(l);
-        printf(",\"pid\":%u,\"peak_requested\":%" PRIu64 ",\"peak_at_ns\":%" PRIu64,
-               r->hdr.pid, r->peak_requested, (uint64_t)(t * 1e9));
-        if (in) {
-            printf(",\"at\":{\"instant\":\"%s\"",
-                   in->at.what == GMT_AT_OOM ? "oom" : in->at.what == GMT_AT_MARK ? "mark"
-                                                                                 : "time");
-            if (in->at.what == GMT_AT_MARK) {
-                printf(",\"mark\":");
-                gmt_json_str(stdout, in->at.mark);
-            }
-            if (in->at.what != GMT_AT_TIME)
-                printf(",\"n\":%" PRIu64, in->at.n);
-            printf(",\"at_ns\":%" PRIu64 ",\"requested\":%" PRId64, (uint64_t)(at_t * 1e9),
-                   in->requested);
-            if (in->oom)
-                printf(",\"device\":%u,\"size\":%" PRIu64, in->oom->device, in->oom->size);
-            printf("}");
-        }
-        printf(",\"group\":\"%s\",\"sites\":[",
-               c->grain == GRAIN_FUNCTION ? "function"
-               : c->grain == GRAIN_LINE   ? "line" : "stack");
-        for (size_t i = 0; i < shown; i++) {
-            printf("%s{\"site\":", i ? "," : "");
-            gmt_json_str(stdout, rows[i].label);
-            printf(",\"bytes\":%" PRId64 ",\"allocated\":%" PRId64
-                   ",\"allocations\":%" PRId64, rows[i].v[0], rows[i].v[2],
-                   rows[i].v[1]);
-            gmt_json_site_parts(l, c, gmt_pick_peak, &rows[i]);
-            printf("}");
-        }
-        printf("],\"other_bytes\":%" PRId64 ",\"other_allocated\":%" PRId64
-               ",\"other_allocations\":%" PRId64 "}", rest, rest_alloc, rest_count);
-    } else {
-        char a[32], b[32], al[32];
-        if (in == NULL) {
-            printf("%s: peak %s requested at %.3f s (pid %u)\n", l->path,
-                   gmt_size(c, a, (int64_t)r->peak_requested), t, r->hdr.pid);
-        } else {
-            char what[300], e[32];
-            gmt_at_name(&in->at, what, sizeof what);
-            printf("%s: at %s", l->path, what);
-            if (in->oom)
-                printf(" (%s requested on device %u)", gmt_size(c, e, (int64_t)in->oom->size),
-                       in->oom->device);
-            printf(": %s requested live at %.3f s (pid %u; the peak: %s at %.3f s)\n",
-                   gmt_size(c, a, in->requested), at_t, r->hdr.pid,
-                   gmt_size(c, b, (int64_t)r->peak_requested), t);
-        }
-        gmt_header_notes(r);
-        size_t nrows = shown + (rest ? 1 : 0);
-        bool rounded = rest != rest_alloc || gmt_group_differ(rows, shown, 0, 2);
-        struct table *tb = gmt_sites_table(rounded);
-        for (size_t i = 0; i < nrows; i++) {
-            int64_t v = i < shown ? rows[i].v[0] : rest;
-            int64_t k = i < shown ? rows[i].v[1] : rest_count;
-            int64_t va = i < shown ? rows[i].v[2] : rest_alloc;
-            char share[16], cnt[32];
-            snprintf(share, sizeof share, "%.1f%%",
-                     total ? 100.0 * (double)v / (double)total : 0);
-            snprintf(cnt, sizeof cnt, "%" PRId64, k);
-            char label[64];
-            snprintf(label, sizeof label, "(%zu more sites)", n - shown);
-            const char *site = i < shown ? rows[i].label : label;
-            if (rounded)
-                table_row(tb, gmt_size(c, b, v), gmt_size(c, al, va), share, cnt, site);
-            else
-                table_row(tb, gmt_size(c, b, v), share, cnt, site);
-            struct group_row *lr = NULL;
-            size_t nl = layers && i < shown ? gmt_group_layers(l, c, gmt_pick_peak, site, &lr) : 0;
-            for (size_t j = 0; j < nl; j++) {
-                char lb[32], la[32], lc[32], text[1024];
-                snprintf(lc, sizeof lc, "%" PRId64, lr[j].v[1]);
-                snprintf(text, sizeof text, "    %s", lr[j].label);
-                if (rounded)
-                    table_row(tb, gmt_size(c, lb, lr[j].v[0]), gmt_size(c, la, lr[j].v[2]), "",
-                              lc, text);
-                else
-                    table_row(tb, gmt_size(c, lb, lr[j].v[0]), "", lc, text);
-            }
-            free(lr);
-        }
-        table_print(tb, c->markdown);
-        table_free(tb);
-    }
-    free(rows);
+    p.total = in ? (uint64_t)(in->requested > 0 ? in->requested : 0) : r->peak_requested;
+    if (c->json)
+        table_json(l, c, in, &p);
+    else
+        table_text(l, c, layers, in, &p);
+    free(p.rows);
 }
 
 static void one(struct loaded *l, const struct gmt_common *c, void *ctx)

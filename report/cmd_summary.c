@@ -486,12 +486,13 @@ static void arena_hint(const struct gmt_defs *d, const struct group_row *top,
            gmt_size(c, a, top->v[0]), 100.0 * (double)top->v[0] / (double)total);
 }
 
-static void text(struct loaded *l, const struct gmt_common *c)
+/* The text's first lines: the trace, the process, its devices, how long
+ * it ran and what it did, the header's notes. */
+static void text_head(struct loaded *l, const struct gmt_common *c)
 {
     const struct replay *r = &l->r;
     const struct gmt_defs *d = &r->defs;
-    char a[32], b[32], e[32];
-    uint64_t nleak, hleak, leak = replay_leaked(r, &nleak, &hleak);
+    char a[32];
     printf("trace:     %s\n", l->path);
     printf("process:   pid %u", r->hdr.pid);
     if (d->process.present)
@@ -505,7 +506,13 @@ static void text(struct loaded *l, const struct gmt_common *c)
            r->pool && r->segments_taken ? ", gpumemtrace pool on" : "",
            r->cut ? ", CUT SHORT" : "");
     gmt_header_notes(r);
-    kinds_text(l, c);
+}
+
+/* The peaks of requested, allocated and reserved memory, and PyTorch's
+ * own figures where its allocator's events are in the trace. */
+static void text_peaks(const struct replay *r, const struct gmt_common *c)
+{
+    char a[32], b[32], e[32];
     printf("\npeak requested:  %-12s at %.3f s (what the program asked for)\n",
            gmt_size(c, a, (int64_t)r->peak_requested), at_s(r, r->peak_requested_time));
     printf("peak allocated:  %-12s (blocks behind the requests, rounded)\n",
@@ -518,6 +525,14 @@ static void text(struct loaded *l, const struct gmt_common *c)
                               : "the pool's segments");
     if (r->fw)
         fw_text(r, c);
+}
+
+/* The memory the peaks above do not show: held beyond the trace (the
+ * driver's figures), pinned host memory, virtual memory, the stream-ordered
+ * pools' own figures; and how many allocations were seen at the driver. */
+static void text_beyond(const struct replay *r, const struct gmt_common *c)
+{
+    char a[32], b[32];
     enum beyond_source src;
     int64_t beyond = replay_beyond(r, -1, &src);
     if (src == BEYOND_PROCESS)
@@ -555,6 +570,15 @@ static void text(struct loaded *l, const struct gmt_common *c)
         printf("driver level:    %" PRIu64 " of the allocations were seen "
                "at the CUDA driver (cuMem*), not the runtime\n",
                r->driver_allocs);
+}
+
+/* What was still allocated at exit, and the out-of-memory events: the
+ * first OOMX_FULL explained, the others counted. */
+static void text_leaks_ooms(struct loaded *l, const struct gmt_common *c)
+{
+    const struct replay *r = &l->r;
+    char a[32], b[32];
+    uint64_t nleak, hleak, leak = replay_leaked(r, &nleak, &hleak);
     printf("leaked at exit:  %-12s in %" PRIu64 " allocations%s%s\n",
            gmt_size(c, a, (int64_t)leak), nleak,
            hleak ? ", pinned host " : "", hleak ? gmt_size(c, b, (int64_t)hleak) : "");
@@ -564,6 +588,14 @@ static void text(struct loaded *l, const struct gmt_common *c)
     if (r->ooms_total > OOMX_FULL)
         printf("  and %" PRIu64 " more (peak --at oom:N shows what was live at the "
                "Nth)\n", r->ooms_total - OOMX_FULL);
+}
+
+/* The sites holding the most at the peak (--top of them), and the hint
+ * when the first is one allocation as big as a framework's arena. */
+static void text_top_sites(struct loaded *l, const struct gmt_common *c)
+{
+    const struct replay *r = &l->r;
+    char a[32], b[32];
     struct group_row *rows;
     size_t n = gmt_group(l, c, gmt_pick_peak, &rows);
     if (n) {
@@ -585,9 +617,19 @@ static void text(struct loaded *l, const struct gmt_common *c)
         }
         table_print(t, c->markdown);
         table_free(t);
-        arena_hint(d, &rows[0], c);
+        arena_hint(&r->defs, &rows[0], c);
     }
     free(rows);
+}
+
+static void text(struct loaded *l, const struct gmt_common *c)
+{
+    text_head(l, c);
+    kinds_text(l, c);
+    text_peaks(&l->r, c);
+    text_beyond(&l->r, c);
+    text_leaks_ooms(l, c);
+    text_top_sites(l, c);
 }
 
 static void json(struct loaded *l, const struct gmt_common *c)
