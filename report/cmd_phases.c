@@ -517,6 +517,109 @@ static int option(int opt, const char *arg, void *ctx)
     return 1;
 }
 
+/* A trace's phases sorted for printing: marks and regions, how many of
+ * each, and how many of each are shown (--top). */
+struct sorted_phases {
+    struct phase **mv, **rv;
+    size_t nm, nr, sm, sr;
+};
+
+/* With --occurrences, the JSON list of them, then how many were not kept. */
+static void json_occurrences(const struct phases *p, uint64_t t0)
+{
+    printf(",\"occurrences\":[");
+    for (size_t i = 0; i < p->nrows; i++) {
+        const struct occ_row *o = &p->rows[i];
+        printf("%s{\"name\":", i ? "," : "");
+        gmt_json_str(stdout, o->ph->name);
+        printf(",\"kind\":\"%s\",\"index\":%" PRIu64 ",\"thread\":%u,\"start_ns\":%" PRIu64
+               ",\"duration_ns\":%" PRIu64 ",\"peak_requested\":%" PRIu64
+               ",\"live_at_start\":%" PRId64 ",\"live_at_end\":%" PRId64
+               ",\"allocations\":%" PRIu64 ",\"to_end\":%s}",
+               o->ph->region ? "region" : "mark", o->index, o->thread,
+               o->start_time > t0 ? o->start_time - t0 : 0, o->duration,
+               o->peak, o->live_start, o->live_end, o->allocs,
+               o->at_end ? "true" : "false");
+    }
+    printf("],\"occurrences_dropped\":%" PRIu64, p->dropped);
+}
+
+/* A trace's object: its marker counts, its phases (marks, then regions)
+ * and with --occurrences each occurrence. */
+static void each_json(struct loaded *l, const struct phases *p,
+                      const struct sorted_phases *s)
+{
+    const struct replay *r = &l->r;
+    gmt_json_trace(l);
+    printf(",\"pid\":%u,\"markers\":%" PRIu64 ",\"marks\":%" PRIu64 ",\"pushes\":%" PRIu64
+           ",\"pops\":%" PRIu64 ",\"unbalanced_pops\":%" PRIu64
+           ",\"deeper_than_followed\":%" PRIu64 ",\"regions_open_at_end\":%" PRIu64
+           ",\"phases\":[", r->hdr.pid, r->markers, p->nmarks, p->npushes, p->npops,
+           p->unbalanced, p->deeper, p->regions_at_end);
+    for (size_t i = 0; i < s->sm; i++)
+        json_phase(s->mv[i], i == 0);
+    for (size_t i = 0; i < s->sr; i++)
+        json_phase(s->rv[i], s->sm == 0 && i == 0);
+    printf("]");
+    if (p->list)
+        json_occurrences(p, r->t0);
+    printf("}");
+}
+
+/* The markers the phases could not follow: pops without a push, regions
+ * never popped, regions nested too deep. */
+static void text_unfollowed(const struct phases *p)
+{
+    if (p->unbalanced)
+        printf("\n%" PRIu64 " pop%s without a push (ignored)\n", p->unbalanced,
+               p->unbalanced == 1 ? "" : "s");
+    if (p->regions_at_end)
+        printf("%s%" PRIu64 " region%s never popped: ended at the end of the trace\n",
+               p->unbalanced ? "" : "\n", p->regions_at_end,
+               p->regions_at_end == 1 ? "" : "s");
+    if (p->deeper)
+        printf("%" PRIu64 " regions nested deeper than %d levels: counted in their "
+               "outer region\n", p->deeper, MAX_DEPTH);
+}
+
+/* A trace as text: how to add markers where it has none; else the
+ * tables of marks and regions, what could not be followed, and with
+ * --occurrences each occurrence. */
+static void each_text(struct loaded *l, const struct gmt_common *c, const struct phases *p,
+                      const struct sorted_phases *s)
+{
+    const struct replay *r = &l->r;
+    if (r->markers == 0) {
+        printf("%s: no markers in this trace (pid %u). Add them with\n"
+               "gpumemtrace_mark/push/pop (preload/gpumemtrace.h), from Python through\n"
+               "ctypes (preload/gpumemtrace_markers.py), or as NVTX ranges with\n"
+               "NVTX_INJECTION64_PATH=libgpumemtrace.so; see docs/usage.md.\n",
+               l->path, r->hdr.pid);
+        gmt_header_notes(r);
+        return;
+    }
+    printf("%s: %" PRIu64 " markers (pid %u): %zu mark name%s, %zu region%s\n", l->path,
+           r->markers, r->hdr.pid, s->nm, s->nm == 1 ? "" : "s", s->nr,
+           s->nr == 1 ? "" : "s");
+    gmt_header_notes(r);
+    if (s->nm) {
+        printf("\nmarks (each runs to the next mark of the same name, or to the end):\n");
+        text_table(c, s->mv, s->nm, s->sm);
+    }
+    if (s->nr) {
+        printf("\nregions (push..pop per thread, nested ones as outer/inner):\n");
+        text_table(c, s->rv, s->nr, s->sr);
+    }
+    text_unfollowed(p);
+    if (p->list) {
+        printf("\noccurrences:\n");
+        occurrences_table(c, p, r->t0);
+        if (p->dropped)
+            printf("(%" PRIu64 " more not listed: at most %d are kept)\n", p->dropped,
+                   MAX_OCCURRENCES);
+    }
+}
+
 static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
     struct phases *p = ctx;
@@ -525,83 +628,22 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
         release(p); /* whatever a trace that failed to load left */
     else
         finish(p, r);
-    struct phase **mv, **rv;
-    size_t nm = sorted(p->marks, &mv), nr = sorted(p->regions, &rv);
+    struct sorted_phases s;
+    s.nm = sorted(p->marks, &s.mv);
+    s.nr = sorted(p->regions, &s.rv);
     size_t top = c->top ? (size_t)c->top : SIZE_MAX;
-    size_t sm = nm < top ? nm : top, sr = nr < top ? nr : top;
+    s.sm = s.nm < top ? s.nm : top;
+    s.sr = s.nr < top ? s.nr : top;
     if (p->list && p->nrows > 1) /* rows may be NULL when there are none */
         qsort(p->rows, p->nrows, sizeof *p->rows, cmp_row);
-    if (c->json) {
-        gmt_json_trace(l);
-        printf(",\"pid\":%u,\"markers\":%" PRIu64 ",\"marks\":%" PRIu64 ",\"pushes\":%" PRIu64
-               ",\"pops\":%" PRIu64 ",\"unbalanced_pops\":%" PRIu64
-               ",\"deeper_than_followed\":%" PRIu64 ",\"regions_open_at_end\":%" PRIu64
-               ",\"phases\":[", r->hdr.pid, r->markers, p->nmarks, p->npushes, p->npops,
-               p->unbalanced, p->deeper, p->regions_at_end);
-        for (size_t i = 0; i < sm; i++)
-            json_phase(mv[i], i == 0);
-        for (size_t i = 0; i < sr; i++)
-            json_phase(rv[i], sm == 0 && i == 0);
-        printf("]");
-        if (p->list) {
-            printf(",\"occurrences\":[");
-            for (size_t i = 0; i < p->nrows; i++) {
-                const struct occ_row *o = &p->rows[i];
-                printf("%s{\"name\":", i ? "," : "");
-                gmt_json_str(stdout, o->ph->name);
-                printf(",\"kind\":\"%s\",\"index\":%" PRIu64 ",\"thread\":%u,\"start_ns\":%" PRIu64
-                       ",\"duration_ns\":%" PRIu64 ",\"peak_requested\":%" PRIu64
-                       ",\"live_at_start\":%" PRId64 ",\"live_at_end\":%" PRId64
-                       ",\"allocations\":%" PRIu64 ",\"to_end\":%s}",
-                       o->ph->region ? "region" : "mark", o->index, o->thread,
-                       o->start_time > r->t0 ? o->start_time - r->t0 : 0, o->duration,
-                       o->peak, o->live_start, o->live_end, o->allocs,
-                       o->at_end ? "true" : "false");
-            }
-            printf("],\"occurrences_dropped\":%" PRIu64, p->dropped);
-        }
-        printf("}");
-    } else if (r->markers == 0) {
-        printf("%s: no markers in this trace (pid %u). Add them with\n"
-               "gpumemtrace_mark/push/pop (preload/gpumemtrace.h), from Python through\n"
-               "ctypes (preload/gpumemtrace_markers.py), or as NVTX ranges with\n"
-               "NVTX_INJECTION64_PATH=libgpumemtrace.so; see docs/usage.md.\n",
-               l->path, r->hdr.pid);
-        gmt_header_notes(r);
-    } else {
-        printf("%s: %" PRIu64 " markers (pid %u): %zu mark name%s, %zu region%s\n", l->path,
-               r->markers, r->hdr.pid, nm, nm == 1 ? "" : "s", nr, nr == 1 ? "" : "s");
-        gmt_header_notes(r);
-        if (nm) {
-            printf("\nmarks (each runs to the next mark of the same name, or to the end):\n");
-            text_table(c, mv, nm, sm);
-        }
-        if (nr) {
-            printf("\nregions (push..pop per thread, nested ones as outer/inner):\n");
-            text_table(c, rv, nr, sr);
-        }
-        if (p->unbalanced)
-            printf("\n%" PRIu64 " pop%s without a push (ignored)\n", p->unbalanced,
-                   p->unbalanced == 1 ? "" : "s");
-        if (p->regions_at_end)
-            printf("%s%" PRIu64 " region%s never popped: ended at the end of the trace\n",
-                   p->unbalanced ? "" : "\n", p->regions_at_end,
-                   p->regions_at_end == 1 ? "" : "s");
-        if (p->deeper)
-            printf("%" PRIu64 " regions nested deeper than %d levels: counted in their "
-                   "outer region\n", p->deeper, MAX_DEPTH);
-        if (p->list) {
-            printf("\noccurrences:\n");
-            occurrences_table(c, p, r->t0);
-            if (p->dropped)
-                printf("(%" PRIu64 " more not listed: at most %d are kept)\n", p->dropped,
-                       MAX_OCCURRENCES);
-        }
-    }
+    if (c->json)
+        each_json(l, p, &s);
+    else
+        each_text(l, c, p, &s);
     if (p->oom)
         gmt_warnf("%s: out of memory: the phase figures are incomplete", l->path);
-    free(mv);
-    free(rv);
+    free(s.mv);
+    free(s.rv);
     release(p);
 }
 

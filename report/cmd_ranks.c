@@ -221,10 +221,10 @@ static void proc_free(struct proc *p)
     free(p->sites);
 }
 
-static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common *c,
-                      struct marks *k)
+/* Who the process was, from its header: session, start, pid, rank and
+ * world, host; and whether it closed its trace. */
+static void proc_who(struct proc *p, const struct replay *r)
 {
-    const struct replay *r = &l->r;
     const struct gmt_file_header *h = &r->hdr;
     p->session = h->session_id;
     p->start_real = h->start_realtime_ns;
@@ -241,6 +241,12 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
     snprintf(p->host, sizeof p->host, "%s", host);
     gmt_printable(p->host); /* the header's is raw bytes; a terminal shows it */
     p->closed = !r->cut;
+}
+
+/* The process's peaks, PyTorch's own, what is beyond the trace, its
+ * out-of-memory count and when its peak came; what its recorder lost. */
+static void proc_peaks(struct proc *p, const struct replay *r)
+{
     /* One scope for the three peaks, the process's, as summary counts
      * them: PyTorch's own figures leave out what was allocated outside its
      * allocator (cuBLAS's workspaces), which the requested peak counts, so
@@ -266,7 +272,15 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
     p->beyond = replay_beyond(r, -1, &p->beyond_source);
     p->ooms = r->ooms_total;
     p->peak_time = r->peak_requested_time ? r->peak_requested_time : p->start_mono;
+}
 
+/* The steps of the peak and of the first out-of-memory, from the marks
+ * counted while the trace replayed, and that out-of-memory's details;
+ * the marks are then forgotten. False: out of memory. */
+static bool proc_steps(struct proc *p, struct loaded *l, const struct gmt_common *c,
+                       struct marks *k)
+{
+    const struct replay *r = &l->r;
     if (r->markers == 0) /* the marks gathered are another trace's */
         marks_reset(k);
     marks_settle(k, r);
@@ -284,7 +298,14 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
             return false;
     }
     marks_reset(k);
+    return true;
+}
 
+/* The sites live at the peak, their labels copied out of the trace, and
+ * the bytes NCCL and torch.distributed held then. False: out of memory. */
+static bool proc_sites(struct proc *p, struct loaded *l, const struct gmt_common *c)
+{
+    const struct replay *r = &l->r;
     struct group_row *rows;
     size_t n = gmt_group(l, c, gmt_pick_peak, &rows);
     p->sites = calloc(n ? n : 1, sizeof *p->sites);
@@ -306,6 +327,18 @@ static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common 
         if (s->peak_bytes > 0 && dist_stack(l, s->stack))
             p->nccl += (uint64_t)s->peak_bytes;
     }
+    return true;
+}
+
+/* Everything of l that the job's view needs, copied into p. False: out
+ * of memory (p is then freed with proc_free). */
+static bool proc_fill(struct proc *p, struct loaded *l, const struct gmt_common *c,
+                      struct marks *k)
+{
+    proc_who(p, &l->r);
+    proc_peaks(p, &l->r);
+    if (!proc_steps(p, l, c, k) || !proc_sites(p, l, c))
+        return false;
     p->path = strdup(l->path);
     return p->path != NULL;
 }
@@ -500,56 +533,51 @@ static long first_oom(const struct proc *p, size_t n)
 static const char *const beyond_names[] = {
     [BEYOND_NONE] = "null", [BEYOND_DEVICE] = "\"device\"", [BEYOND_PROCESS] = "\"process\""};
 
-static void job_json(const struct proc *p, size_t n, const struct gmt_common *c)
+/* One process's object in the job's "ranks". */
+static void json_process(const struct proc *q)
 {
-    printf("{\"session\":\"%016" PRIx64 "\",\"processes\":%zu,\"world_size\":", p[0].session, n);
-    size_t w = 0;
-    while (w < n && !(p[w].dist & GMT_DIST_WORLD_SIZE))
-        w++;
-    if (w < n)
-        printf("%" PRIu32, p[w].world_size);
+    printf("{\"rank\":");
+    json_rank(q);
+    printf(",\"local_rank\":");
+    if (q->dist & GMT_DIST_LOCAL_RANK)
+        printf("%" PRIu32, q->local_rank);
     else
         printf("null");
-    printf(",\"ranks\":[");
-    for (size_t i = 0; i < n; i++) {
-        const struct proc *q = &p[i];
-        printf("%s{\"rank\":", i ? "," : "");
-        json_rank(q);
-        printf(",\"local_rank\":");
-        if (q->dist & GMT_DIST_LOCAL_RANK)
-            printf("%" PRIu32, q->local_rank);
-        else
-            printf("null");
-        printf(",\"host\":");
-        gmt_json_str(stdout, q->host);
-        printf(",\"pid\":%" PRIu32 ",\"trace\":", q->pid);
-        gmt_json_str(stdout, q->path);
-        char lost[512];
-        gmt_json_lost(&q->hdr, lost, sizeof lost);
-        printf(",\"peak_requested\":%" PRIu64 ",\"peak_allocated\":%" PRIu64
-               ",\"peak_reserved\":%" PRIu64 ",\"beyond_trace\":",
-               q->peak_requested, q->peak_allocated, q->peak_reserved);
-        if (q->beyond_source == BEYOND_NONE)
-            printf("null");
-        else
-            printf("%" PRId64, q->beyond);
-        printf(",\"beyond_trace_source\":%s,\"ooms\":%" PRIu64 ",\"peak_at_s\":%.6f"
-               ",\"peak_step\":",
-               beyond_names[q->beyond_source], q->ooms, job_at(q, q->peak_time));
-        if (q->has_step)
-            printf("%" PRIu64, q->peak_step);
-        else
-            printf("null");
-        printf(",\"nccl_bytes_at_peak\":%" PRIu64 ",\"closed\":%s,\"framework\":", q->nccl,
-               q->closed ? "true" : "false");
-        if (q->fw)
-            printf("{\"name\":\"pytorch\",\"peak_requested\":%" PRIu64
-                   ",\"peak_allocated\":%" PRIu64 ",\"peak_reserved\":%" PRIu64 "}}",
-                   q->fw_requested, q->fw_allocated, q->fw_reserved);
-        else
-            printf("null}");
-    }
-    printf("],\"imbalance\":{");
+    printf(",\"host\":");
+    gmt_json_str(stdout, q->host);
+    printf(",\"pid\":%" PRIu32 ",\"trace\":", q->pid);
+    gmt_json_str(stdout, q->path);
+    char lost[512];
+    gmt_json_lost(&q->hdr, lost, sizeof lost);
+    printf(",\"peak_requested\":%" PRIu64 ",\"peak_allocated\":%" PRIu64
+           ",\"peak_reserved\":%" PRIu64 ",\"beyond_trace\":",
+           q->peak_requested, q->peak_allocated, q->peak_reserved);
+    if (q->beyond_source == BEYOND_NONE)
+        printf("null");
+    else
+        printf("%" PRId64, q->beyond);
+    printf(",\"beyond_trace_source\":%s,\"ooms\":%" PRIu64 ",\"peak_at_s\":%.6f"
+           ",\"peak_step\":",
+           beyond_names[q->beyond_source], q->ooms, job_at(q, q->peak_time));
+    if (q->has_step)
+        printf("%" PRIu64, q->peak_step);
+    else
+        printf("null");
+    printf(",\"nccl_bytes_at_peak\":%" PRIu64 ",\"closed\":%s,\"framework\":", q->nccl,
+           q->closed ? "true" : "false");
+    if (q->fw)
+        printf("{\"name\":\"pytorch\",\"peak_requested\":%" PRIu64
+               ",\"peak_allocated\":%" PRIu64 ",\"peak_reserved\":%" PRIu64 "}}",
+               q->fw_requested, q->fw_allocated, q->fw_reserved);
+    else
+        printf("null}");
+}
+
+/* The job's "imbalance": the largest and smallest of each peak, on which
+ * ranks, and their ratio. */
+static void json_imbalance(const struct proc *p, size_t n)
+{
+    printf(",\"imbalance\":{");
     for (int k = 0; k < 3; k++) {
         struct spread s = spread(p, n, k);
         uint64_t hi = figure(&p[s.max], k), lo = figure(&p[s.min], k);
@@ -562,24 +590,37 @@ static void job_json(const struct proc *p, size_t n, const struct gmt_common *c)
         else
             printf(",\"ratio\":null}");
     }
-    printf("},\"first_oom\":");
+    printf("}");
+}
+
+/* The job's "first_oom": which process ran out of memory first, in which
+ * step, when, for how much and where; null when none did. */
+static void json_first_oom(const struct proc *p, size_t n)
+{
+    printf(",\"first_oom\":");
     long f = first_oom(p, n);
     if (f < 0) {
         printf("null");
-    } else {
-        const struct proc *q = &p[f];
-        printf("{\"rank\":");
-        json_rank(q);
-        printf(",\"pid\":%" PRIu32 ",\"step\":", q->pid);
-        if (q->has_step)
-            printf("%" PRIu64, q->oom_step);
-        else
-            printf("null");
-        printf(",\"at_s\":%.6f,\"size\":%" PRIu64 ",\"site\":", job_at(q, q->oom_time),
-               q->oom_size);
-        gmt_json_str(stdout, q->oom_site);
-        printf("}");
+        return;
     }
+    const struct proc *q = &p[f];
+    printf("{\"rank\":");
+    json_rank(q);
+    printf(",\"pid\":%" PRIu32 ",\"step\":", q->pid);
+    if (q->has_step)
+        printf("%" PRIu64, q->oom_step);
+    else
+        printf("null");
+    printf(",\"at_s\":%.6f,\"size\":%" PRIu64 ",\"site\":", job_at(q, q->oom_time),
+           q->oom_size);
+    gmt_json_str(stdout, q->oom_site);
+    printf("}");
+}
+
+/* The job's "sites": those that differ most between ranks (--top of
+ * them), with the bytes at each rank's peak. */
+static void json_sites(const struct proc *p, size_t n, const struct gmt_common *c)
+{
     printf(",\"sites\":[");
     size_t ns;
     struct job_site **rows = job_sites(p, n, &ns);
@@ -597,7 +638,29 @@ static void job_json(const struct proc *p, size_t n, const struct gmt_common *c)
         printf("]}");
     }
     job_sites_free(rows, ns);
-    printf("]}");
+    printf("]");
+}
+
+static void job_json(const struct proc *p, size_t n, const struct gmt_common *c)
+{
+    printf("{\"session\":\"%016" PRIx64 "\",\"processes\":%zu,\"world_size\":", p[0].session, n);
+    size_t w = 0;
+    while (w < n && !(p[w].dist & GMT_DIST_WORLD_SIZE))
+        w++;
+    if (w < n)
+        printf("%" PRIu32, p[w].world_size);
+    else
+        printf("null");
+    printf(",\"ranks\":[");
+    for (size_t i = 0; i < n; i++) {
+        printf("%s", i ? "," : "");
+        json_process(&p[i]);
+    }
+    printf("]");
+    json_imbalance(p, n);
+    json_first_oom(p, n);
+    json_sites(p, n, c);
+    printf("}");
 }
 
 /* Markdown needs a blank line between a table and the text around it
@@ -613,58 +676,64 @@ static void print_table(struct table *t, const struct gmt_common *c)
         printf("\n");
 }
 
-static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
+/* One process's row of the job's table. */
+static void process_row(struct table *t, const struct proc *q, const struct gmt_common *c)
 {
-    char a[32], b[32], e[32], x[32], y[32];
-    size_t w = 0;
-    while (w < n && !(p[w].dist & GMT_DIST_WORLD_SIZE))
-        w++;
-    printf("job %016" PRIx64 ": %zu process%s", p[0].session, n, n == 1 ? "" : "es");
-    if (w < n)
-        printf(", world size %" PRIu32, p[w].world_size);
-    printf(c->markdown ? "\n" : "\n\n");
+    char a[32], b[32], e[32], x[32];
+    char rank[16], pid[16], beyond[40], ooms[24], at[32], step[24], nc[32];
+    if (has_rank(q))
+        snprintf(rank, sizeof rank, "%" PRIu32, q->rank);
+    else
+        snprintf(rank, sizeof rank, "-");
+    snprintf(pid, sizeof pid, "%" PRIu32, q->pid);
+    if (q->beyond_source == BEYOND_NONE)
+        snprintf(beyond, sizeof beyond, "-");
+    else
+        snprintf(beyond, sizeof beyond, "%s%s", gmt_size(c, e, q->beyond),
+                 q->beyond_source == BEYOND_DEVICE ? " *" : "");
+    snprintf(ooms, sizeof ooms, "%" PRIu64, q->ooms);
+    snprintf(at, sizeof at, "%.3f s", job_at(q, q->peak_time));
+    if (q->has_step)
+        snprintf(step, sizeof step, "%" PRIu64, q->peak_step);
+    else
+        snprintf(step, sizeof step, "-");
+    gmt_size(c, nc, (int64_t)q->nccl);
+    table_row(t, rank, q->host[0] ? q->host : "-", pid,
+              gmt_size(c, a, (int64_t)q->peak_requested),
+              gmt_size(c, b, (int64_t)q->peak_allocated),
+              gmt_size(c, x, (int64_t)q->peak_reserved), beyond, ooms, at, step, nc);
+}
 
-    bool nccl = false, device = false;
-    for (size_t i = 0; i < n; i++) {
+/* The table of the job's processes, a row each; the NCCL column only
+ * where some process had NCCL's buffers at its peak. */
+static void text_processes(const struct proc *p, size_t n, const struct gmt_common *c)
+{
+    bool nccl = false;
+    for (size_t i = 0; i < n; i++)
         nccl |= p[i].nccl > 0;
-        device |= p[i].beyond_source == BEYOND_DEVICE;
-    }
     static const char *const h[] = {"rank", "host", "pid", "peak requested",
                                     "peak allocated", "peak reserved", "beyond trace",
                                     "ooms", "peak at", "step", "NCCL"};
     static const bool right[] = {true, false, true, true, true, true, true, true, true,
                                  true, true};
     struct table *t = table_new(nccl ? 11 : 10, h, right);
-    for (size_t i = 0; i < n && t; i++) {
-        const struct proc *q = &p[i];
-        char rank[16], pid[16], beyond[40], ooms[24], at[32], step[24], nc[32];
-        if (has_rank(q))
-            snprintf(rank, sizeof rank, "%" PRIu32, q->rank);
-        else
-            snprintf(rank, sizeof rank, "-");
-        snprintf(pid, sizeof pid, "%" PRIu32, q->pid);
-        if (q->beyond_source == BEYOND_NONE)
-            snprintf(beyond, sizeof beyond, "-");
-        else
-            snprintf(beyond, sizeof beyond, "%s%s", gmt_size(c, e, q->beyond),
-                     q->beyond_source == BEYOND_DEVICE ? " *" : "");
-        snprintf(ooms, sizeof ooms, "%" PRIu64, q->ooms);
-        snprintf(at, sizeof at, "%.3f s", job_at(q, q->peak_time));
-        if (q->has_step)
-            snprintf(step, sizeof step, "%" PRIu64, q->peak_step);
-        else
-            snprintf(step, sizeof step, "-");
-        gmt_size(c, nc, (int64_t)q->nccl);
-        table_row(t, rank, q->host[0] ? q->host : "-", pid,
-                  gmt_size(c, a, (int64_t)q->peak_requested),
-                  gmt_size(c, b, (int64_t)q->peak_allocated),
-                  gmt_size(c, x, (int64_t)q->peak_reserved), beyond, ooms, at, step, nc);
-    }
+    for (size_t i = 0; i < n && t; i++)
+        process_row(t, &p[i], c);
     print_table(t, c);
     table_free(t);
-    bool fw = false;
-    for (size_t i = 0; i < n; i++)
+}
+
+/* The notes under the processes' table: what its peaks count, what each
+ * recorder lost or PyTorch's figures lack, device-wide figures, traces
+ * not closed. */
+static void text_notes(const struct proc *p, size_t n)
+{
+    char a[32];
+    bool fw = false, device = false;
+    for (size_t i = 0; i < n; i++) {
         fw |= p[i].fw;
+        device |= p[i].beyond_source == BEYOND_DEVICE;
+    }
     if (fw)
         printf("peaks are the process's: PyTorch's blocks and segments and the allocations "
                "outside its\nallocator (cuBLAS/cuDNN/NCCL workspaces) alike; PyTorch's own "
@@ -683,11 +752,17 @@ static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
         if (!p[i].closed)
             printf("note: %s (pid %" PRIu32 ") ended without closing its trace: "
                    "figures up to its last event\n", who(a, sizeof a, &p[i]), p[i].pid);
+}
 
+/* The imbalance table: the largest and smallest of each peak, on which
+ * process, and their ratio. */
+static void text_imbalance(const struct proc *p, size_t n, const struct gmt_common *c)
+{
+    char a[32], b[32], x[32], y[32];
     printf("\nimbalance (largest and smallest over the processes):\n");
     static const char *const ih[] = {"", "max", "on", "min", "on", "max/min"};
     static const bool iright[] = {false, true, false, true, false, true};
-    t = table_new(6, ih, iright);
+    struct table *t = table_new(6, ih, iright);
     for (int k = 0; k < 3 && t; k++) {
         struct spread s = spread(p, n, k);
         uint64_t hi = figure(&p[s.max], k), lo = figure(&p[s.min], k);
@@ -701,21 +776,33 @@ static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
     }
     print_table(t, c);
     table_free(t);
+}
 
+/* Which process ran out of memory first: when, in which step, for how
+ * much and where; or that none did. */
+static void text_first_oom(const struct proc *p, size_t n, const struct gmt_common *c)
+{
+    char a[32], b[32];
     long f = first_oom(p, n);
     if (f < 0) {
         printf("\nno out-of-memory\n");
-    } else {
-        const struct proc *q = &p[f];
-        char step[40] = "";
-        if (q->has_step)
-            snprintf(step, sizeof step, ", step %" PRIu64, q->oom_step);
-        printf("\nfirst out-of-memory: %s (pid %" PRIu32 "%s%s) at %.3f s%s: %s at %s\n",
-               who(a, sizeof a, q), q->pid, q->host[0] ? ", " : "", q->host,
-               job_at(q, q->oom_time), step, gmt_size(c, b, (int64_t)q->oom_size),
-               q->oom_site);
+        return;
     }
+    const struct proc *q = &p[f];
+    char step[40] = "";
+    if (q->has_step)
+        snprintf(step, sizeof step, ", step %" PRIu64, q->oom_step);
+    printf("\nfirst out-of-memory: %s (pid %" PRIu32 "%s%s) at %.3f s%s: %s at %s\n",
+           who(a, sizeof a, q), q->pid, q->host[0] ? ", " : "", q->host,
+           job_at(q, q->oom_time), step, gmt_size(c, b, (int64_t)q->oom_size),
+           q->oom_site);
+}
 
+/* The sites that differ most between ranks (--top of them), or that none
+ * does where there are several processes. */
+static void text_sites(const struct proc *p, size_t n, const struct gmt_common *c)
+{
+    char a[32], b[32], e[32], x[32], y[32];
     size_t ns;
     struct job_site **rows = job_sites(p, n, &ns);
     if (ns) {
@@ -723,7 +810,7 @@ static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
         printf("\nsites that differ most between ranks (bytes at each one's peak):\n");
         static const char *const sh[] = {"difference", "max", "on", "min", "on", "site"};
         static const bool sright[] = {true, true, false, true, false, false};
-        t = table_new(6, sh, sright);
+        struct table *t = table_new(6, sh, sright);
         for (size_t i = 0; i < shown && t; i++) {
             const struct job_site *s = rows[i];
             table_row(t, gmt_size(c, e, s->diff), gmt_size(c, a, s->per[s->max]),
@@ -738,6 +825,22 @@ static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
         printf("\nno site differs between ranks\n");
     }
     job_sites_free(rows, ns);
+}
+
+static void job_text(const struct proc *p, size_t n, const struct gmt_common *c)
+{
+    size_t w = 0;
+    while (w < n && !(p[w].dist & GMT_DIST_WORLD_SIZE))
+        w++;
+    printf("job %016" PRIx64 ": %zu process%s", p[0].session, n, n == 1 ? "" : "es");
+    if (w < n)
+        printf(", world size %" PRIu32, p[w].world_size);
+    printf(c->markdown ? "\n" : "\n\n");
+    text_processes(p, n, c);
+    text_notes(p, n);
+    text_imbalance(p, n, c);
+    text_first_oom(p, n, c);
+    text_sites(p, n, c);
 }
 
 static void done(const struct gmt_common *c, void *ctx, size_t traces)
