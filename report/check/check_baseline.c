@@ -881,64 +881,60 @@ static int base_json(const char *path, const unsigned char *buf, size_t len,
     return rc;
 }
 
-/* BASE: a directory (traces), a JSON file (first character '{' or '['),
- * or a trace. 0, or -1 after an error line. */
-int load_baseline(const char *path, const struct gmt_common *c, struct baseline *b)
+/* Does the open file f start, past a UTF-8 byte order mark and white
+ * space, with '{' or '[': is it a JSON baseline rather than a trace? */
+static bool starts_as_json(FILE *f)
 {
-    memset(b, 0, sizeof *b);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        gmt_errorf("%s: cannot read the baseline: %s", path, strerror(errno));
+    unsigned char head[4096]; /* enough to see past leading white space */
+    size_t got = fread(head, 1, sizeof head, f);
+    size_t i = got >= 3 && !memcmp(head, "\xef\xbb\xbf", 3) ? 3 : 0;
+    while (i < got && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' ||
+                       head[i] == '\n'))
+        i++;
+    return i < got && (head[i] == '{' || head[i] == '[');
+}
+
+/* A JSON baseline open as f, read whole (its size as stat saw it; a file
+ * that changes meanwhile is read up to that size and then parsed); f is
+ * closed. 0, or -1 after an error line. */
+static int base_json_file(const char *path, FILE *f, off_t size, struct baseline *b)
+{
+    if (size > (off_t)JSON_MAX_BYTES) {
+        fclose(f);
+        gmt_errorf("%s: baseline larger than %u MiB", path, JSON_MAX_BYTES >> 20);
         return -1;
     }
-    if (S_ISREG(st.st_mode)) {
-        FILE *f = fopen(path, "rb");
-        if (f == NULL) {
-            gmt_errorf("%s: cannot read the baseline: %s", path, strerror(errno));
-            return -1;
-        }
-        unsigned char head[4096]; /* enough to see past leading white space */
-        size_t got = fread(head, 1, sizeof head, f);
-        size_t i = got >= 3 && !memcmp(head, "\xef\xbb\xbf", 3) ? 3 : 0;
-        while (i < got && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' ||
-                           head[i] == '\n'))
-            i++;
-        if (i < got && (head[i] == '{' || head[i] == '[')) {
-            /* JSON: read it whole (its size as stat saw it; a file that
-             * changes meanwhile is read up to that size and then parsed) */
-            if (st.st_size > (off_t)JSON_MAX_BYTES) {
-                fclose(f);
-                gmt_errorf("%s: baseline larger than %u MiB", path, JSON_MAX_BYTES >> 20);
-                return -1;
-            }
-            size_t cap = (size_t)st.st_size, len = 0;
-            unsigned char *buf = malloc(cap + 1);
-            if (buf == NULL) {
-                fclose(f);
-                gmt_errorf("%s: out of memory", path);
-                return -1;
-            }
-            rewind(f);
-            while (len < cap) {
-                size_t r = fread(buf + len, 1, cap - len, f);
-                if (r == 0)
-                    break;
-                len += r;
-            }
-            bool bad = ferror(f) != 0;
-            fclose(f);
-            buf[len] = '\0'; /* not needed by the parser, which is bounded by len */
-            int rc = -1;
-            if (bad)
-                gmt_errorf("%s: cannot read the baseline", path);
-            else
-                rc = base_json(path, buf, len, b);
-            free(buf);
-            return rc;
-        }
+    size_t cap = (size_t)size, len = 0;
+    unsigned char *buf = malloc(cap + 1);
+    if (buf == NULL) {
         fclose(f);
+        gmt_errorf("%s: out of memory", path);
+        return -1;
     }
-    /* traces: the largest process's figures, and each rank's */
+    rewind(f);
+    while (len < cap) {
+        size_t r = fread(buf + len, 1, cap - len, f);
+        if (r == 0)
+            break;
+        len += r;
+    }
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    buf[len] = '\0'; /* not needed by the parser, which is bounded by len */
+    int rc = -1;
+    if (bad)
+        gmt_errorf("%s: cannot read the baseline", path);
+    else
+        rc = base_json(path, buf, len, b);
+    free(buf);
+    return rc;
+}
+
+/* A baseline of traces (one, or a directory of them): the largest
+ * process's figures, each rank's, and which traces are damaged. 0, or -1
+ * after an error line. */
+static int base_traces(const char *path, const struct gmt_common *c, struct baseline *b)
+{
     struct figures *f;
     size_t n;
     char *arg = (char *)path;
@@ -971,6 +967,30 @@ int load_baseline(const char *path, const struct gmt_common *c, struct baseline 
     }
     rank_finish(&rs, b);
     return 0;
+}
+
+/* BASE: a directory (traces), a JSON file (first character '{' or '['),
+ * or a trace. 0, or -1 after an error line. */
+int load_baseline(const char *path, const struct gmt_common *c, struct baseline *b)
+{
+    memset(b, 0, sizeof *b);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        gmt_errorf("%s: cannot read the baseline: %s", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISREG(st.st_mode)) {
+        FILE *f = fopen(path, "rb");
+        if (f == NULL) {
+            gmt_errorf("%s: cannot read the baseline: %s", path, strerror(errno));
+            return -1;
+        }
+        if (starts_as_json(f))
+            return base_json_file(path, f, st.st_size, b);
+        fclose(f);
+    }
+    /* traces: the largest process's figures, and each rank's */
+    return base_traces(path, c, b);
 }
 
 /* --save FILE: this run's figures, in the schema load_baseline reads.

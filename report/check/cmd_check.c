@@ -490,16 +490,12 @@ static void json_rank(int64_t rank)
         printf("%" PRId64, rank);
 }
 
-static void print_json(const struct options *op, const struct figures *f, size_t nf,
-                       const struct row *rows, size_t nrows, size_t failed,
-                       const struct baseline *b, bool by_rank)
+/* The "damaged" list: the traces judged although damaged, the run's then
+ * the baseline's (only with --allow-damaged: without it a damaged trace
+ * is an error and there is no JSON). */
+static void json_damaged(const struct figures *f, size_t nf, const struct baseline *b)
 {
     char how[1024];
-    printf("{\"schema\":\"gpumemtrace.check/1\",\"passed\":%s,\"checks_run\":%zu"
-           ",\"checks_failed\":%zu,\"allow_damaged\":%s,\"damaged\":[",
-           failed ? "false" : "true", nrows, failed, op->allow_damaged ? "true" : "false");
-    /* what was judged although damaged (only with --allow-damaged: without
-     * it a damaged trace is an error and there is no JSON) */
     bool first = true;
     for (size_t i = 0; i < nf; i++) {
         if (!figures_damaged(&f[i], how, sizeof how))
@@ -519,7 +515,13 @@ static void print_json(const struct options *op, const struct figures *f, size_t
         printf("}");
         first = false;
     }
-    printf("],\"baseline\":");
+}
+
+/* The "baseline" object (its source, kind, tolerance and figures; null
+ * without one) and "saved", the --save file or null. */
+static void json_baseline(const struct options *op, const struct baseline *b, bool by_rank)
+{
+    printf(",\"baseline\":");
     if (op->baseline) {
         printf("{\"source\":");
         gmt_json_str(stdout, op->baseline);
@@ -538,82 +540,116 @@ static void print_json(const struct options *op, const struct figures *f, size_t
         gmt_json_str(stdout, op->save);
     else
         printf("null");
+}
+
+/* One trace's object: the process, what is wrong with the trace, its
+ * figures (growth only when it is limited). */
+static void json_trace(const struct options *op, const struct figures *f)
+{
+    char how[1024];
+    printf("{\"trace\":");
+    gmt_json_str(stdout, f->trace);
+    printf(",\"pid\":%u,\"rank\":", f->pid);
+    json_rank(f->rank);
+    printf(",\"command\":");
+    gmt_json_str(stdout, f->command);
+    printf(",\"closed\":%s,\"events\":%" PRIu64 ",\"lost\":",
+           f->closed ? "true" : "false", f->events);
+    if (f->lost)
+        gmt_json_str(stdout, f->lost);
+    else
+        printf("null");
+    printf(",\"damage\":");
+    if (figures_damaged(f, how, sizeof how))
+        gmt_json_str(stdout, how);
+    else
+        printf("null");
+    for (int m = 0; m < NMETRICS; m++)
+        if ((m != M_GROWTH && m != M_STEP_GROWTH) || limited(op, (enum metric)m))
+            printf(",\"%s\":%" PRId64, m == M_GROWTH ? "growth_bytes_per_s"
+                                                     : metric_info[m].key, f->v[m]);
+    if (limited(op, M_STEP_GROWTH)) {
+        printf(",\"steps\":");
+        if (f->steps_found)
+            printf("%u", f->steps);
+        else
+            printf("null");
+    }
+    printf("}");
+}
+
+/* A growth-per-step check's own fields: the site judged and the step it
+ * grows from, and whether the run could be judged (it has steps). */
+static void json_step_fields(const struct figures *f, const struct row *r)
+{
+    printf(",\"site\":");
+    if (r->site)
+        gmt_json_str(stdout, r->site->label);
+    else
+        printf("null");
+    printf(",\"first_step\":");
+    if (r->site)
+        printf("%u", r->site->first_step);
+    else
+        printf("null");
+    printf(",\"judged\":%s,\"reason\":", r->unjudged ? "false" : "true");
+    if (r->unjudged)
+        printf("\"" NO_STEPS "\"");
+    else
+        printf("null");
+    printf(",\"no_steps_why\":");
+    if (r->unjudged && f->no_steps_why)
+        gmt_json_str(stdout, f->no_steps_why);
+    else
+        printf("null");
+}
+
+/* One check's object: the figure, the process, the limit or baseline it
+ * was held to, the value, the verdict. */
+static void json_check(const struct options *op, const struct figures *f, const struct row *r)
+{
+    printf("{\"check\":\"%s\",\"trace\":", metric_info[r->m].key);
+    gmt_json_str(stdout, f->trace);
+    printf(",\"pid\":%u,\"rank\":", f->pid);
+    json_rank(f->rank);
+    printf(",\"source\":\"%s\",\"limit\":%" PRId64 ",\"value\":",
+           r->from_baseline ? "baseline" : r->implicit ? "default" : "limit",
+           r->limit);
+    if (r->unjudged)
+        printf("null");
+    else
+        printf("%" PRId64, r->value);
+    if (r->m == M_STEP_GROWTH)
+        json_step_fields(f, r);
+    if (r->from_baseline) {
+        printf(",\"baseline\":%" PRId64 ",\"tolerance_pct\":%.10g,\"baseline_rank\":",
+               r->base, op->tolerance);
+        json_rank(r->base_rank);
+    } else {
+        printf(",\"rank_limit\":%s", r->rank_limit ? "true" : "false");
+    }
+    printf(",\"passed\":%s}", r->passed ? "true" : "false");
+}
+
+static void print_json(const struct options *op, const struct figures *f, size_t nf,
+                       const struct row *rows, size_t nrows, size_t failed,
+                       const struct baseline *b, bool by_rank)
+{
+    printf("{\"schema\":\"gpumemtrace.check/1\",\"passed\":%s,\"checks_run\":%zu"
+           ",\"checks_failed\":%zu,\"allow_damaged\":%s,\"damaged\":[",
+           failed ? "false" : "true", nrows, failed, op->allow_damaged ? "true" : "false");
+    json_damaged(f, nf, b);
+    printf("]");
+    json_baseline(op, b, by_rank);
     printf(",\"traces\":[");
     for (size_t i = 0; i < nf; i++) {
-        printf("%s{\"trace\":", i ? "," : "");
-        gmt_json_str(stdout, f[i].trace);
-        printf(",\"pid\":%u,\"rank\":", f[i].pid);
-        json_rank(f[i].rank);
-        printf(",\"command\":");
-        gmt_json_str(stdout, f[i].command);
-        printf(",\"closed\":%s,\"events\":%" PRIu64 ",\"lost\":",
-               f[i].closed ? "true" : "false", f[i].events);
-        if (f[i].lost)
-            gmt_json_str(stdout, f[i].lost);
-        else
-            printf("null");
-        printf(",\"damage\":");
-        if (figures_damaged(&f[i], how, sizeof how))
-            gmt_json_str(stdout, how);
-        else
-            printf("null");
-        for (int m = 0; m < NMETRICS; m++)
-            if ((m != M_GROWTH && m != M_STEP_GROWTH) || limited(op, (enum metric)m))
-                printf(",\"%s\":%" PRId64, m == M_GROWTH ? "growth_bytes_per_s"
-                                                         : metric_info[m].key, f[i].v[m]);
-        if (limited(op, M_STEP_GROWTH)) {
-            printf(",\"steps\":");
-            if (f[i].steps_found)
-                printf("%u", f[i].steps);
-            else
-                printf("null");
-        }
-        printf("}");
+        printf("%s", i ? "," : "");
+        json_trace(op, &f[i]);
     }
     printf("],\"checks\":[");
     for (size_t i = 0; i < nrows; i++) {
-        const struct row *r = &rows[i];
-        printf("%s{\"check\":\"%s\",\"trace\":", i ? "," : "", metric_info[r->m].key);
-        gmt_json_str(stdout, f[r->trace].trace);
-        printf(",\"pid\":%u,\"rank\":", f[r->trace].pid);
-        json_rank(f[r->trace].rank);
-        printf(",\"source\":\"%s\",\"limit\":%" PRId64 ",\"value\":",
-               r->from_baseline ? "baseline" : r->implicit ? "default" : "limit",
-               r->limit);
-        if (r->unjudged)
-            printf("null");
-        else
-            printf("%" PRId64, r->value);
-        if (r->m == M_STEP_GROWTH) {
-            printf(",\"site\":");
-            if (r->site)
-                gmt_json_str(stdout, r->site->label);
-            else
-                printf("null");
-            printf(",\"first_step\":");
-            if (r->site)
-                printf("%u", r->site->first_step);
-            else
-                printf("null");
-            printf(",\"judged\":%s,\"reason\":", r->unjudged ? "false" : "true");
-            if (r->unjudged)
-                printf("\"" NO_STEPS "\"");
-            else
-                printf("null");
-            printf(",\"no_steps_why\":");
-            if (r->unjudged && f[r->trace].no_steps_why)
-                gmt_json_str(stdout, f[r->trace].no_steps_why);
-            else
-                printf("null");
-        }
-        if (r->from_baseline) {
-            printf(",\"baseline\":%" PRId64 ",\"tolerance_pct\":%.10g,\"baseline_rank\":",
-                   r->base, op->tolerance);
-            json_rank(r->base_rank);
-        } else {
-            printf(",\"rank_limit\":%s", r->rank_limit ? "true" : "false");
-        }
-        printf(",\"passed\":%s}", r->passed ? "true" : "false");
+        printf("%s", i ? "," : "");
+        json_check(op, &f[rows[i].trace], &rows[i]);
     }
     printf("]}\n");
 }
@@ -929,6 +965,86 @@ static void warn_unused_rank_limits(const struct options *op, const struct figur
               unused == 1 ? "that limit applies" : "those limits apply");
 }
 
+/* Whether the command line asks for a check of something: a trace, a
+ * baseline for --tolerance and --metric, some limit, baseline or --save.
+ * False after an error line. */
+static bool options_usable(int argc, char **argv, const struct options *op)
+{
+    if (optind >= argc) {
+        gmt_usage_error(argv[0], "check needs a trace or a directory of traces");
+        return false;
+    }
+    if ((op->tolerance_given || op->metric_given) && op->baseline == NULL) {
+        gmt_errorf("--tolerance and --metric apply to a baseline: give --baseline BASE");
+        return false;
+    }
+    bool any = op->baseline != NULL || op->save != NULL || op->nrl > 0;
+    for (int m = 0; m < NMETRICS; m++)
+        any |= op->has_limit[m];
+    if (!any) {
+        gmt_errorf("nothing to check: give a limit (--max-peak, --max-reserved, "
+                   "--max-leaked, --max-growth, --max-ooms) or --baseline BASE");
+        return false;
+    }
+    return true;
+}
+
+/* Process i's rows, appended at rows[n]: per figure, its limit (its
+ * rank's, the plain one, or the default of no OOM) then the baseline's.
+ * Returns the new row count. */
+static size_t process_rows(struct row *rows, size_t n, const struct options *op,
+                           const struct figures *f, size_t i, const struct baseline *b,
+                           bool by_rank)
+{
+    for (int m = 0; m < NMETRICS; m++) {
+        const struct rank_limit *rl = rank_limit_of(op, (enum metric)m, f->rank);
+        if (m == M_STEP_GROWTH) {
+            if (rl || op->has_limit[m])
+                n = step_rows(rows, n, f, i, rl ? rl->v : op->limit[m], rl != NULL);
+            continue;
+        }
+        bool implicit = m == M_OOMS && !op->has_limit[M_OOMS] && rl == NULL;
+        if (rl || op->has_limit[m] || implicit)
+            rows[n++] = (struct row){.m = (enum metric)m, .trace = i,
+                                     .implicit = implicit, .rank_limit = rl != NULL,
+                                     .base_rank = NO_RANK,
+                                     .limit = rl ? rl->v : op->limit[m],
+                                     .value = f->v[m]};
+        if (op->baseline && op->metric[m] && b->have[m]) {
+            const struct base_rank *br = by_rank ? baseline_rank(b, f->rank) : NULL;
+            int64_t base = br ? br->v[m] : b->v[m];
+            rows[n++] = (struct row){.m = (enum metric)m, .trace = i,
+                                     .from_baseline = true,
+                                     .base_rank = br ? br->rank : NO_RANK,
+                                     .base_fallback = by_rank && br == NULL,
+                                     .limit = allowed(base, op->tolerance),
+                                     .value = f->v[m], .base = base};
+        }
+    }
+    return n;
+}
+
+/* Every check's row, judged: per trace, per figure, the limit then the
+ * baseline; *failed counts those that failed. NULL: out of memory. */
+static struct row *judge(const struct options *op, const struct figures *f, size_t nf,
+                         const struct baseline *b, bool by_rank, size_t *nrows,
+                         size_t *failed)
+{
+    size_t cap = nf * 2 * NMETRICS;
+    for (size_t i = 0; i < nf; i++)
+        cap += f[i].ngrow; /* growth per step: a row per site at most */
+    struct row *rows = calloc(cap ? cap : 1, sizeof *rows);
+    if (rows == NULL)
+        return NULL;
+    for (size_t i = 0; i < nf; i++)
+        *nrows = process_rows(rows, *nrows, op, &f[i], i, b, by_rank);
+    for (size_t i = 0; i < *nrows; i++) {
+        rows[i].passed = !rows[i].unjudged && rows[i].value <= rows[i].limit;
+        *failed += !rows[i].passed;
+    }
+    return rows;
+}
+
 int cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -964,22 +1080,8 @@ int cmd_check(int argc, char **argv)
         rc = parsed;
         goto out;
     }
-    if (optind >= argc) {
-        gmt_usage_error(argv[0], "check needs a trace or a directory of traces");
+    if (!options_usable(argc, argv, &op))
         goto out;
-    }
-    if ((op.tolerance_given || op.metric_given) && op.baseline == NULL) {
-        gmt_errorf("--tolerance and --metric apply to a baseline: give --baseline BASE");
-        goto out;
-    }
-    bool any = op.baseline != NULL || op.save != NULL || op.nrl > 0;
-    for (int m = 0; m < NMETRICS; m++)
-        any |= op.has_limit[m];
-    if (!any) {
-        gmt_errorf("nothing to check: give a limit (--max-peak, --max-reserved, "
-                   "--max-leaked, --max-growth, --max-ooms) or --baseline BASE");
-        goto out;
-    }
     if (op.baseline && load_baseline(op.baseline, &c, &b) != 0)
         goto out;
     bool growth = limited(&op, M_GROWTH) || limited(&op, M_STEP_GROWTH);
@@ -996,45 +1098,10 @@ int cmd_check(int argc, char **argv)
     bool by_rank = op.baseline && b.ranked && nf > 0;
     for (size_t i = 0; i < nf; i++)
         by_rank &= f[i].rank != NO_RANK;
-    /* rows: per trace, per figure, the limit then the baseline */
-    size_t cap = nf * 2 * NMETRICS, nrows = 0, failed = 0;
-    for (size_t i = 0; i < nf; i++)
-        cap += f[i].ngrow; /* growth per step: a row per site at most */
-    if ((rows = calloc(cap ? cap : 1, sizeof *rows)) == NULL) {
+    size_t nrows = 0, failed = 0;
+    if ((rows = judge(&op, f, nf, &b, by_rank, &nrows, &failed)) == NULL) {
         gmt_errorf("out of memory");
         goto out;
-    }
-    for (size_t i = 0; i < nf; i++) {
-        for (int m = 0; m < NMETRICS; m++) {
-            const struct rank_limit *rl = rank_limit_of(&op, (enum metric)m, f[i].rank);
-            if (m == M_STEP_GROWTH) {
-                if (rl || op.has_limit[m])
-                    nrows = step_rows(rows, nrows, &f[i], i, rl ? rl->v : op.limit[m],
-                                      rl != NULL);
-                continue;
-            }
-            bool implicit = m == M_OOMS && !op.has_limit[M_OOMS] && rl == NULL;
-            if (rl || op.has_limit[m] || implicit)
-                rows[nrows++] = (struct row){.m = (enum metric)m, .trace = i,
-                                             .implicit = implicit, .rank_limit = rl != NULL,
-                                             .base_rank = NO_RANK,
-                                             .limit = rl ? rl->v : op.limit[m],
-                                             .value = f[i].v[m]};
-            if (op.baseline && op.metric[m] && b.have[m]) {
-                const struct base_rank *br = by_rank ? baseline_rank(&b, f[i].rank) : NULL;
-                int64_t base = br ? br->v[m] : b.v[m];
-                rows[nrows++] = (struct row){.m = (enum metric)m, .trace = i,
-                                             .from_baseline = true,
-                                             .base_rank = br ? br->rank : NO_RANK,
-                                             .base_fallback = by_rank && br == NULL,
-                                             .limit = allowed(base, op.tolerance),
-                                             .value = f[i].v[m], .base = base};
-            }
-        }
-    }
-    for (size_t i = 0; i < nrows; i++) {
-        rows[i].passed = !rows[i].unjudged && rows[i].value <= rows[i].limit;
-        failed += !rows[i].passed;
     }
     if (op.save && save_baseline(op.save, f, nf) != 0)
         goto out;
