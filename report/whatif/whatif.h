@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* A PYTORCH_CUDA_ALLOC_CONF, the options that change where memory goes. */
 #define WI_ROUNDUP_INTERVALS 16 /* 1 MiB .. 64 GiB, one per power of two */
@@ -86,6 +88,17 @@ struct wi_model_ops {
     void (*fini)(void *m);
 };
 
+/* A model's state, zeroed, on cache lines of its own (freed with free):
+ * models run on threads of their own (whatif_lanes.c), and two states on
+ * one line would have the threads take it from each other at every
+ * request. NULL when out of host memory. */
+static inline void *wi_model_state(size_t size)
+{
+    void *p = NULL;
+    size = (size + 63) / 64 * 64;
+    return posix_memalign(&p, 64, size) == 0 ? memset(p, 0, size) : NULL;
+}
+
 extern const struct wi_model_ops wi_ideal;   /* whatif_ideal.c */
 extern const struct wi_model_ops wi_pytorch; /* whatif_pytorch.c */
 /* whatif_gmtpool.c: gpumemtrace's caching pool (preload/pool*.c, linked
@@ -130,13 +143,15 @@ struct wi_oom { /* where a policy ran out of memory */
     uint32_t stack;
 };
 
-struct wi_dev { /* one device's models, one per policy */
-    void *m[WI_MAX_POLICIES];
+struct wi_dev { /* one device: the feed's counts, and its models, one per policy */
+    uint64_t outside, requested, peak_requested, requests;
+    /* the models' side, which the threads running them write: on cache
+     * lines apart from the counts the feed writes at every request */
+    _Alignas(64) void *m[WI_MAX_POLICIES];
     struct wi_oom oom[WI_MAX_POLICIES];
     /* what the device holds outside the models as each model is told it
      * (its wi_opts.outside): `outside` as of the request it is given */
     uint64_t seen_outside[WI_MAX_POLICIES];
-    uint64_t outside, requested, peak_requested, requests;
 };
 
 struct wi_req { /* a live allocation of the program */

@@ -76,7 +76,7 @@ struct as {
 
 static void *as_init(const struct wi_opts *o)
 {
-    struct as *m = calloc(1, sizeof *m);
+    struct as *m = wi_model_state(sizeof *m);
     if (m == NULL)
         return NULL;
     for (int i = 0; i < 2; i++) {

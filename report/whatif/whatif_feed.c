@@ -117,7 +117,7 @@ static struct wi_dev *dev_of(struct wi_feed *w, unsigned d)
         return w->dev[d];
     if (w->lanes == NULL && (w->lanes = wi_lanes_new(w)) == NULL)
         return NULL;
-    struct wi_dev *dv = calloc(1, sizeof *dv);
+    struct wi_dev *dv = wi_model_state(sizeof *dv);
     if (dv == NULL)
         return NULL;
     for (int p = 0; p < w->npol; p++) {
@@ -132,17 +132,25 @@ static struct wi_dev *dev_of(struct wi_feed *w, unsigned d)
     return w->dev[d] = dv;
 }
 
+/* What device d holds outside the models moved: the models are told, in
+ * order with the requests. */
+static void outside_moved(struct wi_feed *w, const struct wi_dev *dv, uint16_t d)
+{
+    struct wi_op op = {.kind = WI_OP_OUTSIDE, .dev = d, .size = dv->outside};
+    wi_lanes_push(w->lanes, &op, NULL);
+}
+
 static void let_go(struct wi_feed *w, struct wi_req *e)
 {
     struct wi_dev *dv = w->dev[e->dev];
     if (dv && e->request) {
-        struct wi_op op = {.kind = WI_OP_FREE, .dev = e->dev, .ref = e->ref,
-                           .outside = dv->outside};
-        wi_lanes_push(w->lanes, &op);
+        struct wi_op op = {.kind = WI_OP_FREE, .dev = e->dev, .ref = e->ref};
+        wi_lanes_push(w->lanes, &op, NULL);
         wi_lanes_unref(w->lanes, e->ref);
         dv->requested -= e->size;
     } else if (dv) {
         dv->outside -= e->size;
+        outside_moved(w, dv, e->dev);
     }
     req_remove(w, e);
 }
@@ -196,15 +204,15 @@ static void request(struct wi_feed *w, struct wi_dev *dv, struct wi_req *e,
      * not the trace's stream register (resnet50 inference's cache-off
      * trace had a third of its requests on a cuMemset's stream, and the
      * pytorch model held 1.89x the real peak) */
-    struct wi_op op = {.kind = WI_OP_ALLOC, .dev = e->dev, .stack = rec->stack,
-                       .size = rec->size, .stream = gmt_alloc_stream(rec), .seq = rec->seq,
-                       .time = rec->time, .outside = dv->outside};
+    struct wi_op op = {.kind = WI_OP_ALLOC, .dev = e->dev, .size = rec->size,
+                       .stream = gmt_alloc_stream(rec)};
+    struct wi_where at = {rec->seq, rec->time, rec->stack};
     if (!wi_lanes_ref(w->lanes, &op.ref)) {
         w->failed = true;
         req_remove(w, e);
         return;
     }
-    wi_lanes_push(w->lanes, &op);
+    wi_lanes_push(w->lanes, &op, &at);
     e->ref = op.ref;
     w->requests++;
     dv->requests++;
@@ -234,6 +242,7 @@ static void on_alloc(struct wi_feed *w, const struct replay *r, const struct gmt
         request(w, dv, e, rec);
     } else {
         dv->outside += rec->size;
+        outside_moved(w, dv, e->dev);
         w->outside_n += !r->fw;
     }
 }
@@ -293,7 +302,6 @@ int wi_feed_try(struct wi_feed *w, const struct replay *r, const struct gmt_rec 
         struct wi_try *t = &out[p];
         uint64_t id = 0;
         *t = (struct wi_try){.policy = w->pol[p].label};
-        dv->seen_outside[p] = dv->outside;
         if (dv->oom[p].hit) { /* ran out before: never reached this request */
             t->earlier = true;
             t->earlier_time = dv->oom[p].time;

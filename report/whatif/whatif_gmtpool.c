@@ -210,7 +210,7 @@ static void *gp_init(const struct wi_opts *o)
         *pm = m->spare;
         pool_reset_peak(m->pool); /* the last program's: page mode grows up to it */
     } else {
-        if ((m = calloc(1, sizeof *m)) == NULL)
+        if ((m = wi_model_state(sizeof *m)) == NULL)
             return NULL;
         m->kind = kind;
         struct pool_upstream up = {.alloc = up_alloc, .release = up_release,

@@ -16,7 +16,7 @@ struct ideal {
 
 static void *ideal_init(const struct wi_opts *o)
 {
-    struct ideal *m = calloc(1, sizeof *m);
+    struct ideal *m = wi_model_state(sizeof *m);
     if (m) {
         m->limit = o->limit;
         m->outside = o->outside;

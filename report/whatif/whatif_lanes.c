@@ -22,7 +22,7 @@
 
 #include "whatif_lanes.h"
 
-#define BATCH 2048 /* requests; 112 KiB */
+#define BATCH 4096 /* requests; 96 KiB, and their where */
 
 /* A policy's side of the live requests, by wi_req.ref. */
 struct wi_lane {
@@ -36,7 +36,9 @@ struct wi_lanes {
     uint32_t *free_refs; /* refs let go, to be used again */
     size_t nfree;
     uint32_t nrefs, cap;
-    struct wi_op *buf[2]; /* the batch being filled, and the one the workers run */
+    /* the batch being filled, and the one the workers run */
+    struct wi_op *buf[2];
+    struct wi_where *where[2];
     int fill;
     size_t nfill;
     /* the workers */
@@ -45,6 +47,7 @@ struct wi_lanes {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     const struct wi_op *run; /* the batch handed to them, */
+    const struct wi_where *run_where;
     size_t nrun;
     uint64_t gen;            /* how many were handed */
     int busy;                /* workers still running it */
@@ -52,17 +55,25 @@ struct wi_lanes {
 };
 
 /* Policy p's models through n requests, in order. A policy that ran out
- * of memory on a device stops there; it lets go only of what it holds. */
-static void run_lane(struct wi_lanes *l, int p, const struct wi_op *op, size_t n)
+ * of memory on a device stops there; it lets go only of what it holds.
+ * The feed's own fields (the devices among them) are read once a device
+ * changes: the feed writes beside them at every record. */
+static void run_lane(struct wi_lanes *l, int p, const struct wi_op *ops_in,
+                     const struct wi_where *where, size_t n)
 {
     struct wi_feed *w = l->w;
     const struct wi_model_ops *ops = w->pol[p].ops;
     uint64_t *ids = l->lane[p].ids;
     uint8_t *held = l->lane[p].held;
-    for (; n--; op++) {
-        struct wi_dev *dv = w->dev[op->dev];
-        dv->seen_outside[p] = op->outside;
-        if (op->kind == WI_OP_FREE) {
+    struct wi_dev *dv = NULL;
+    unsigned d = WI_DEVICES;
+    for (size_t i = 0; i < n; i++) {
+        const struct wi_op *op = &ops_in[i];
+        if (op->dev != d)
+            dv = w->dev[d = op->dev];
+        if (op->kind == WI_OP_OUTSIDE) {
+            dv->seen_outside[p] = op->size;
+        } else if (op->kind == WI_OP_FREE) {
             if (held[op->ref])
                 ops->free(dv->m[p], ids[op->ref]);
             held[op->ref] = 0;
@@ -70,8 +81,8 @@ static void run_lane(struct wi_lanes *l, int p, const struct wi_op *op, size_t n
             if (ops->alloc(dv->m[p], op->size, op->stream, &ids[op->ref]) == 0)
                 held[op->ref] = 1;
             else
-                dv->oom[p] = (struct wi_oom){true, op->seq, op->time, op->size, op->stream,
-                                             op->stack};
+                dv->oom[p] = (struct wi_oom){true, where[i].seq, where[i].time, op->size,
+                                             op->stream, where[i].stack};
         }
     }
 }
@@ -97,10 +108,11 @@ static void *worker(void *arg)
             break;
         seen = l->gen;
         const struct wi_op *ops = l->run;
+        const struct wi_where *where = l->run_where;
         size_t n = l->nrun;
         pthread_mutex_unlock(&l->mu);
         for (int p = me.k; p < l->w->npol; p += l->nworkers)
-            run_lane(l, p, ops, n);
+            run_lane(l, p, ops, where, n);
         pthread_mutex_lock(&l->mu);
         if (--l->busy == 0)
             pthread_cond_signal(&l->done);
@@ -128,7 +140,7 @@ static void hand_off(struct wi_lanes *l)
         return;
     if (l->nworkers == 0) {
         for (int p = 0; p < l->w->npol; p++)
-            run_lane(l, p, l->buf[l->fill], l->nfill);
+            run_lane(l, p, l->buf[l->fill], l->where[l->fill], l->nfill);
         l->nfill = 0;
         return;
     }
@@ -136,6 +148,7 @@ static void hand_off(struct wi_lanes *l)
     while (l->busy)
         pthread_cond_wait(&l->done, &l->mu);
     l->run = l->buf[l->fill];
+    l->run_where = l->where[l->fill];
     l->nrun = l->nfill;
     l->busy = l->nworkers;
     l->gen++;
@@ -193,13 +206,13 @@ struct wi_lanes *wi_lanes_new(struct wi_feed *w)
     if (l == NULL)
         return NULL;
     l->w = w;
-    l->buf[0] = malloc(BATCH * sizeof *l->buf[0]);
-    l->buf[1] = w->workers > 0 ? malloc(BATCH * sizeof *l->buf[1]) : NULL;
-    if (l->buf[0] == NULL || (w->workers > 0 && l->buf[1] == NULL)) {
-        free(l->buf[0]);
-        free(l->buf[1]);
-        free(l);
-        return NULL;
+    for (int i = 0; i < (w->workers > 0 ? 2 : 1); i++) {
+        l->buf[i] = malloc(BATCH * sizeof *l->buf[i]);
+        l->where[i] = malloc(BATCH * sizeof *l->where[i]);
+        if (l->buf[i] == NULL || l->where[i] == NULL) {
+            wi_lanes_free(l);
+            return NULL;
+        }
     }
     int want = w->workers < w->npol ? w->workers : w->npol;
     if (want > 0)
@@ -243,10 +256,12 @@ void wi_lanes_unref(struct wi_lanes *l, uint32_t ref)
     l->free_refs[l->nfree++] = ref; /* room: every ref was made with one */
 }
 
-void wi_lanes_push(struct wi_lanes *l, const struct wi_op *op)
+void wi_lanes_push(struct wi_lanes *l, const struct wi_op *op, const struct wi_where *at)
 {
-    l->buf[l->fill][l->nfill++] = *op;
-    if (l->nfill == BATCH)
+    l->buf[l->fill][l->nfill] = *op;
+    if (at)
+        l->where[l->fill][l->nfill] = *at;
+    if (++l->nfill == BATCH)
         hand_off(l);
 }
 
@@ -268,7 +283,9 @@ void wi_lanes_free(struct wi_lanes *l)
         free(l->lane[p].held);
     }
     free(l->free_refs);
-    free(l->buf[0]);
-    free(l->buf[1]);
+    for (int i = 0; i < 2; i++) {
+        free(l->buf[i]);
+        free(l->where[i]);
+    }
     free(l);
 }

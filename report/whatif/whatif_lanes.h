@@ -11,15 +11,20 @@
 
 #include "whatif.h"
 
-/* A request as every model gets it. */
-enum { WI_OP_ALLOC, WI_OP_FREE };
+/* A request as every model gets it; or, WI_OP_OUTSIDE, what the device
+ * holds outside the models from now on (in size). */
+enum { WI_OP_ALLOC, WI_OP_FREE, WI_OP_OUTSIDE };
 struct wi_op {
     uint8_t kind;
     uint16_t dev;
-    uint32_t ref;                     /* the live request (wi_req.ref) */
-    uint32_t stack;                   /* WI_OP_ALLOC: where, for out of memory */
-    uint64_t size, stream, seq, time; /* WI_OP_ALLOC */
-    uint64_t outside;                 /* the device's bytes outside the models then */
+    uint32_t ref;          /* the live request (wi_req.ref) */
+    uint64_t size, stream; /* WI_OP_ALLOC */
+};
+/* Where a WI_OP_ALLOC was made: read only when a model runs out of
+ * memory on it, so kept apart from the requests the models read. */
+struct wi_where {
+    uint64_t seq, time;
+    uint32_t stack;
 };
 
 /* Lanes for the feed's policies, with up to w->workers threads to run
@@ -30,8 +35,9 @@ struct wi_lanes *wi_lanes_new(struct wi_feed *w);
 bool wi_lanes_ref(struct wi_lanes *l, uint32_t *ref);
 /* ref's request let go (its WI_OP_FREE pushed first): free to be used again. */
 void wi_lanes_unref(struct wi_lanes *l, uint32_t ref);
-/* A request for the models, in the trace's order. */
-void wi_lanes_push(struct wi_lanes *l, const struct wi_op *op);
+/* A request for the models, in the trace's order (at: a WI_OP_ALLOC's
+ * where, else NULL). */
+void wi_lanes_push(struct wi_lanes *l, const struct wi_op *op, const struct wi_where *at);
 /* Every request pushed so far run by the models, and they idle. */
 void wi_lanes_flush(struct wi_lanes *l);
 /* Flushed, the workers stopped, and everything let go. */

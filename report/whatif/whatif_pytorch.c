@@ -809,7 +809,7 @@ static void pt_free(void *v, uint64_t id)
 
 static void *pt_init(const struct wi_opts *o)
 {
-    struct pt *m = calloc(1, sizeof *m);
+    struct pt *m = wi_model_state(sizeof *m);
     if (m == NULL)
         return NULL;
     m->conf = *o->conf;
