@@ -405,11 +405,12 @@ int cmd_whatif(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         add_policy(&w, defaults[i]);
     w.policy_given = false; /* the first --policy replaces the defaults */
-    /* the models beside the replay, on the CPUs it leaves (the reader's
-     * read-ahead shares them) */
+    /* the models beside the replay, a thread per CPU (and policy): they
+     * are most of the work, and the replay and the reader's decoding
+     * share the CPUs with them; one CPU runs them all on its one thread */
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    w.feed.workers = cpus - 1;
+    w.feed.workers = cpus > 1 ? cpus : 0;
     struct gmt_command cmd = {
         .schema = "gpumemtrace.whatif/1",
         .args = {.options = opts, .option = option, .usage = usage},
