@@ -561,11 +561,20 @@ static inline void unpack(struct cursor *c, struct gmt_rec *rec)
     /* BODY_MAX words whatever the kind, without a branch (the records
      * are followed by as many words of padding): those past its body go
      * to len, set after them */
-    uint64_t off, b[BODY_MAX];
+    uint64_t off;
     memcpy(&off, body_off[kind], sizeof off); /* the row's first 8 */
-    memcpy(b, p, sizeof b); /* all read before any is stored */
-    for (unsigned i = 0; i < BODY_MAX; i++)
-        memcpy((char *)rec + (uint8_t)(off >> 8 * i), &b[i], sizeof b[i]);
+    /* all read, into registers, before any is stored (not through an
+     * array: the compiler copied it to the stack with 16-byte stores and
+     * read it back 8 bytes at a time, which stalls the load) */
+    uint64_t b0 = p[0], b1 = p[1], b2 = p[2], b3 = p[3], b4 = p[4], b5 = p[5];
+    char *to = (char *)rec;
+    memcpy(to + (uint8_t)off, &b0, sizeof b0);
+    memcpy(to + (uint8_t)(off >> 8), &b1, sizeof b1);
+    memcpy(to + (uint8_t)(off >> 16), &b2, sizeof b2);
+    memcpy(to + (uint8_t)(off >> 24), &b3, sizeof b3);
+    memcpy(to + (uint8_t)(off >> 32), &b4, sizeof b4);
+    memcpy(to + (uint8_t)(off >> 40), &b5, sizeof b5);
+    _Static_assert(BODY_MAX == 6, "six words stored");
     /* EXT: its one word, the payload's offset and length */
     rec->payload = ext ? c->dc->buf + (uint32_t)p[0] : NULL;
     rec->len = ext ? REC_HIGH(p[0]) : 0;
