@@ -96,10 +96,27 @@ struct blk {
 struct tree {
     struct blk *root;
     uint64_t size_mask;
-    size_t n;
 };
 struct key {
     uint64_t stream, size, addr, serial; /* size 0 in a tree by address */
+};
+
+/* A pool's free blocks, in the same order, (stream, size, address):
+ * per stream, a treap per size class - 16 classes per power of two -
+ * found through two levels of bitmaps, so that best fit looks at the few
+ * blocks of one class, where one treap of them all was a dozen levels
+ * deep. Streams in order, then classes in order, then a class's treap. */
+#define CLASS_SUB 16 /* classes per power of two */
+#define CLASS_GROUPS 64
+struct sset { /* one stream's */
+    uint64_t stream;
+    uint64_t groups;                  /* bit g: a class of group g has blocks */
+    uint16_t classes[CLASS_GROUPS];   /* bit s: class g * CLASS_SUB + s has blocks */
+    struct blk **roots[CLASS_GROUPS]; /* a group's CLASS_SUB roots, made when first used */
+};
+struct bset {
+    struct sset *s; /* by stream */
+    size_t n, cap;
 };
 
 /* Blocks come from slabs of BLK_SLAB and go back to a list of spares: a
@@ -111,7 +128,7 @@ struct slab {
 };
 
 struct pool {
-    struct tree blocks;   /* free, mapped */
+    struct bset blocks;   /* free, mapped */
     struct tree unmapped; /* expandable segments' unmapped ranges */
     bool small;
     int64_t get_free_calls;
@@ -206,7 +223,6 @@ static void tinsert(struct tree *t, struct blk *b)
     *at = b;
     b->up = up;
     b->in_tree = true;
-    t->n++;
 }
 
 /* b's two subtrees merged in its place. */
@@ -218,7 +234,6 @@ static void terase(struct tree *t, struct blk *b)
     *at = tmerge(b->c[0], b->c[1], b->up);
     b->c[0] = b->c[1] = b->up = NULL;
     b->in_tree = false;
-    t->n--;
 }
 
 /* smallest node >= k */
@@ -267,6 +282,227 @@ static struct blk *tfirst(const struct tree *t)
     return n;
 }
 
+static struct blk *tlast(const struct tree *t)
+{
+    struct blk *n = t->root;
+    while (n && n->c[1])
+        n = n->c[1];
+    return n;
+}
+
+/* ---- free blocks by stream and size class ----------------------------------- */
+
+/* A size's class: exact below 16, else its power of two and the next four
+ * bits; classes rise with sizes. */
+static unsigned size_class(uint64_t size)
+{
+    if (size < CLASS_SUB)
+        return (unsigned)size;
+    unsigned lg = 63 - (unsigned)__builtin_clzll(size);
+    return (lg - 3) * CLASS_SUB + (unsigned)(size >> (lg - 4)) % CLASS_SUB;
+}
+
+/* A class's treap, seen as a tree (written back with tree_done). */
+static struct tree class_tree(struct blk *const *root)
+{
+    return (struct tree){root ? *root : NULL, UINT64_MAX};
+}
+
+static struct sset *sset_find(const struct bset *bs, uint64_t stream)
+{
+    size_t lo = 0, hi = bs->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (bs->s[mid].stream < stream)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < bs->n && bs->s[lo].stream == stream ? &bs->s[lo] : NULL;
+}
+
+/* The stream's, made where it has none; NULL when out of host memory. */
+static struct sset *sset_get(struct bset *bs, uint64_t stream)
+{
+    struct sset *ss = sset_find(bs, stream);
+    if (ss)
+        return ss;
+    if (bs->n == bs->cap) {
+        size_t cap = bs->cap ? 2 * bs->cap : 4;
+        struct sset *s = realloc(bs->s, cap * sizeof *s);
+        if (s == NULL)
+            return NULL;
+        bs->s = s;
+        bs->cap = cap;
+    }
+    size_t at = 0;
+    while (at < bs->n && bs->s[at].stream < stream)
+        at++;
+    memmove(&bs->s[at + 1], &bs->s[at], (bs->n - at) * sizeof *bs->s);
+    bs->n++;
+    bs->s[at] = (struct sset){.stream = stream};
+    return &bs->s[at];
+}
+
+/* Class c's root in ss; NULL when its group has none made. */
+static struct blk **class_root(const struct sset *ss, unsigned c)
+{
+    struct blk **g = ss->roots[c / CLASS_SUB];
+    return g ? &g[c % CLASS_SUB] : NULL;
+}
+
+/* The same, made where it is not; NULL when out of host memory. */
+static struct blk **class_root_made(struct sset *ss, unsigned c)
+{
+    struct blk ***g = &ss->roots[c / CLASS_SUB];
+    if (*g == NULL)
+        *g = calloc(CLASS_SUB, sizeof **g);
+    return *g ? &(*g)[c % CLASS_SUB] : NULL;
+}
+
+/* The first class at or after c with blocks; -1: none. */
+static int class_from(const struct sset *ss, unsigned c)
+{
+    if (c >= CLASS_GROUPS * CLASS_SUB)
+        return -1;
+    unsigned g = c / CLASS_SUB;
+    unsigned here = ss->classes[g] & (0xffffu << (c % CLASS_SUB)) & 0xffffu;
+    if (here)
+        return (int)(g * CLASS_SUB + (unsigned)__builtin_ctz(here));
+    uint64_t later = g + 1 < CLASS_GROUPS ? ss->groups & (~0ull << (g + 1)) : 0;
+    if (later == 0)
+        return -1;
+    g = (unsigned)__builtin_ctzll(later);
+    return (int)(g * CLASS_SUB + (unsigned)__builtin_ctz(ss->classes[g]));
+}
+
+/* The last class before c with blocks; -1: none. */
+static int class_before(const struct sset *ss, unsigned c)
+{
+    if (c == 0)
+        return -1;
+    c--;
+    unsigned g = c / CLASS_SUB;
+    unsigned here = ss->classes[g] & (0xffffu >> (CLASS_SUB - 1 - c % CLASS_SUB));
+    if (here)
+        return (int)(g * CLASS_SUB + 31 - (unsigned)__builtin_clz(here));
+    uint64_t earlier = ss->groups & ((1ull << g) - 1);
+    if (earlier == 0)
+        return -1;
+    g = 63 - (unsigned)__builtin_clzll(earlier);
+    return (int)(g * CLASS_SUB + 31 - (unsigned)__builtin_clz(ss->classes[g]));
+}
+
+static void class_mark(struct sset *ss, unsigned c, bool has)
+{
+    unsigned g = c / CLASS_SUB;
+    uint16_t bit = (uint16_t)(1u << (c % CLASS_SUB));
+    ss->classes[g] = has ? ss->classes[g] | bit : ss->classes[g] & (uint16_t)~bit;
+    ss->groups = ss->classes[g] ? ss->groups | 1ull << g : ss->groups & ~(1ull << g);
+}
+
+/* Out of host memory for a stream or a class, the block stays out of the
+ * set: a free block never reused, let go with the model. */
+static void bset_insert(struct bset *bs, struct blk *b)
+{
+    struct sset *ss = sset_get(bs, b->stream);
+    unsigned c = size_class(b->size);
+    struct blk **root = ss ? class_root_made(ss, c) : NULL;
+    if (root == NULL)
+        return;
+    struct tree t = class_tree(root);
+    tinsert(&t, b);
+    *root = t.root;
+    class_mark(ss, c, true);
+}
+
+static void bset_erase(struct bset *bs, struct blk *b)
+{
+    if (!b->in_tree)
+        return;
+    struct sset *ss = sset_find(bs, b->stream);
+    unsigned c = size_class(b->size);
+    struct blk **root = class_root(ss, c);
+    struct tree t = class_tree(root);
+    terase(&t, b);
+    *root = t.root;
+    if (t.root == NULL)
+        class_mark(ss, c, false);
+}
+
+/* The first block of class c (-1: none) of ss's stream or a later one. */
+static struct blk *first_from(const struct bset *bs, const struct sset *ss, int c)
+{
+    for (;;) {
+        if (c >= 0) {
+            struct tree t = class_tree(class_root(ss, (unsigned)c));
+            return tfirst(&t);
+        }
+        if (++ss == bs->s + bs->n)
+            return NULL;
+        c = class_from(ss, 0);
+    }
+}
+
+/* The first block of the stream at or above size. */
+static struct blk *bset_lower(const struct bset *bs, uint64_t stream, uint64_t size)
+{
+    struct sset *ss = sset_find(bs, stream);
+    if (ss == NULL)
+        return NULL;
+    unsigned c = size_class(size);
+    struct blk **root = class_root(ss, c);
+    if (root && *root) {
+        struct tree t = class_tree(root);
+        struct blk *b = tlower(&t, &(struct key){stream, size, 0, 0});
+        if (b)
+            return b;
+    }
+    int next = class_from(ss, c + 1);
+    return next < 0 ? NULL : first_from(bs, ss, next);
+}
+
+/* The last block of the stream before k. */
+static struct blk *bset_before(const struct bset *bs, const struct key *k)
+{
+    struct sset *ss = sset_find(bs, k->stream);
+    if (ss == NULL)
+        return NULL;
+    unsigned c = size_class(k->size);
+    struct tree t = class_tree(class_root(ss, c));
+    struct blk *b = tbefore(&t, k);
+    int prev = b ? -1 : class_before(ss, c);
+    if (prev >= 0) {
+        t = class_tree(class_root(ss, (unsigned)prev));
+        b = tlast(&t);
+    }
+    return b;
+}
+
+static struct blk *bset_first(const struct bset *bs)
+{
+    return bs->n ? first_from(bs, bs->s, class_from(bs->s, 0)) : NULL;
+}
+
+/* The block after b (in the set), in the set's order. */
+static struct blk *bset_next(const struct bset *bs, const struct blk *b)
+{
+    struct blk *n = tnext(b);
+    if (n)
+        return n;
+    const struct sset *ss = sset_find(bs, b->stream);
+    return first_from(bs, ss, class_from(ss, size_class(b->size) + 1));
+}
+
+static void bset_clear(struct bset *bs)
+{
+    for (size_t i = 0; i < bs->n; i++)
+        for (int g = 0; g < CLASS_GROUPS; g++)
+            free(bs->s[i].roots[g]);
+    free(bs->s);
+    *bs = (struct bset){0};
+}
+
 /* ---- blocks -------------------------------------------------------------- */
 
 static struct blk *new_blk(struct pt *m, struct pool *p, uint64_t stream, uint64_t addr,
@@ -304,7 +540,7 @@ static void del_blk(struct pt *m, struct blk *b)
 static void insert_free(struct pool *p, struct blk *b)
 {
     b->gc_base = p->get_free_calls;
-    tinsert(&p->blocks, b);
+    bset_insert(&p->blocks, b);
 }
 
 static bool is_split(const struct blk *b)
@@ -361,7 +597,10 @@ static uint64_t try_merge(struct pt *m, struct blk *dst, struct blk *src)
     if (!src || src->allocated || dst->mapped != src->mapped)
         return 0;
     struct pool *p = src->pool;
-    terase(src->mapped ? &p->blocks : &p->unmapped, src);
+    if (src->mapped)
+        bset_erase(&p->blocks, src);
+    else
+        terase(&p->unmapped, src);
     if (dst->prev == src) {
         dst->addr = src->addr;
         dst->prev = src->prev;
@@ -398,15 +637,14 @@ static struct blk *get_free_block(struct pt *m, struct pool *p, uint64_t stream,
 {
     if (m->limit && m->conf.gc_threshold > 0)
         p->get_free_calls++;
-    struct key k = {stream, size, 0, 0};
-    struct blk *b = tlower(&p->blocks, &k);
-    if (b == NULL || b->stream != stream)
+    struct blk *b = bset_lower(&p->blocks, stream, size);
+    if (b == NULL)
         return NULL;
     if (b->es) { /* best fit counts the unmapped space after a block */
-        struct blk *n = tnext(b);
+        struct blk *n = bset_next(&p->blocks, b);
         while (b->es && n && n->stream == stream && expandable_size(n) < expandable_size(b)) {
             b = n;
-            n = tnext(b);
+            n = bset_next(&p->blocks, b);
         }
     }
     uint64_t mss = m->conf.max_split_size;
@@ -414,13 +652,13 @@ static struct blk *get_free_block(struct pt *m, struct pool *p, uint64_t stream,
         return NULL;
     if (size >= mss && b->size - size >= m->conf.max_non_split_rounding)
         return NULL;
-    terase(&p->blocks, b);
+    bset_erase(&p->blocks, b);
     return b;
 }
 
 static void release_block(struct pt *m, struct blk *b)
 {
-    terase(&b->pool->blocks, b);
+    bset_erase(&b->pool->blocks, b);
     m->st.reserved -= b->size;
     m->st.device_frees++;
     m->st.segments--;
@@ -438,7 +676,7 @@ static void garbage_collect(struct pt *m)
     struct pool *p = &m->large;
     double total_age = 0;
     int64_t count = 0;
-    for (struct blk *b = tfirst(&p->blocks); b; b = tnext(b)) {
+    for (struct blk *b = bset_first(&p->blocks); b; b = bset_next(&p->blocks, b)) {
         if (!is_split(b) && !b->es) {
             total_age += (double)(p->get_free_calls - b->gc_base);
             count++;
@@ -448,9 +686,9 @@ static void garbage_collect(struct pt *m)
     while (reclaimed < target && freed && count > 0) {
         double threshold_age = total_age / (double)count;
         freed = false;
-        struct blk *b = tfirst(&p->blocks);
+        struct blk *b = bset_first(&p->blocks);
         while (b) {
-            struct blk *n = tnext(b);
+            struct blk *n = bset_next(&p->blocks, b);
             double age = (double)(p->get_free_calls - b->gc_base);
             if (!is_split(b) && !b->es && age >= threshold_age) {
                 freed = true;
@@ -580,7 +818,7 @@ static struct blk *alloc_expandable(struct pt *m, struct pool *p, uint64_t strea
             return NULL;
         c = n; /* map_block merged c, free before it, into n */
     }
-    terase(&p->blocks, c);
+    bset_erase(&p->blocks, c);
     return c;
 }
 
@@ -601,7 +839,7 @@ static void unmap_block(struct pt *m, struct blk *b)
         del_blk(m, af);
         return;
     }
-    terase(&p->blocks, b);
+    bset_erase(&p->blocks, b);
     if (bf) {
         bf->es = e;
         bf->prev = b->prev;
@@ -648,9 +886,9 @@ static void release_blocks(struct pt *m, struct pool *p)
 {
     struct blk **to_unmap = NULL;
     size_t n = 0, cap = 0;
-    struct blk *b = tfirst(&p->blocks);
+    struct blk *b = bset_first(&p->blocks);
     while (b) {
-        struct blk *next = tnext(b);
+        struct blk *next = bset_next(&p->blocks, b);
         if (b->es) {
             if (n == cap) {
                 size_t nc = cap ? cap * 2 : 16;
@@ -695,8 +933,8 @@ static bool release_available(struct pt *m, struct pool *p, uint64_t stream, uin
     if (mss == UINT64_MAX)
         return false;
     struct key k = {stream, size < mss ? mss : size, 0, 0};
-    struct blk *b = tlower(&p->blocks, &k);
-    if (b && b->stream == stream) {
+    struct blk *b = bset_lower(&p->blocks, stream, k.size);
+    if (b) {
         if (b->es)
             return false; /* PyTorch would assert; never release a mapped part */
         release_block(m, b);
@@ -704,10 +942,10 @@ static bool release_available(struct pt *m, struct pool *p, uint64_t stream, uin
     }
     /* none big enough: the largest oversize blocks of this stream */
     uint64_t released = 0;
-    b = tbefore(&p->blocks, &k);
-    while (b && released < k.size && b->size >= mss && b->stream == stream && !b->es) {
-        struct blk *prev = tbefore(&p->blocks, &(struct key){b->stream, b->size, b->addr,
-                                                             b->serial});
+    b = bset_before(&p->blocks, &k);
+    while (b && released < k.size && b->size >= mss && !b->es) {
+        struct blk *prev = bset_before(&p->blocks, &(struct key){b->stream, b->size, b->addr,
+                                                                 b->serial});
         released += b->size;
         release_block(m, b);
         b = prev;
@@ -752,7 +990,7 @@ static void free_figures(const struct pt *m, uint64_t *free_bytes, uint64_t *lar
     *largest = 0;
     const struct pool *ps[2] = {&m->small, &m->large};
     for (int i = 0; i < 2; i++)
-        for (struct blk *b = tfirst(&ps[i]->blocks); b; b = tnext(b))
+        for (struct blk *b = bset_first(&ps[i]->blocks); b; b = bset_next(&ps[i]->blocks, b))
             if (b->size > *largest)
                 *largest = b->size;
 }
@@ -817,7 +1055,6 @@ static void *pt_init(const struct wi_opts *o)
     m->card = o->limit ? o->limit : DEFAULT_CARD;
     m->outside = o->outside;
     m->small.small = true;
-    m->small.blocks.size_mask = m->large.blocks.size_mask = UINT64_MAX;
     m->next_addr = 1ull << 40;  /* expandable segments' address space, upward */
     m->seg_top = 1ull << 47;
     m->rng = 0x9e3779b97f4a7c15ull;
@@ -836,6 +1073,8 @@ static void pt_fini(void *v)
     struct pt *m = v;
     if (m == NULL)
         return;
+    bset_clear(&m->small.blocks);
+    bset_clear(&m->large.blocks);
     while (m->slabs) {
         struct slab *n = m->slabs->next;
         free(m->slabs);
