@@ -224,36 +224,26 @@ static double at_s(const struct replay *r, uint64_t t)
     return t > r->hdr.start_monotonic_ns ? (double)(t - r->hdr.start_monotonic_ns) / 1e9 : 0;
 }
 
-static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
+/* Where the requests came from (WI_REQ_*), -1: PyTorch's blocks; a trace
+ * with none at all is said as the runtime's. */
+static int source_of(const struct wi_feed *w, const struct replay *r)
 {
-    struct wi_feed *w = &((struct wi *)ctx)->feed;
-    const struct replay *r = &l->r;
-    if (w->owner != r) /* no event reached the models: an empty trace */
-        wi_feed_reset(w);
-    wi_feed_flush(w);
-    int ndev = 0;
-    uint64_t peak_req = 0;
-    for (int d = 0; d < WI_DEVICES; d++) {
-        if (w->dev[d]) {
-            ndev++;
-            if (w->dev[d]->peak_requested > peak_req)
-                peak_req = w->dev[d]->peak_requested;
-        }
-    }
-    /* where the requests came from; a trace with none at all is said as
-     * the runtime's */
-    int src = r->fw ? -1 : w->source == WI_REQ_DRIVER && w->requests == 0 ? WI_REQ_RUNTIME : w->source;
+    return r->fw ? -1 : w->source == WI_REQ_DRIVER && w->requests == 0 ? WI_REQ_RUNTIME
+                                                                        : w->source;
+}
+
+/* The trace's first line and notes, or its JSON object up to the
+ * policies' list. */
+static void head(const struct loaded *l, const struct gmt_common *c, const struct wi_feed *w)
+{
     static const char *const what_of[] = {[WI_REQ_RUNTIME] = "CUDA runtime allocations",
                                           [WI_REQ_DRIVER] = "CUDA driver allocations",
                                           [WI_REQ_ALL] = "CUDA runtime and driver allocations"};
     static const char *const from_of[] = {[WI_REQ_RUNTIME] = "cuda_allocations",
                                           [WI_REQ_DRIVER] = "driver_allocations",
                                           [WI_REQ_ALL] = "all_allocations"};
-    const char *what = src < 0 ? "PyTorch's blocks" : what_of[src];
-    char a[32], b[32], cc[32], d2[32];
-    if (w->failed)
-        gmt_warnf("%s: out of host memory during the what-if replay; figures are partial",
-                  l->path);
+    const struct replay *r = &l->r;
+    int src = source_of(w, r);
     if (c->json) {
         gmt_json_trace(l);
         printf(",\"pid\":%u,\"requests_from\":\"%s\",\"requests\":%" PRIu64
@@ -266,36 +256,159 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         else
             printf("null");
         printf(",\"policies\":[");
-    } else {
-        printf("%s: %" PRIu64 " requests (%s), peak requested %s", l->path, w->requests,
-               what, gmt_size(c, a, (int64_t)peak_req));
-        if (w->limit)
-            printf(", card of %s", gmt_size(c, b, (int64_t)w->limit));
-        if (w->outside_n)
-            printf("; %" PRIu64 " %s allocation%s held outside the models", w->outside_n,
-                   w->source == WI_REQ_RUNTIME ? "driver" : "runtime", w->outside_n == 1 ? "" : "s");
-        printf("\n");
-        gmt_header_notes(r);
+        return;
     }
-    static const char *const hd[] = {"policy", "device", "peak reserved", "peak requested",
-                                     "frag at peak", "largest free", "device calls",
-                                     "syncs", "out of memory"};
-    static const bool right[] = {false, true, true, true, true, true, true, true, false};
-    struct table *tb = NULL;
-    if (!c->json) {
-        const char *h[9];
-        bool rt[9];
-        int k = 0;
-        for (int i = 0; i < 9; i++) {
-            if (i == 1 && ndev < 2)
-                continue;
-            if (i == 8 && !w->limit)
-                continue;
+    uint64_t peak_req = 0;
+    for (int d = 0; d < WI_DEVICES; d++)
+        if (w->dev[d] && w->dev[d]->peak_requested > peak_req)
+            peak_req = w->dev[d]->peak_requested;
+    char a[32], b[32];
+    printf("%s: %" PRIu64 " requests (%s), peak requested %s", l->path, w->requests,
+           src < 0 ? "PyTorch's blocks" : what_of[src], gmt_size(c, a, (int64_t)peak_req));
+    if (w->limit)
+        printf(", card of %s", gmt_size(c, b, (int64_t)w->limit));
+    if (w->outside_n)
+        printf("; %" PRIu64 " %s allocation%s held outside the models", w->outside_n,
+               w->source == WI_REQ_RUNTIME ? "driver" : "runtime", w->outside_n == 1 ? "" : "s");
+    printf("\n");
+    gmt_header_notes(r);
+}
+
+/* The table's nine columns, less the device's with one device and the
+ * out-of-memory one without --device-memory. */
+enum { COLS = 9 };
+static bool col_shown(int i, int ndev, const struct wi_feed *w)
+{
+    return !(i == 1 && ndev < 2) && !(i == 8 && !w->limit);
+}
+
+static struct table *table_of(int ndev, const struct wi_feed *w)
+{
+    static const char *const hd[COLS] = {"policy", "device", "peak reserved",
+                                         "peak requested", "frag at peak", "largest free",
+                                         "device calls", "syncs", "out of memory"};
+    static const bool right[COLS] = {false, true, true, true, true, true, true, true, false};
+    const char *h[COLS];
+    bool rt[COLS];
+    int k = 0;
+    for (int i = 0; i < COLS; i++) {
+        if (col_shown(i, ndev, w)) {
             h[k] = hd[i];
             rt[k++] = right[i];
         }
-        tb = table_new(k, h, rt);
     }
+    return table_new(k, h, rt);
+}
+
+/* Policy p's figures on device d, one per row of the list. */
+struct row {
+    const char *label;
+    int d;
+    const struct wi_stats *s;
+    const struct wi_dev *dv;
+    const struct wi_oom *o;
+    const char *site; /* where it ran out of memory */
+};
+
+static void json_row(const struct row *x, const struct replay *r, bool first)
+{
+    const struct wi_stats *s = x->s;
+    const struct wi_oom *o = x->o;
+    printf("%s{\"policy\":", first ? "" : ",");
+    gmt_json_str(stdout, x->label);
+    printf(",\"device\":%d,\"peak_reserved\":%" PRIu64 ",\"peak_requested\":%" PRIu64
+           ",\"fragmentation\":%.4f,\"largest_free\":%" PRIu64 ",\"segments\":%" PRIu64,
+           x->d, s->peak_reserved, x->dv->peak_requested, frag_of(s), s->peak_largest_free,
+           s->peak_segments);
+    if (s->has_device_calls)
+        printf(",\"device_allocs\":%" PRIu64 ",\"device_frees\":%" PRIu64 ",\"syncs\":%" PRIu64
+               ",\"retries\":%" PRIu64,
+               s->device_allocs, s->device_frees, s->syncs, s->retries);
+    else
+        printf(",\"device_allocs\":null,\"device_frees\":null,\"syncs\":null,"
+               "\"retries\":null");
+    printf(",\"oom\":");
+    if (o->hit) {
+        printf("{\"seq\":%" PRIu64 ",\"at_ns\":%" PRIu64 ",\"size\":%" PRIu64
+               ",\"stream\":%" PRIu64 ",\"site\":",
+               o->seq, (uint64_t)(at_s(r, o->time) * 1e9), o->size, o->stream);
+        gmt_json_str(stdout, x->site);
+        printf("}");
+    } else {
+        printf("null");
+    }
+    printf("}");
+}
+
+static void text_row(struct table *tb, const struct row *x, const struct replay *r,
+                     const struct gmt_common *c, int ndev, const struct wi_feed *w)
+{
+    const struct wi_stats *s = x->s;
+    char a[32], b[32], cc[32], dev[16], frag[16], calls[48], syncs[24], oom[64];
+    snprintf(dev, sizeof dev, "%d", x->d);
+    snprintf(frag, sizeof frag, "%.1f%%", 100 * frag_of(s));
+    if (s->has_device_calls) {
+        snprintf(calls, sizeof calls, "%" PRIu64 " / %" PRIu64, s->device_allocs,
+                 s->device_frees);
+        snprintf(syncs, sizeof syncs, "%" PRIu64, s->syncs);
+    } else {
+        snprintf(calls, sizeof calls, "-");
+        snprintf(syncs, sizeof syncs, "-");
+    }
+    if (x->o->hit)
+        snprintf(oom, sizeof oom, "at %.3f s (event %" PRIu64 ")", at_s(r, x->o->time),
+                 x->o->seq);
+    else
+        snprintf(oom, sizeof oom, "no");
+    const char *cells[COLS] = {x->label, dev, gmt_size(c, a, (int64_t)s->peak_reserved),
+                               gmt_size(c, b, (int64_t)x->dv->peak_requested), frag,
+                               gmt_size(c, cc, (int64_t)s->peak_largest_free), calls, syncs,
+                               oom};
+    const char *row[COLS];
+    int k = 0;
+    for (int i = 0; i < COLS; i++)
+        if (col_shown(i, ndev, w))
+            row[k++] = cells[i];
+    /* table_row takes ncols strings: pass all nine, extras unused */
+    table_row(tb, row[0], row[1], row[2], row[3], row[4], row[5], row[6], k > 7 ? row[7] : "",
+              k > 8 ? row[8] : "");
+}
+
+/* Under the table: where each policy ran out of memory. */
+static void oom_lines(const struct loaded *l, const struct gmt_common *c,
+                      const struct wi_feed *w)
+{
+    char sz[32];
+    for (int p = 0; p < w->npol; p++) {
+        for (int d = 0; d < WI_DEVICES; d++) {
+            const struct wi_dev *dv = w->dev[d];
+            if (dv == NULL || !dv->oom[p].hit)
+                continue;
+            const struct wi_oom *o = &dv->oom[p];
+            printf("%s: out of memory on device %d at %.3f s (event %" PRIu64
+                   "): %s requested at %s\n",
+                   w->pol[p].label, d, at_s(&l->r, o->time), o->seq,
+                   gmt_size(c, sz, (int64_t)o->size),
+                   sym_site(l->sym, o->stack, c->grain, c->depth));
+        }
+    }
+}
+
+static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
+{
+    struct wi_feed *w = &((struct wi *)ctx)->feed;
+    const struct replay *r = &l->r;
+    if (w->owner != r) /* no event reached the models: an empty trace */
+        wi_feed_reset(w);
+    wi_feed_flush(w);
+    int ndev = 0;
+    for (int d = 0; d < WI_DEVICES; d++)
+        ndev += w->dev[d] != NULL;
+    if (w->failed)
+        gmt_warnf("%s: out of host memory during the what-if replay; figures are partial",
+                  l->path);
+    head(l, c, w);
+    struct table *tb = c->json ? NULL : table_of(ndev, w);
     bool first = true;
     for (int p = 0; p < w->npol; p++) {
         for (int d = 0; d < WI_DEVICES; d++) {
@@ -305,66 +418,12 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
             struct wi_stats s;
             w->pol[p].ops->stats(dv->m[p], &s);
             const struct wi_oom *o = &dv->oom[p];
-            const char *site = o->hit ? sym_site(l->sym, o->stack, c->grain, c->depth) : NULL;
-            if (c->json) {
-                printf("%s{\"policy\":", first ? "" : ",");
-                gmt_json_str(stdout, w->pol[p].label);
-                printf(",\"device\":%d,\"peak_reserved\":%" PRIu64 ",\"peak_requested\":%" PRIu64
-                       ",\"fragmentation\":%.4f,\"largest_free\":%" PRIu64
-                       ",\"segments\":%" PRIu64,
-                       d, s.peak_reserved, dv->peak_requested, frag_of(&s),
-                       s.peak_largest_free, s.peak_segments);
-                if (s.has_device_calls)
-                    printf(",\"device_allocs\":%" PRIu64 ",\"device_frees\":%" PRIu64
-                           ",\"syncs\":%" PRIu64 ",\"retries\":%" PRIu64,
-                           s.device_allocs, s.device_frees, s.syncs, s.retries);
-                else
-                    printf(",\"device_allocs\":null,\"device_frees\":null,\"syncs\":null,"
-                           "\"retries\":null");
-                printf(",\"oom\":");
-                if (o->hit) {
-                    printf("{\"seq\":%" PRIu64 ",\"at_ns\":%" PRIu64 ",\"size\":%" PRIu64
-                           ",\"stream\":%" PRIu64 ",\"site\":",
-                           o->seq, (uint64_t)(at_s(r, o->time) * 1e9), o->size, o->stream);
-                    gmt_json_str(stdout, site);
-                    printf("}");
-                } else {
-                    printf("null");
-                }
-                printf("}");
-            } else {
-                char dev[16], frag[16], calls[48], syncs[24], oom[64];
-                snprintf(dev, sizeof dev, "%d", d);
-                snprintf(frag, sizeof frag, "%.1f%%", 100 * frag_of(&s));
-                if (s.has_device_calls) {
-                    snprintf(calls, sizeof calls, "%" PRIu64 " / %" PRIu64, s.device_allocs,
-                             s.device_frees);
-                    snprintf(syncs, sizeof syncs, "%" PRIu64, s.syncs);
-                } else {
-                    snprintf(calls, sizeof calls, "-");
-                    snprintf(syncs, sizeof syncs, "-");
-                }
-                if (o->hit)
-                    snprintf(oom, sizeof oom, "at %.3f s (event %" PRIu64 ")",
-                             at_s(r, o->time), o->seq);
-                else
-                    snprintf(oom, sizeof oom, "no");
-                const char *cells[9] = {w->pol[p].label, dev,
-                                        gmt_size(c, a, (int64_t)s.peak_reserved),
-                                        gmt_size(c, b, (int64_t)dv->peak_requested), frag,
-                                        gmt_size(c, cc, (int64_t)s.peak_largest_free), calls,
-                                        syncs, oom};
-                const char *row[9];
-                int k = 0;
-                for (int i = 0; i < 9; i++) {
-                    if ((i == 1 && ndev < 2) || (i == 8 && !w->limit))
-                        continue;
-                    row[k++] = cells[i];
-                }
-                /* table_row takes ncols strings: pass all nine, extras unused */
-                table_row(tb, row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                          k > 7 ? row[7] : "", k > 8 ? row[8] : "");
-            }
+            struct row x = {w->pol[p].label, d, &s, dv, o,
+                            o->hit ? sym_site(l->sym, o->stack, c->grain, c->depth) : NULL};
+            if (c->json)
+                json_row(&x, r, first);
+            else
+                text_row(tb, &x, r, c, ndev, w);
             first = false;
         }
     }
@@ -373,19 +432,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
     } else {
         table_print(tb, c->markdown);
         table_free(tb);
-        for (int p = 0; p < w->npol; p++) {
-            for (int d = 0; d < WI_DEVICES; d++) {
-                struct wi_dev *dv = w->dev[d];
-                if (dv == NULL || !dv->oom[p].hit)
-                    continue;
-                const struct wi_oom *o = &dv->oom[p];
-                printf("%s: out of memory on device %d at %.3f s (event %" PRIu64
-                       "): %s requested at %s\n",
-                       w->pol[p].label, d, at_s(r, o->time), o->seq,
-                       gmt_size(c, d2, (int64_t)o->size),
-                       sym_site(l->sym, o->stack, c->grain, c->depth));
-            }
-        }
+        oom_lines(l, c, w);
         printf("device calls: allocations / frees (cudaMalloc/cudaFree, or map/unmap "
                "with expandable segments)\n");
     }
