@@ -182,7 +182,13 @@ static void start_workers(struct wi_lanes *l, int want)
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     /* fewer than wanted: each takes its share of the lanes by the number
-     * actually started, which the workers read only once a batch is theirs */
+     * actually started, which the workers read only once a batch is theirs;
+     * none: the feed's thread runs the lanes */
+    if (l->nworkers == 0) {
+        pthread_mutex_destroy(&l->mu);
+        pthread_cond_destroy(&l->go);
+        pthread_cond_destroy(&l->done);
+    }
 }
 
 static void stop_workers(struct wi_lanes *l)
