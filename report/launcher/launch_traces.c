@@ -222,13 +222,10 @@ static void full_report(struct found *t, size_t n)
     if (argv == NULL)
         return;
     char self[PATH_MAX], report[PATH_MAX + 16];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    char *slash = len > 0 ? (self[len] = '\0', strrchr(self, '/')) : NULL;
-    if (slash) {
-        *slash = '\0';
+    bool beside = launcher_dir(self, sizeof self);
+    if (beside)
         snprintf(report, sizeof report, "%s/gpumemreport", self);
-    }
-    if (slash == NULL || access(report, X_OK) != 0)
+    if (!beside || access(report, X_OK) != 0)
         snprintf(report, sizeof report, "gpumemreport");
     argv[0] = report;
     argv[1] = (char *)"summary";

@@ -299,6 +299,18 @@ static void usage(FILE *f)
 
 /* ---- the environment ------------------------------------------------------ */
 
+bool launcher_dir(char *out, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0)
+        return false;
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (slash)
+        *slash = '\0';
+    return true;
+}
+
 /* The library, as an absolute path. */
 static bool find_library(char *out, size_t cap)
 {
@@ -316,16 +328,11 @@ static bool find_library(char *out, size_t cap)
         return true;
     }
     char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) {
+    if (!launcher_dir(self, sizeof self)) {
         error("cannot find " LIB_NAME ": /proc/self/exe: %s; set GPUMEMTRACE_LIB",
               strerror(errno));
         return false;
     }
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
     char a[PATH_MAX + 32], b[PATH_MAX + 32];
     snprintf(a, sizeof a, "%s/" LIB_NAME, self);
     snprintf(b, sizeof b, "%s/../lib/" LIB_NAME, self);

@@ -22,6 +22,9 @@ extern bool g_quiet; /* -q: print nothing but errors */
  * silences it. */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The directory of this program (/proc/self/exe's); false: unknown. */
+bool launcher_dir(char *out, size_t cap);
+
 /* ---- launch_traces.c: this run's traces ------------------------------------ */
 /* Does a file name fit the name part of the output pattern? */
 bool name_matches(const char *pat, const char *s);
