@@ -1,6 +1,7 @@
 """The docs tell the truth about the options: every GPUMEMTRACE_* option
-of the table in preload/gmt_options.h is in the README's options table with
-its default, and the README lists no option the library doesn't have."""
+of the table in preload/gmt_options.h is in the options table of
+docs/usage.md (its "Options" section) with its default, and that table
+lists no option the library doesn't have."""
 import os
 import re
 
@@ -17,19 +18,19 @@ def table_options():
             for m in re.finditer(r"X\((\w+),\s*\w+,\s*(\w+),\s*(\"[^\"]*\"|[\w.]+),", block)}
 
 
-def test_readme_lists_every_option_with_its_default():
+def test_usage_lists_every_option_with_its_default():
     opts = table_options()
     expect(len(opts) >= 10, opts)
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    rows = dict(re.findall(r"^\| `GPUMEMTRACE_(\w+)` \| ([^|]*) \|", readme, re.M))
+    usage = open(os.path.join(ROOT, "docs", "usage.md")).read()
+    rows = dict(re.findall(r"^\| `GPUMEMTRACE_(\w+)` \| ([^|]*) \|", usage, re.M))
     for name, default in opts.items():
-        expect(name in rows, f"GPUMEMTRACE_{name} is not in the README's options table")
+        expect(name in rows, f"GPUMEMTRACE_{name} is not in docs/usage.md's options table")
         shown = rows[name].strip().strip("`")
         if default is None:
             continue
         if default.startswith('"'):
-            expect(shown == default.strip('"'), f"{name}: README says {shown}, table {default}")
+            expect(shown == default.strip('"'), f"{name}: docs/usage.md says {shown}, table {default}")
         elif default.isdigit():
-            expect(shown == default, f"{name}: README says {shown}, table {default}")
+            expect(shown == default, f"{name}: docs/usage.md says {shown}, table {default}")
     for name in rows:
-        expect(name in opts, f"README lists GPUMEMTRACE_{name}, which the library lacks")
+        expect(name in opts, f"docs/usage.md lists GPUMEMTRACE_{name}, which the library lacks")
