@@ -4,7 +4,7 @@
  * The library reads the options from its environment (options.c); the
  * launcher (gpumemtrace) sets them from its command line and refuses a bad
  * value there, before any process starts, by the same rules
- * (option_values.c, compiled into both); the README's options list and
+ * (option_values.c, compiled into both); the options table of docs/usage.md and
  * the launcher's --help are checked against this table. Nothing else of
  * the library's internals is the launcher's business: this header needs
  * only the trace format's limits.
@@ -20,7 +20,7 @@
 #define GMT_MAX_PY_DEPTH GMT_MAX_PY_FRAMES
 
 /* X(NAME, field, type, default, min, max, help). One table: parsing, the
- * README's options list and `--help` of the launcher all come from it. */
+ * options table of docs/usage.md and `--help` of the launcher all come from it. */
 #define GMT_OPTIONS(X)                                                        \
     X(OUTPUT, output, str, "gpumemtrace.%R%p.gmt", 0, 0,                      \
       "trace file path; %p is the pid, %h the host name (a '/' in it, or a " \

@@ -15,7 +15,7 @@
  * memory in cudaMemGetInfo that counts the pool's idle cache as free,
  * pointer attributes unchanged (pool blocks lie inside cudaMalloc'd
  * segments), and IPC handles that name the right memory or a loud error.
- * Differences a program could notice are documented in the README: a
+ * Differences a program could notice are documented in docs/limits.md: a
  * pooled cudaFree no longer waits for the device, and a free of an
  * address the pool never handed out inside a pool segment returns
  * cudaErrorInvalidValue without setting the runtime's last error.
