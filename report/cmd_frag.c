@@ -10,11 +10,15 @@
  * rounding against those lost in gaps, and the segments with the most
  * free space. Then fragmentation over the run, from the pool's samples.
  *
- * How. The replay gives the moments (the sequence numbers of the peak and
- * of each out-of-memory event); a second pass over the trace rebuilds the
- * pool's segments and blocks (poolview.h) and takes its picture when the
- * trace reaches each moment. Memory: live blocks and segments, plus a
- * fixed number of pictures and sample rows - never the trace's length.
+ * How. The pool's segments and blocks are rebuilt (poolview.h) as the
+ * replay that loads the trace goes, and pictured at the peak and at each
+ * out-of-memory event (pvfollow.h); the samples are placed in parts of the
+ * run by the length a closed trace's header gives. When that could not
+ * give the whole answer (a trace cut short, records out of order, the
+ * picture at the peak not kept), a second pass over the trace, with the
+ * moments and the length known from the replay, does it. Memory: live
+ * blocks and segments, plus a fixed number of pictures and sample rows -
+ * never the trace's length.
  *
  * A trace recorded with the pool off has no pool state: the driver did
  * the caching, out of sight. For it, the rounding waste at the peak and
@@ -28,6 +32,7 @@
 
 #include "common.h"
 #include "poolview.h"
+#include "pvfollow.h"
 
 #define FRAG_MAX_OOMS 32 /* out-of-memory events pictured; all are counted */
 #define FRAG_ROWS 12     /* parts of the run in the over-time table */
@@ -66,7 +71,6 @@ struct row {
 
 struct scan {
     struct snap snaps[1 + FRAG_MAX_OOMS];
-    struct snap *order[1 + FRAG_MAX_OOMS]; /* by sequence number */
     size_t nsnaps;
     struct row rows[FRAG_ROWS];
     uint64_t samples, max_time;
@@ -75,8 +79,19 @@ struct scan {
     bool nomem;
 };
 
+/* The pass that follows the replay loading a trace (an observer). */
+struct follow {
+    const struct replay *owner; /* the replay followed; NULL: none */
+    uint64_t last_records;
+    bool off;                   /* the run's length is not known ahead */
+    uint64_t dur;
+    struct pv_follow pool;
+    struct scan *sc;
+};
+
 struct frag_ctx {
     bool failed; /* a second pass failed: exit 2 */
+    struct follow fw;
 };
 
 static uint64_t rel_ns(const struct replay *r, uint64_t t)
@@ -91,31 +106,6 @@ static double rel_s(const struct replay *r, uint64_t t)
 
 /* ---- the second pass ----------------------------------------------------- */
 
-static int cmp_snap(const void *a, const void *b)
-{
-    const struct snap *x = *(struct snap *const *)a, *y = *(struct snap *const *)b;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return x < y ? -1 : x > y; /* the peak before an event of the same seq */
-}
-
-/* Which moments to picture. Out-of-memory events only with the pool or
- * PyTorch's allocator: without them there is no state to show at them. */
-static void plan(struct scan *sc, const struct replay *r)
-{
-    if (r->peak_requested)
-        sc->snaps[sc->nsnaps++] = (struct snap){NULL, r->peak_requested_seq,
-                                                r->peak_requested_time, -1,
-                                                false, {0}};
-    for (size_t i = 0; (r->pool || r->fw) && i < r->nooms && i < FRAG_MAX_OOMS; i++)
-        sc->snaps[sc->nsnaps++] = (struct snap){&r->ooms[i], r->ooms[i].seq,
-                                                r->ooms[i].time, r->ooms[i].device,
-                                                false, {0}};
-    for (size_t i = 0; i < sc->nsnaps; i++)
-        sc->order[i] = &sc->snaps[i];
-    qsort(sc->order, sc->nsnaps, sizeof *sc->order, cmp_snap);
-}
-
 /* Fragmentation at a sample. The sample has reserved, allocated and the
  * largest free block but not the pending bytes, which the rebuilt pool
  * knows: free = reserved - allocated - pending. (Idle memory alone would
@@ -129,11 +119,11 @@ static double sample_frag(const uint64_t v[6], uint64_t pending)
     return free_b ? 1.0 - (double)v[2] / (double)free_b : 0.0;
 }
 
-static void note_sample(struct scan *sc, const struct replay *r, const struct gmt_rec *rec,
-                        uint64_t pending)
+/* A sample, into its part of the run (dur: the run's length). */
+static void note_sample(struct scan *sc, const struct replay *r, uint64_t dur,
+                        const struct gmt_rec *rec, uint64_t pending)
 {
     double f = sample_frag(rec->v, pending);
-    uint64_t dur = replay_duration(r);
     double pos = dur ? (double)rel_ns(r, rec->time) / (double)dur * FRAG_ROWS : 0.0;
     size_t k = pos < FRAG_ROWS - 1 ? (size_t)pos : FRAG_ROWS - 1;
     struct row *w = &sc->rows[k];
@@ -150,39 +140,51 @@ static void note_sample(struct scan *sc, const struct replay *r, const struct gm
     }
 }
 
-static void take(struct scan *sc, const struct poolview *v, struct snap *s)
+/* The pictures, moved from the follower: the peak, then the first
+ * out-of-memory events when a pool (ours or PyTorch's) was on. */
+static void pictures(struct scan *sc, const struct replay *r, struct pv_follow *f)
 {
-    s->taken = pv_state(v, s->device, &s->st);
-    if (!s->taken)
-        sc->nomem = true;
+    pvf_end(f);
+    if (r->peak_requested) {
+        struct pvf_shot *sh = &f->peak;
+        sc->snaps[sc->nsnaps++] = (struct snap){NULL, r->peak_requested_seq,
+                                                r->peak_requested_time, -1, sh->ok, sh->st};
+        sh->ok = false;
+    }
+    for (size_t i = 0; (r->pool || r->fw) && i < f->nooms && i < FRAG_MAX_OOMS; i++) {
+        struct pvf_shot *sh = &f->ooms[i];
+        const struct oom *o = &r->ooms[sh->oom];
+        sc->snaps[sc->nsnaps++] = (struct snap){o, o->seq, o->time, o->device, sh->ok, sh->st};
+        sh->ok = false;
+    }
+    for (size_t i = 0; i < sc->nsnaps; i++)
+        sc->nomem |= !sc->snaps[i].taken;
+    sc->odd = f->pv.odd;
+    sc->nomem |= f->pv.nomem;
 }
 
-/* Read the trace again, feeding the pool picture and taking each planned
- * picture just before the first record past its moment. */
+/* Read the trace again, the moments and the run's length known. */
 static int rescan(const struct loaded *l, struct scan *sc, char *err, size_t errlen)
 {
     struct gmt_reader *rd = gmt_reader_open(l->path, err, errlen);
     if (rd == NULL)
         return -1;
-    struct poolview v;
-    pv_init(&v);
+    struct pv_follow f;
+    pvf_init(&f, FRAG_MAX_OOMS, NULL, NULL, NULL);
+    pvf_plan(&f, &l->r, FRAG_MAX_OOMS);
+    uint64_t dur = replay_duration(&l->r);
     struct gmt_rec rec;
-    size_t k = 0;
     int got;
     while ((got = gmt_reader_next(rd, &rec)) == 1) {
-        while (k < sc->nsnaps && rec.seq > sc->order[k]->seq)
-            take(sc, &v, sc->order[k++]);
         if (rec.kind == GMT_K_SAMPLE)
-            note_sample(sc, &l->r, &rec, pv_pending(&v, rec.device));
-        pv_apply(&v, &rec);
+            note_sample(sc, &l->r, dur, &rec, pv_pending(&f.pv, rec.device));
+        pvf_event(&f, NULL, &rec);
     }
-    while (k < sc->nsnaps)
-        take(sc, &v, sc->order[k++]);
     if (got < 0)
         snprintf(err, errlen, "%s", gmt_reader_error(rd));
-    sc->odd = v.odd;
-    sc->nomem |= v.nomem;
-    pv_free(&v);
+    else
+        pictures(sc, &l->r, &f);
+    pvf_free(&f);
     gmt_reader_close(rd);
     return got < 0 ? -1 : 0;
 }
@@ -194,6 +196,50 @@ static void scan_free(struct scan *sc)
     for (size_t i = 0; i < sc->nsnaps; i++)
         pv_state_free(&sc->snaps[i].st);
     free(sc);
+}
+
+/* ---- following the replay ------------------------------------------------------ */
+
+static void follow_reset(struct follow *w)
+{
+    if (w->owner)
+        pvf_free(&w->pool);
+    scan_free(w->sc);
+    *w = (struct follow){0};
+}
+
+/* an observer of the replay that loads a trace: every record, after the
+ * replay applied it */
+static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
+{
+    struct follow *w = &((struct frag_ctx *)ctx)->fw;
+    if (w->owner != r || r->records <= w->last_records) { /* a new trace */
+        follow_reset(w);
+        w->owner = r;
+        uint64_t end = r->hdr.end_monotonic_ns, t0 = r->hdr.start_monotonic_ns;
+        w->off = !pvf_wanted() || r->cut || end <= t0 ||
+                 (w->sc = calloc(1, sizeof *w->sc)) == NULL;
+        w->dur = end - t0;
+        pvf_init(&w->pool, FRAG_MAX_OOMS, NULL, NULL, NULL);
+    }
+    w->last_records = r->records;
+    if (w->off)
+        return;
+    if (rec->kind == GMT_K_SAMPLE)
+        note_sample(w->sc, r, w->dur, rec, pv_pending(&w->pool.pv, rec->device));
+    pvf_event(&w->pool, r, rec);
+}
+
+/* The answer of following l's replay, or NULL: read the trace again. */
+static struct scan *followed(struct follow *w, const struct loaded *l)
+{
+    if (w->owner != &l->r || w->off || !pvf_complete(&w->pool) ||
+        w->dur != replay_duration(&l->r))
+        return NULL;
+    struct scan *sc = w->sc;
+    w->sc = NULL;
+    pictures(sc, &l->r, &w->pool);
+    return sc;
 }
 
 /* ---- text -------------------------------------------------------------------- */
@@ -528,11 +574,11 @@ static void json(const struct loaded *l, const struct gmt_common *c, const struc
 static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
     struct frag_ctx *fc = ctx;
-    struct scan *sc = calloc(1, sizeof *sc);
     char err[512] = "out of memory";
-    if (sc)
-        plan(sc, &l->r);
-    if (sc == NULL || rescan(l, sc, err, sizeof err) != 0) {
+    struct scan *sc = followed(&fc->fw, l);
+    follow_reset(&fc->fw);
+    if (sc == NULL && ((sc = calloc(1, sizeof *sc)) == NULL ||
+                       rescan(l, sc, err, sizeof err) != 0)) {
         gmt_errorf("%s: %s", l->path, err);
         fc->failed = true;
         if (c->json) { /* keep the document well-formed */
@@ -555,13 +601,16 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
 
 int cmd_frag(int argc, char **argv)
 {
-    static const struct gmt_command cmd = {
+    static struct frag_ctx fc;
+    const struct gmt_command cmd = {
         .schema = "gpumemtrace.frag/1",
         .args = {.usage = usage},
         .each = each,
+        .replay = {.observe = {{.event = on_event, .ctx = &fc}}},
         .default_top = 10,
     };
-    struct frag_ctx fc = {false};
+    memset(&fc, 0, sizeof fc);
     int rc = gmt_run(argc, argv, &cmd, &fc);
+    follow_reset(&fc.fw);
     return fc.failed ? EXIT_ERROR : rc;
 }

@@ -112,17 +112,22 @@ static int page(FILE *f, char **paths, size_t np, const struct gmt_common *c)
         } else {
             fprintf(f, "{\"schema\":\"gpumemtrace.html/1\",\"traces\":[");
             for (size_t i = 0; i < np && rc == EXIT_OK; i++) {
+                /* the timeline by site follows the replay that loads it */
+                struct html_pass *hp = html_pass_new();
                 struct loaded *l = gmt_load(paths[i], c, &(struct replay_opts){
+                                                             .observe = {html_pass_observer(hp)},
                                                              .growth = true,
                                                              .mark_sites = true});
                 if (l == NULL) {
+                    html_pass_free(hp);
                     rc = EXIT_ERROR;
                     break;
                 }
                 if (i)
                     fputc(',', f);
-                if (html_trace(f, l, c) != 0)
+                if (html_trace(f, l, c, hp) != 0)
                     rc = EXIT_ERROR;
+                html_pass_free(hp);
                 gmt_unload(l);
             }
             fprintf(f, "]}\n");

@@ -5,8 +5,8 @@
  * at build time (the Makefile writes $(O)/report/html_page.c), with each
  * trace's data as JSON in a <script type="application/json"> element that
  * the page's script reads. html_trace.c writes a trace's JSON object;
- * html_pass.c is the second pass over a trace behind its timeline by site
- * and its pool pictures; html_oom.c its out-of-memory events, explained;
+ * html_pass.c follows the replay that loads a trace for its timeline by
+ * site and its pool pictures; html_oom.c its out-of-memory events, explained;
  * html_json.c writes JSON that is safe inside a <script> element.
  */
 #ifndef GMT_HTML_H
@@ -30,7 +30,7 @@ void html_str(FILE *f, const char *s);
 /* "key": string, preceded by a comma when `comma`. */
 void html_kv_str(FILE *f, bool comma, const char *key, const char *s);
 
-/* ---- html_pass.c: the second pass ------------------------------------- */
+/* ---- html_pass.c: the timeline by site, the pool pictures -------------- */
 #define HTML_BUCKETS 2000   /* timeline columns kept per trace */
 #define HTML_MAX_MARKS 2000 /* marks and phases drawn; all are counted */
 #define HTML_MAX_SNAPS 33   /* pool pictures: the peak and 32 OOMs */
@@ -74,11 +74,20 @@ struct html_timeline {
     uint64_t pool_odd;
 };
 
-/* Replay l's trace again: the bands are the sites whose stack ids are in
- * ids[] (sorted) with band[] beside them, nsites bands; every other site
- * is band nsites ("other"). 0, or -1 with err set. */
-int html_pass(const struct loaded *l, const uint32_t *ids, const int *band, size_t nids,
-              int nsites, struct html_timeline *tl, char *err, size_t errlen);
+/* The pass follows the replay that loads the trace: html_pass_observer(p)
+ * goes in its replay_opts.observe (p NULL: an observer with no hook).
+ * html_pass_finish then fills *tl: the bands are the sites whose stack ids
+ * are in ids[] (sorted) with band[] beside them, nsites bands; every other
+ * site is band nsites ("other"). It replays the trace once more when
+ * following it could not give the whole picture (html_pass.c says when).
+ * 0, or -1 with err set. */
+struct html_pass;
+struct html_pass *html_pass_new(void);
+struct replay_observer html_pass_observer(struct html_pass *p);
+int html_pass_finish(struct html_pass *p, const struct loaded *l, const uint32_t *ids,
+                     const int *band, size_t nids, int nsites, struct html_timeline *tl,
+                     char *err, size_t errlen);
+void html_pass_free(struct html_pass *p);
 void html_timeline_free(struct html_timeline *tl);
 
 /* ---- html_oom.c ------------------------------------------------------- */
@@ -88,7 +97,8 @@ void html_timeline_free(struct html_timeline *tl);
 void html_oom(FILE *f, struct loaded *l, const struct gmt_common *c, size_t rows);
 
 /* ---- html_trace.c ------------------------------------------------------ */
-/* Write trace l's JSON object. 0, or -1 after one error line. */
-int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c);
+/* Write trace l's JSON object; p followed its replay (html_pass_new).
+ * 0, or -1 after one error line. */
+int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c, struct html_pass *p);
 
 #endif /* GMT_HTML_H */

@@ -152,8 +152,8 @@ static void site_obj(FILE *f, struct loaded *l, const struct group_row *row, boo
 /* The bands: the top sites at the peak; every site whose label is one of
  * theirs counts in its band, at any time. */
 static int timeline(FILE *f, struct loaded *l, const struct gmt_common *c,
-                    const struct group_row *rows, size_t nrows, struct html_timeline *tl,
-                    char *err, size_t errlen)
+                    const struct group_row *rows, size_t nrows, struct html_pass *p,
+                    struct html_timeline *tl, char *err, size_t errlen)
 {
     const struct replay *r = &l->r;
     size_t k = top_of(c, nrows, HTML_MAX_BANDS);
@@ -185,7 +185,7 @@ static int timeline(FILE *f, struct loaded *l, const struct gmt_common *c,
         band[i] = ib[i].band;
     }
     free(ib);
-    int rc = html_pass(l, ids, band, n, (int)k, tl, err, errlen);
+    int rc = html_pass_finish(p, l, ids, band, n, (int)k, tl, err, errlen);
     free(ids);
     free(band);
     if (rc != 0)
@@ -478,7 +478,7 @@ static void transfers(FILE *f, struct loaded *l, const struct gmt_common *c)
 
 /* ---- the trace --------------------------------------------------------------------- */
 
-int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c)
+int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c, struct html_pass *p)
 {
     const struct replay *r = &l->r;
     char err[512] = "out of memory";
@@ -502,7 +502,7 @@ int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c)
     kinds(f, l, c);
     html_oom(f, l, c, top_of(c, SIZE_MAX, HTML_ROWS));
     struct html_timeline tl;
-    if (timeline(f, l, c, peak, npeak, &tl, err, sizeof err) != 0) {
+    if (timeline(f, l, c, peak, npeak, p, &tl, err, sizeof err) != 0) {
         gmt_errorf("%s: %s", l->path, err);
         html_timeline_free(&tl);
         free(peak);
