@@ -5,8 +5,9 @@
 # from NVIDIA): the build needs its headers, found through CUDA_HOME
 # (default /usr/local/cuda).
 set -eu
-pkgs="make gcc g++ clang libclang-rt-dev libunwind-dev uthash-dev libdw-dev libelf-dev python3 python3-dev binutils chromium golang-go"
-# (golang-go: `go tool pprof` reads the profiles of export --format pprof in the tests)
+pkgs="make gcc g++ clang libclang-rt-dev libunwind-dev uthash-dev libdw-dev libelf-dev python3 python3-dev binutils chromium golang-go python3-torch"
+# (golang-go: `go tool pprof` reads the profiles of export --format pprof in the tests;
+# python3-torch: the retention tests walk real autograd graphs on a CPU PyTorch)
 # Node and npm for the browser test's driver, unless a Node install (one
 # that bundles npm, which conflicts with Debian's npm) is there already
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
