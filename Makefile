@@ -42,7 +42,8 @@ LAUNCHER := $(O)/gpumemtrace
 SIMLIB   := $(O)/sim/libcudart.so.13
 
 PRELOAD_SRC := $(wildcard preload/*.c)
-PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o $(O)/gen/version_pic.o
+PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(O)/%.o) $(O)/preload/fw_src.o $(O)/preload/retention_src.o \
+               $(O)/gen/version_pic.o
 LAUNCHER_SRC := $(wildcard report/launcher/*.c)
 # libgmttrace (report/trace/), the trace-reading library: read a trace
 # (reader, defs, names, stacks), replay it (replay*, backward, kinds,
@@ -134,6 +135,21 @@ $(O)/preload/fw_src.c: preload/fw_torch.cpp preload/fw_bridge.h
 	  done; } > $@.tmp && mv $@.tmp $@
 
 $(O)/preload/fw_src.o: $(O)/preload/fw_src.c
+	$(call say,CC,$@)
+	$(Q)$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+# The walk of the Python objects that hold the tensors (preload/retention.c
+# runs it in the traced interpreter): its source as a string.
+$(O)/preload/retention_src.c: preload/retention.py
+	$(call say,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q){ echo '/* generated from preload/retention.py */'; \
+	  echo "const char gmt_retention_py[] ="; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/    "/' -e 's/$$/\\n"/' \
+	      preload/retention.py; \
+	  echo ';'; } > $@.tmp && mv $@.tmp $@
+
+$(O)/preload/retention_src.o: $(O)/preload/retention_src.c
 	$(call say,CC,$@)
 	$(Q)$(CC) $(BASE) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 

@@ -242,6 +242,35 @@ GMT_EXPORT int gpumemtrace_active(void)
     return on;
 }
 
+/* ---- retention captures ------------------------------------------------- */
+
+/* One line of a capture (preload/retention.py writes them, through
+ * ctypes): a GMT_X_RETENTION record. Longer lines than a record may carry
+ * are cut. 1: recorded. */
+GMT_EXPORT int gpumemtrace_retention_line(unsigned capture, const char *s, size_t n)
+{
+    int saved = errno, done = 0;
+    struct gmt_thread *t = s ? enter() : NULL;
+    if (t != NULL) {
+        uint8_t buf[8192];
+        uint8_t *p = gmt_put_varint(buf, capture);
+        size_t room = sizeof buf - (size_t)(p - buf);
+        n = n < room ? n : room;
+        memcpy(p, s, n);
+        done = gmt_trace_emit_ext(t, GMT_X_RETENTION, buf, (size_t)(p - buf) + n);
+        t->guard = 0;
+    }
+    errno = saved;
+    return done;
+}
+
+/* The walk's source, for a program that asks for a capture itself
+ * (gpumemtrace_markers.retention). */
+GMT_EXPORT const char *gpumemtrace_retention_source(void)
+{
+    return gmt_retention_py;
+}
+
 /* ---- NVTX -------------------------------------------------------------- */
 
 /* A wide (UTF-32) string as UTF-8, cut to whole characters that fit. */

@@ -267,6 +267,10 @@ enum gmt_ext_kind {
     GMT_X_PROC_MEM = 13, /* device, used: the device memory this process
                             holds as NVML reports it (context and
                             libraries included), beside a SAMPLE (1.2) */
+    GMT_X_RETENTION = 14, /* capture varint, text[rest]: one line of a
+                             capture of the Python references that hold
+                             the tensors (preload/retention.py says its
+                             fields) */
 };
 
 /* GMT_X_FW actions. A framework allocator (PyTorch's caching allocator)

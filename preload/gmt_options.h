@@ -101,6 +101,11 @@
     X(CACHE, cache, str, "", 0, 0,                                            \
       "directory of built bridges (default: $XDG_CACHE_HOME/gpumemtrace, "    \
       "else ~/.cache/gpumemtrace)")                                           \
+    X(RETENTION, retention, str, "", 0, 0,                                    \
+      "when a Python program records which of its objects keep its CUDA "   \
+      "tensors alive (comma-separated): exit (before the interpreter ends), "\
+      "signal (on SIGUSR2, unless the program handles it), all (every "     \
+      "tensor, not only CUDA's); empty: never")                              \
     X(VERBOSE, verbose, bool, 0, 0, 1,                                        \
       "1: print the trace file's name and event count at exit")               \
     X(CHUNK_KB, chunk_kb, int, 64, 4, 16384,                                  \

@@ -249,6 +249,10 @@ bool gmt_stack_summary(struct gmt_thread *t, char *buf, size_t size);
 /* Find the interpreter (at tracer start); true if frames will be read.
  * Writes a NOTE into the trace when a Python process cannot be read. */
 bool gmt_py_init(struct gmt_thread *t);
+/* retention.c: with GPUMEMTRACE_RETENTION, have the interpreter found by
+ * gmt_py_init take its captures (once per process). */
+void gmt_retention_start(struct gmt_thread *t);
+extern const char gmt_retention_py[]; /* preload/retention.py */
 /* Up to max frames of this thread, innermost first, as (code id,
  * instruction offset in bytes) pairs in out[2 * i], out[2 * i + 1].
  * Code objects seen for the first time are described (PYCODE). */

@@ -187,8 +187,10 @@ static bool start(void)
     gmt_modules_init();
     emit_process(t);
     gmt_modules_scan(t);
-    if (gmt_py_init(t))
+    if (gmt_py_init(t)) {
         gmt_trace_add_feature(GMT_FEAT_PYTHON_STACKS);
+        gmt_retention_start(t);
+    }
     gmt_mem_init();
     __atomic_store_n(&gmt_tracer_state, GMT_TRACER_ACTIVE, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_init_lock);

@@ -26,6 +26,7 @@ static const struct command commands[] = {
     {"timeline", cmd_timeline, "requested and reserved memory over time: chart or CSV"},
     {"leaks", cmd_leaks, "allocations still live at exit, by site"},
     {"growth", cmd_growth, "sites whose live memory rises steadily, with the rate"},
+    {"retention", cmd_retention, "which Python objects kept the tensors alive, bytes retained by each"},
     {"phases", cmd_phases, "the run sliced by markers: time, peak, memory kept per phase"},
     {"transfers", cmd_transfers, "copies and sets by direction, pinned/pageable, site"},
     {"flamegraph", cmd_flamegraph, "folded stacks (bytes at the peak or in total)"},

@@ -19,6 +19,7 @@
 int cmd_summary(int argc, char **argv);
 int cmd_peak(int argc, char **argv);
 int cmd_frag(int argc, char **argv);
+int cmd_retention(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);
 int cmd_leaks(int argc, char **argv);
 int cmd_growth(int argc, char **argv);

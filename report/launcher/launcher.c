@@ -225,6 +225,10 @@ static void usage(FILE *f)
          "to the runtime"},
         {"    --sample-ms N", "milliseconds between memory samples; 0: none"},
         {"    --embed-symbols", "write function names into the traces at exit"},
+        {"    --retention WHEN", "a Python program records which of its "
+         "objects keep its CUDA tensors alive: exit, signal (on SIGUSR2) or "
+         "exit,signal (GPUMEMTRACE_RETENTION); gpumemreport retention shows "
+         "them"},
         {"-v, --verbose", "print the variables set; each process prints its "
          "trace's name at exit"},
         {"    --set NAME=VALUE", "set GPUMEMTRACE_NAME (any option below)"},
@@ -617,6 +621,7 @@ enum {
     OPT_NO_DRIVER,
     OPT_SAMPLE_MS,
     OPT_EMBED_SYMBOLS,
+    OPT_RETENTION,
     OPT_SET,
     OPT_KEEP_ALLOC,
     OPT_CACHE_OFF,
@@ -655,6 +660,7 @@ static void parse_args(struct run *r, int argc, char **argv)
         {"no-driver", no_argument, NULL, OPT_NO_DRIVER},
         {"sample-ms", required_argument, NULL, OPT_SAMPLE_MS},
         {"embed-symbols", no_argument, NULL, OPT_EMBED_SYMBOLS},
+        {"retention", required_argument, NULL, OPT_RETENTION},
         {"verbose", no_argument, NULL, 'v'},
         {"set", required_argument, NULL, OPT_SET},
         {"keep-framework-allocator", no_argument, NULL, OPT_KEEP_ALLOC},
@@ -690,6 +696,9 @@ static void parse_args(struct run *r, int argc, char **argv)
             break;
         case OPT_EMBED_SYMBOLS:
             set_option("EMBED_SYMBOLS", "1", "--embed-symbols");
+            break;
+        case OPT_RETENTION:
+            set_option("RETENTION", optarg, "--retention");
             break;
         case 'v':
             r->verbose = true;

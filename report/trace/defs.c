@@ -558,6 +558,9 @@ void gmt_defs_add(struct gmt_defs *d, const struct gmt_rec *rec)
         rc = gmt_fw_decode(rec, &f);
         break;
     }
+    case GMT_X_RETENTION: /* a capture's line: `retention` reads them */
+        d->nretention++;
+        break;
     default:
         d->nunknown++; /* from a newer minor version: skipped */
         break;

@@ -89,6 +89,7 @@ struct gmt_defs {
     size_t nnotes_kept;
     struct gmt_string_def *strings; /* uthash by id */
     size_t nstrings, nnotes, nunknown;
+    size_t nretention;         /* GMT_X_RETENTION lines */
     size_t malformed;          /* definitions skipped as malformed */
     char malformed_first[96];  /* which was the first */
 };

@@ -824,6 +824,11 @@ int64_t replay_beyond(const struct replay *r, int dev, enum beyond_source *sourc
     return !any ? 0 : own ? pp : dw;
 }
 
+const struct live *replay_live_at(const struct replay *r, uint64_t addr)
+{
+    return live_find((struct live_table *)&r->live, addr);
+}
+
 uint64_t replay_duration(const struct replay *r)
 {
     uint64_t end = r->last_time;

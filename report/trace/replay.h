@@ -368,6 +368,9 @@ enum beyond_source { BEYOND_NONE, BEYOND_DEVICE, BEYOND_PROCESS };
 int64_t replay_beyond(const struct replay *r, int dev, enum beyond_source *source);
 /* Duration of the traced run in ns, as well as it is known. */
 uint64_t replay_duration(const struct replay *r);
+/* The allocation live now at exactly addr, or NULL (an observer's
+ * question, during the replay). */
+const struct live *replay_live_at(const struct replay *r, uint64_t addr);
 /* Device allocations the recording thread `thread` made (its count in
  * thread_allocs). */
 uint64_t replay_thread_allocs(const struct replay *r, uint32_t thread);

@@ -61,6 +61,8 @@ static const struct run runs[] = {
     {cmd_peak, {"peak", "--no-symbols", "--json", "--group", "stack", T}},
     {cmd_frag, {"frag", "--no-symbols", T}},
     {cmd_frag, {"frag", "--no-symbols", "--json", T}},
+    {cmd_retention, {"retention", "--no-symbols", T}},
+    {cmd_retention, {"retention", "--no-symbols", "--json", "--top", "0", T}},
     {cmd_timeline, {"timeline", "--no-symbols", T}},
     {cmd_timeline, {"timeline", "--no-symbols", "--json", T}},
     {cmd_timeline, {"timeline", "--no-symbols", "--csv", T}},

@@ -1,0 +1,130 @@
+"""Retention captures in a traced process: GPUMEMTRACE_RETENTION has the
+interpreter walk its own objects at exit or on SIGUSR2 (preload/retention.c
+runs preload/retention.py), and `gpumemreport retention` shows the holders
+with the sites that allocated what they hold. The program
+(tests/e2e/py/retention_app.py) holds "device" memory of the simulated
+runtime through PyTorch tensors (CPU PyTorch: Debian's python3-torch) by
+references it knows; the report must name each holder, its bytes exactly,
+and the line that allocated them."""
+import json
+import os
+
+from gmt import *
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APP = os.path.join(HERE, "py", "retention_app.py")
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+MiB = 1 << 20
+
+
+def has_torch():
+    p = run([PYTHON, "-c", "import torch"], traced=False, check=False)
+    expect(p.returncode == 0, "no PyTorch for /usr/bin/python3: scripts/install-deps.sh "
+           f"installs python3-torch\n{p.stderr[-400:]}")
+
+
+def app(mode, retention="exit,all", out="t.gmt"):
+    has_torch()
+    env = {"PYALLOC_LIB": prog("libpyalloc.so"), "GPUMEMTRACE_OUTPUT": out}
+    if retention is not None:
+        env["GPUMEMTRACE_RETENTION"] = retention
+    return run([PYTHON, APP, mode], **env)
+
+
+def captures(trace):
+    doc = json.loads(report("retention", "--json", "--top", "0", trace).stdout)
+    expect(doc["schema"] == "gpumemtrace.retention/1", doc)
+    return doc["traces"][0]
+
+
+def holders(cap):
+    return {"".join(h["chain"]): h for h in cap["holders"]}
+
+
+def test_capture_at_exit_names_holders_bytes_and_sites():
+    p = app("exit")
+    expect(p.stdout == "ok\n" and p.stderr == "", (p.stdout, p.stderr))
+    got = captures("t.gmt")
+    expect(len(got["captures"]) == 1, got)
+    cap = got["captures"][0]
+    expect(cap["reason"] == "exit" and cap["bound"] == "" and cap["storages"] == 4, cap)
+    h = holders(cap)
+    expect(set(h) == {"__main__.memory", "__main__.CACHE"}, sorted(h))
+    line = site_lines(APP)["alloc"]
+    site = f"alloc (retention_app.py:{line}) > pyalloc_alloc"
+    mem, cache = h["__main__.memory"], h["__main__.CACHE"]
+    expect(mem["retained"] == 12 * MiB and mem["storages"] == 3, mem)
+    expect(cache["retained"] == 2 * MiB and cache["storages"] == 1, cache)
+    # the storages are the trace's blocks: the allocating line, exact bytes
+    expect(mem["sites"] == [{"site": site, "bytes": 12 * MiB}] and
+           mem["not_in_trace_bytes"] == 0, mem)
+    expect(cache["sites"] == [{"site": site, "bytes": 2 * MiB}], cache)
+    text = report("retention", "t.gmt").stdout
+    expect("capture 1 at exit" in text and "__main__.memory" in text and
+           f"{site} 12.00 MiB" in text, text)
+
+
+def test_capture_on_a_signal_then_at_exit():
+    p = app("signal", retention="signal,exit,all")
+    expect(p.stdout == "ok\n", p.stdout)
+    caps = captures("t.gmt")["captures"]
+    expect([c["reason"] for c in caps] == ["signal", "exit"], caps)
+    # on the signal the list still held its tensors; at exit it is empty
+    expect(holders(caps[0])["__main__.memory"]["retained"] == 12 * MiB, caps[0])
+    expect(set(holders(caps[1])) == {"__main__.CACHE"}, caps[1])
+    expect(caps[0]["at_ns"] < caps[1]["at_ns"], caps)
+
+
+def test_the_programs_own_signal_handler_stays_its_own():
+    p = app("own", retention="signal,all")
+    # the program's handler ran, ours was not installed over it
+    expect(p.stdout == "own handler\nok\n", p.stdout)
+    got = captures("t.gmt")
+    expect(got["captures"] == [] and "SIGUSR2 is the program's" in got["why"], got)
+
+
+def test_without_the_option_nothing_runs_and_the_report_says_how():
+    p = app("exit", retention=None)
+    expect(p.stdout == "ok\n", p.stdout)
+    got = captures("t.gmt")
+    expect(got["captures"] == [] and "GPUMEMTRACE_RETENTION=exit" in got["why"], got)
+    expect(info("t.gmt")["records"] > 0, "the trace was recorded")
+
+
+def test_cuda_tensors_only_by_default():
+    """Without `all`, only CUDA tensors count: this CPU PyTorch has none,
+    and the capture says so rather than naming CPU tensors."""
+    app("exit", retention="exit")
+    cap = captures("t.gmt")["captures"][0]
+    expect(cap["storages"] == 0 and cap["holders"] == [], cap)
+
+
+def test_a_program_without_python_says_so():
+    run([prog("hello")], check=False, GPUMEMTRACE_RETENTION="exit", GPUMEMTRACE_OUTPUT="h.gmt")
+    got = captures("h.gmt")
+    expect(got["captures"] == [] and "without Python" in got["why"], got)
+
+
+def test_malformed_lines_are_counted_and_skipped():
+    """tests/progs/retention_lines.c writes one well-formed capture and 11
+    lines a damaged or hostile recorder might: the report shows the first
+    and says how many it skipped."""
+    p = run([prog("retention_lines")], GPUMEMTRACE_OUTPUT="l.gmt")
+    expect(p.stdout == "ok\n", p.stdout)
+    r = report("retention", "--json", "l.gmt")
+    expect("11 retention lines did not parse" in r.stderr, r.stderr)
+    got = json.loads(r.stdout)["traces"][0]
+    expect(got["skipped_lines"] == 11 and len(got["captures"]) == 1, got)
+    cap = got["captures"][0]
+    expect(cap["reason"] == "test" and cap["objects"] == 100, cap)
+    h = holders(cap)
+    expect(set(h) == {"__main__.kept", "__main__.other.cache['k']"}, sorted(h))
+    kept = h["__main__.kept"]
+    line = [n for n, t in enumerate(open(os.path.join(HERE, "..", "progs", "retention_lines.c")),
+                                    1) if "cudaMalloc(&p" in t][0]
+    expect(kept["retained"] == 1 << 20 and
+           kept["sites"] == [{"site": f"main (retention_lines.c:{line})", "bytes": 1 << 20}], kept)
+    other = h["__main__.other.cache['k']"]
+    expect(other["sites"] == [] and other["not_in_trace_bytes"] == 4096, other)
+    text = report("retention", "l.gmt").stdout
+    expect("__main__.other.cache['k']" in text and "not in the trace" in text, text)
