@@ -49,6 +49,10 @@ struct hsite {
 
 struct holder {
     size_t index;                 /* among the capture's holder lines */
+    long parent;                  /* a nested holder: the index of the holder it
+                                     lies in; -1: a top-level one */
+    size_t top;                   /* the top-level holder it is or lies in */
+    uint64_t top_retained;        /* that one's retained bytes: the sort key */
     uint64_t retained, storages;
     char *chain;
     struct hsite site[RET_SITES]; /* the largest, by bytes found live */
@@ -175,14 +179,25 @@ static bool on_capture(struct ret *t, const struct gmt_rec *rec, unsigned id, ch
     return true;
 }
 
+/* holder, retained, storages, chain[, the top-level holder it lies in,
+ * -1: none - older recorders write no such field] */
 static bool on_holder(struct ret *t, struct capture *c, char **f, size_t n)
 {
     uint64_t retained, storages;
-    if (n != 4 || !number(f[1], &retained) || !number(f[2], &storages))
+    long parent = -1;
+    char *end = NULL;
+    if ((n != 4 && n != 5) || !number(f[1], &retained) || !number(f[2], &storages))
+        return false;
+    if (n == 5 && ((parent = strtol(f[4], &end, 10)) < -1 || *end != '\0' ||
+                   f[4][0] == '\0' || parent >= (long)c->nh ||
+                   (parent >= 0 && c->h[parent].parent != -1)))
         return false;
     if (!grow((void **)&c->h, &c->caph, c->nh, sizeof *c->h))
         return t->nomem = true, false;
-    c->h[c->nh] = (struct holder){.index = c->nh, .retained = retained, .storages = storages,
+    size_t top = parent < 0 ? c->nh : (size_t)parent;
+    c->h[c->nh] = (struct holder){.index = c->nh, .parent = parent, .top = top,
+                                  .top_retained = parent < 0 ? retained : c->h[top].retained,
+                                  .retained = retained, .storages = storages,
                                   .chain = strdup(f[3])};
     c->nh++;
     t->nomem |= !c->h[c->nh - 1].chain;
@@ -338,12 +353,36 @@ static const char *site_text(struct loaded *l, const struct gmt_common *c, const
     return buf;
 }
 
+/* Top-level holders by retained bytes, each followed by the holders
+ * nested in it, by theirs. */
 static int cmp_holder(const void *a, const void *b)
 {
     const struct holder *x = a, *y = b;
+    if (x->top_retained != y->top_retained)
+        return x->top_retained > y->top_retained ? -1 : 1;
+    if (x->top != y->top)
+        return x->top < y->top ? -1 : 1;
+    if ((x->parent >= 0) != (y->parent >= 0))
+        return x->parent >= 0 ? 1 : -1;
     if (x->retained != y->retained)
         return x->retained > y->retained ? -1 : 1;
     return strcmp(x->chain ? x->chain : "", y->chain ? y->chain : "");
+}
+
+/* Sorted holders to show: the first `top` top-level ones (0: all) and
+ * those nested in them. The top-level holders in all, in *ntop. */
+static size_t holders_shown(const struct capture *k, int top, size_t *ntop)
+{
+    size_t shown = k->nh, tops = 0;
+    for (size_t j = 0; j < k->nh; j++) {
+        if (k->h[j].parent >= 0)
+            continue;
+        if (top && tops == (size_t)top && shown == k->nh)
+            shown = j;
+        tops++;
+    }
+    *ntop = tops;
+    return shown;
 }
 
 static double at_s(const struct replay *r, uint64_t t)
@@ -379,27 +418,31 @@ static void text(struct loaded *l, const struct gmt_common *c, struct ret *t)
     static const bool right[] = {true, true, false, false};
     for (size_t i = 0; i < t->ncaps; i++) {
         struct capture *k = &t->caps[i];
+        qsort(k->h, k->nh, sizeof *k->h, cmp_holder);
+        size_t ntop, shown = holders_shown(k, c->top, &ntop), tops = 0;
         printf("\ncapture %u at %s, %.3f s: %" PRIu64 " tensor storages, %zu holders; %" PRIu64
                " objects walked in %.3f s%s%s\n", k->id, k->reason, at_s(r, k->time),
-               k->storages, k->nh, k->objects, k->seconds, k->bound[0] ? "; cut short: " : "",
+               k->storages, ntop, k->objects, k->seconds, k->bound[0] ? "; cut short: " : "",
                k->bound);
-        qsort(k->h, k->nh, sizeof *k->h, cmp_holder);
-        size_t shown = c->top && (size_t)c->top < k->nh ? (size_t)c->top : k->nh;
         struct table *tb = table_new(4, hdr, right);
         for (size_t j = 0; tb && j < shown; j++) {
-            char a[32], n[32], sites[512];
-            char *ch = chain_text(k->h[j].chain, true);
-            snprintf(n, sizeof n, "%" PRIu64, k->h[j].storages);
-            table_row(tb, gmt_size(c, a, (int64_t)k->h[j].retained), n, ch ? ch : "?",
-                      site_text(l, c, &k->h[j], sites, sizeof sites));
+            const struct holder *h = &k->h[j];
+            char a[32], n[32], sites[512] = "", held[CHAIN_SHOWN + 16];
+            char *ch = chain_text(h->chain, true);
+            snprintf(n, sizeof n, "%" PRIu64, h->storages);
+            /* a nested holder: inside the row above it */
+            snprintf(held, sizeof held, "%s%s", h->parent >= 0 ? "  in it: " : "", ch ? ch : "?");
+            tops += h->parent < 0;
+            table_row(tb, gmt_size(c, a, (int64_t)h->retained), n, held,
+                      h->parent < 0 ? site_text(l, c, h, sites, sizeof sites) : "");
             free(ch);
         }
         if (tb) {
             table_print(tb, c->markdown);
             table_free(tb);
         }
-        if (shown < k->nh)
-            printf("(%zu more holders: --top 0)\n", k->nh - shown);
+        if (tops < ntop)
+            printf("(%zu more holders: --top 0)\n", ntop - tops);
     }
 }
 
@@ -432,11 +475,16 @@ static void json(struct loaded *l, const struct gmt_common *c, struct ret *t)
                k->time - r->hdr.start_monotonic_ns : 0, k->objects, k->seconds, k->storages);
         gmt_json_str(stdout, k->bound);
         printf(",\"holders\":[");
-        size_t shown = c->top && (size_t)c->top < k->nh ? (size_t)c->top : k->nh;
-        for (size_t j = 0; j < shown; j++) {
+        size_t ntop, shown = holders_shown(k, c->top, &ntop);
+        /* holders and storages name a holder by its place in this list */
+        size_t *rank = malloc((k->nh ? k->nh : 1) * sizeof *rank);
+        for (size_t j = 0; rank && j < k->nh; j++)
+            rank[k->h[j].index] = j;
+        for (size_t j = 0; rank && j < shown; j++) {
             const struct holder *h = &k->h[j];
-            printf("%s{\"retained\":%" PRIu64 ",\"storages\":%" PRIu64 ",\"chain\":",
-                   j ? "," : "", h->retained, h->storages);
+            printf("%s{\"retained\":%" PRIu64 ",\"storages\":%" PRIu64 ",\"parent\":%ld,"
+                   "\"chain\":", j ? "," : "", h->retained, h->storages,
+                   h->parent < 0 ? -1L : (long)rank[h->parent]);
             json_chain(h->chain);
             printf(",\"sites\":[");
             for (size_t s = 0; s < h->nsites; s++) {
@@ -447,11 +495,7 @@ static void json(struct loaded *l, const struct gmt_common *c, struct ret *t)
             printf("],\"other_sites_bytes\":%" PRIu64 ",\"not_in_trace_bytes\":%" PRIu64
                    ",\"allocated\":%" PRIu64 "}", h->other, h->unmatched, h->allocated);
         }
-        printf("],\"holders_total\":%zu,\"blocks\":[", k->nh);
-        /* each storage: its holder by its rank above (-1: none) */
-        size_t *rank = malloc((k->nh ? k->nh : 1) * sizeof *rank);
-        for (size_t j = 0; rank && j < k->nh; j++)
-            rank[k->h[j].index] = j;
+        printf("],\"holders_total\":%zu,\"blocks\":[", ntop);
         for (size_t j = 0; rank && j < k->nb; j++) {
             const struct block *b = &k->b[j];
             printf("%s{\"address\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"holder\":%ld,\"chain\":",

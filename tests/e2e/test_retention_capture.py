@@ -106,19 +106,24 @@ def test_a_program_without_python_says_so():
 
 
 def test_malformed_lines_are_counted_and_skipped():
-    """tests/progs/retention_lines.c writes one well-formed capture and 11
+    """tests/progs/retention_lines.c writes one well-formed capture and 14
     lines a damaged or hostile recorder might: the report shows the first
     and says how many it skipped."""
     p = run([prog("retention_lines")], GPUMEMTRACE_OUTPUT="l.gmt")
     expect(p.stdout == "ok\n", p.stdout)
     r = report("retention", "--json", "l.gmt")
-    expect("11 retention lines did not parse" in r.stderr, r.stderr)
+    expect("14 retention lines did not parse" in r.stderr, r.stderr)
     got = json.loads(r.stdout)["traces"][0]
-    expect(got["skipped_lines"] == 11 and len(got["captures"]) == 1, got)
+    expect(got["skipped_lines"] == 14 and len(got["captures"]) == 1, got)
     cap = got["captures"][0]
     expect(cap["reason"] == "test" and cap["objects"] == 100, cap)
     h = holders(cap)
-    expect(set(h) == {"__main__.kept", "__main__.other.cache['k']"}, sorted(h))
+    expect(set(h) == {"__main__.kept", "__main__.other.cache['k']",
+                      "__main__.other.cache['k'][1]"}, sorted(h))
+    # the nested one right after the holder it lies in
+    expect([("".join(x["chain"]), x["parent"]) for x in cap["holders"]] ==
+           [("__main__.kept", -1), ("__main__.other.cache['k']", -1),
+            ("__main__.other.cache['k'][1]", 1)] and cap["holders_total"] == 2, cap["holders"])
     kept = h["__main__.kept"]
     line = [n for n, t in enumerate(open(os.path.join(HERE, "..", "progs", "retention_lines.c")),
                                     1) if "cudaMalloc(&p" in t][0]
@@ -127,4 +132,5 @@ def test_malformed_lines_are_counted_and_skipped():
     other = h["__main__.other.cache['k']"]
     expect(other["sites"] == [] and other["not_in_trace_bytes"] == 4096, other)
     text = report("retention", "l.gmt").stdout
-    expect("__main__.other.cache['k']" in text and "not in the trace" in text, text)
+    expect("__main__.other.cache['k']" in text and "not in the trace" in text and
+           "  in it: __main__.other.cache['k'][1]" in text and "2 holders" in text, text)

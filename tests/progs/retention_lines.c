@@ -3,11 +3,14 @@
  * (gpumemtrace_retention_line): `gpumemreport retention` must show the
  * well-formed ones and count the rest, never crash.
  *
- * Capture 1 is well formed: two holders, three blocks, one of them at the
- * address of a live allocation (its site is this file's cudaMalloc).
+ * Capture 1 is well formed: two top-level holders (the first written the
+ * older way, without the field naming where a holder lies), one holder
+ * nested in the second, three blocks, one of them at the address of a
+ * live allocation (its site is this file's cudaMalloc).
  * Then lines that must be skipped: fields missing, numbers that are not,
  * a holder index out of range, a block before any capture, a second
- * capture 1, a capture 0, an unknown line type, an empty line. */
+ * capture 1, a capture 0, an unknown line type, an empty line, holders
+ * nested in a holder that is not there, or is nested itself. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,7 +38,8 @@ int main(void)
     say(line, 7, "block\t1000\t64\t-1\tbefore any capture");
     say(line, 1, "capture\ttest\t100\t3\t2\t0.001\t");
     say(line, 1, "holder\t1048576\t1\t__main__.kept");
-    say(line, 1, "holder\t4096\t2\t__main__.other\x1f.cache\x1f['k']");
+    say(line, 1, "holder\t4096\t2\t__main__.other\x1f.cache\x1f['k']\t-1");
+    say(line, 1, "holder\t2048\t1\t__main__.other\x1f.cache\x1f['k']\x1f[1]\t1");
     snprintf(buf, sizeof buf, "block\t%llx\t1048576\t0\t__main__.kept",
              (unsigned long long)(size_t)p);
     say(line, 1, buf);
@@ -52,6 +56,9 @@ int main(void)
     say(line, 1, "mystery\tline");
     say(line, 1, "");
     say(line, 1, "holder\t18446744073709551616\t1\toverflows");
+    say(line, 1, "holder\t1\t1\tparent out of range\t9");
+    say(line, 1, "holder\t1\t1\tparent nested itself\t2");
+    say(line, 1, "holder\t1\t1\tparent not a number\tx");
     printf("ok\n");
     return 0;
 }
