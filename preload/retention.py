@@ -3,41 +3,59 @@ Python object graph, from its roots to every tensor storage, run at a
 chosen moment (exit, a signal, a marker) under the GIL.
 
 The library execs this file's source in a fresh namespace and calls
-capture(reason, emit). The walk answers two questions for every storage,
-like a heap analyzer's "path to GC roots" and "retained size":
+capture(reason, emit). The walk answers, for every storage, what a heap
+analyzer's "path to GC roots" and "retained size" do:
 
   - the shortest chain of references from a root (a module global, a local
     of a live frame) to the tensor that owns it: a breadth-first walk, roots
     in a fixed order, first discovery wins, so chains are short and the same
-    from one capture to the next;
+    from one capture to the next. The program's own references come first:
+    the walk follows the plain ones (gc's referents: attributes, items,
+    closures) as far as they go before it takes an autograd edge, so a
+    parameter is model.fc.weight even when a kept graph also saves it;
   - its holder: the object nearest a root that every chain to the storage
     passes through (its highest dominator below the roots), and so what the
     holder's bytes are: one list that keeps 2,000 autograd graphs alive is
-    one holder of their total, not 2,000 lines.
+    one holder of their total, not 2,000 lines;
+  - and inside a holder, the collection that keeps it (its lowest
+    dominator that is a list, tuple, deque, set or dict of the program's,
+    not an object's __dict__ or an nn.Module's own tables): the list a
+    forward hook closes over inside the model, an optimizer's state. Such
+    nested holders come with what they dominate too; siblings under one
+    more collection are that one (opt.state, not one line per parameter);
+    a nested holder must keep 2 storages or 1% of its top-level holder.
 
-Edges are gc.get_referents() plus what it does not show: a tensor's
-.grad_fn, ._base and .grad, an autograd node's saved tensors, its
-.next_functions and an AccumulateGrad's .variable. Objects no root reaches
-but that gc.get_objects() lists are sorted the way the collector would:
-kept by a reference from outside Python objects (C, C++), or garbage in a
-reference cycle that the next collection frees.
+Edges are gc.get_referents() plus what it does not show, the autograd
+edges: a tensor's .grad_fn, ._base and .grad, an autograd node's saved
+tensors (every _saved_* attribute, which unpacks what the node saved, a
+tuple of them included), its .next_functions and an AccumulateGrad's
+.variable. Objects no root reaches but that gc.get_objects() lists are
+sorted the way the collector would: kept by a reference from outside
+Python objects (C, C++), or garbage in a reference cycle that the next
+collection frees.
 
 Records go to emit(line), one per call, fields separated by TAB (the C side
 writes each as one trace record; docs/trace-format.md):
 
-  capture  reason, objects walked, storages, holders, seconds, bound
-  holder   retained bytes, storages, chain        (largest first)
-  block    data_ptr (hex), bytes, holder index or -1, chain
+  capture  reason, objects walked, storages, holder lines, seconds, bound
+  holder   retained bytes, storages, chain, the index of the top-level
+           holder it lies in (-1: it is one)
+  block    data_ptr (hex), bytes, index of its top-level holder or -1, chain
 
-A chain is its steps joined by \\x1f: "__main__.memory", "[3]", ".grad_fn",
-"._saved_self". The bound is "" when the walk finished, else what cut it:
-"objects", "seconds", "depth", or "error: ..." (capture never raises).
+Holder lines: the top-level holders, largest first, each followed by its
+nested holders, largest first; an index is among the capture's holder
+lines. A chain is its steps joined by \\x1f: "__main__.memory", "[3]",
+".grad_fn", "._saved_self". The bound is "" when the walk finished, else
+what cut it: "objects", "seconds", "depth", or "error: ..." (capture never
+raises).
 
 What the walk must not do, since it runs inside the program it measures:
 allocate device memory (it only reads tensor attributes, never creates or
 copies a tensor), run the program's code (no repr, hash or getattr on
 arbitrary objects: ids key every table, only builtin types are repr'd, and
-torch's __torch_function__ overrides are off while it runs), collect
+torch's __torch_function__ overrides are off while it runs; but a graph
+recorded under saved_tensors_hooks gives its saved tensors through the
+program's unpack hook), collect
 garbage (gc is off during the walk, as it was or on again after), or keep
 anything alive afterwards (no reference cycles in its own state; a function
 frame's f_locals snapshot, which CPython before 3.13 keeps on the frame, is
@@ -46,8 +64,9 @@ emptied again).
 Fast enough to run on a large heap: the walk expands a batch of up to 4096
 nodes with a few maps in C (referents, ids, the set of ids met) and loops
 in Python only per storage and per autograd node; nodes are integers in
-compact arrays. A million tracked objects take about 1.5 s on a 2-core VM;
-untracked containers (a dict of ints) cost nothing, they hold no tensor.
+compact arrays. A million tracked objects take 1.5-2.5 s on a 2-core VM
+(the dominators, the nested holders: a tenth of it); untracked containers
+(a dict of ints) cost nothing, they hold no tensor.
 """
 import gc
 import sys
@@ -57,6 +76,7 @@ import _thread
 from array import array
 from bisect import bisect_right
 from collections import deque
+from heapq import heapify, heappop, heappush
 from itertools import accumulate, chain, compress, repeat
 from operator import and_, eq, is_, ne, not_
 
@@ -78,6 +98,7 @@ _type_dict = type.__dict__["__dict__"].__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
 _type_module = type.__dict__["__module__"].__get__
 _ATOMS = (str, int, float, bool, bytes, complex, type(None))
+_COLLECTIONS = (list, tuple, deque, set, frozenset, dict)
 _GEN_FRAME = {types.GeneratorType: "gi_frame", types.CoroutineType: "cr_frame",
               types.AsyncGeneratorType: "ag_frame"}
 
@@ -91,16 +112,18 @@ class _Walk:
     """The walk's state. Nodes are integers in the order found (objs is
     also the breadth-first queue): objs[i] is the object, parent[i] the node
     that found it (-1 for a root), and node i's edges are the ids in
-    adj[start[i]:start[i + 1]]. seen holds the id of every object met,
-    node or not (the objects never entered: modules, what the collector
-    says is alive but no root reaches). Edges are kept as ids, not node
+    adj[start[i]:start[i + 1]] (its plain ones) and in xadj.get(i) (the
+    autograd edges of a tensor or an autograd node). seen holds the id of
+    every object met, node or not (the objects never entered: modules,
+    what the collector says is alive but no root reaches). Edges are kept as ids, not node
     numbers: a set of ids is the cheapest way to tell new from met, and
     only the few nodes that reach a storage need a number later. Nothing
     here refers back to the walk, so it all goes when capture returns."""
     __slots__ = ("objs", "seen", "phase", "parent", "start", "adj", "roots", "vroots",
                  "elabel", "storage", "sindex", "kinds", "saved", "tensor", "module",
                  "device", "untyped", "memo", "clear", "deadline", "max_objects",
-                 "max_depth", "cut", "tracing", "probes")
+                 "max_depth", "cut", "tracing", "probes", "pending", "xadj",
+                 "colls")
 
     def __init__(self):
         self.objs = []
@@ -109,6 +132,8 @@ class _Walk:
         self.parent = array("i")
         self.start = array("i")
         self.adj = array("Q")
+        self.xadj = {}       # node -> ids its autograd edges lead to
+        self.pending = []    # this round's tensors and nodes, autograd edges to come
         self.cut = False
         self.roots = {}      # node -> tuple of the root's steps
         self.vroots = []     # the roots the dominators start from
@@ -116,6 +141,7 @@ class _Walk:
         self.storage = {}    # storage node -> (data_ptr, bytes)
         self.sindex = {}     # data_ptr -> storage node
         self.kinds = {_Storage: _LEAF}
+        self.colls = {}      # type -> whether it is a collection (_nested)
         self.saved = {}      # autograd node type -> its _saved_* names
         self.memo = {}       # node -> {id(child): step} of a large container
         self.clear = []      # f_locals snapshots to empty after the walk
@@ -202,10 +228,10 @@ def _run(W, reason, emit, t0, stats):
     holders, blocks = _retained(W)
     stats[2] = len(holders)
     lines = [_capture_line(reason, stats, t0, bound)]
-    for chain, nbytes, count in holders:
-        lines.append(_line(("holder", str(nbytes), str(count)), chain))
-    for ptr, nbytes, h, chain in blocks:
-        lines.append(_line(("block", "%x" % ptr, str(nbytes), str(h)), chain))
+    for steps, nbytes, count, h in holders:
+        lines.append(_line(("holder", str(nbytes), str(count)), steps, str(h)))
+    for ptr, nbytes, h, steps in blocks:
+        lines.append(_line(("block", "%x" % ptr, str(nbytes), str(h)), steps))
     return lines
 
 
@@ -324,8 +350,30 @@ def _fill(W):
 # --- the walk --------------------------------------------------------------
 
 def _bfs(W, i):
-    """Breadth-first from node i on, in node order, a batch of one level's
-    nodes at a time. Returns the bound that cut it, or ""."""
+    """Breadth-first from node i on, in rounds: a round walks the plain
+    references (gc's referents, a tensor's storage) level by level; then
+    the autograd edges of the tensors and nodes it met find the next
+    round's nodes. So a chain takes as few autograd edges as it can, then
+    as few steps: a parameter is named by its module even when a kept
+    graph reaches it too. Returns the bound that cut it, or ""."""
+    while True:
+        bound = _round(W, i)
+        if bound:
+            return bound
+        i = len(W.objs)
+        pending = W.pending
+        W.pending = []
+        for p in pending:
+            _autograd(W, p)
+        if len(W.objs) == i:
+            return ""
+        if len(W.objs) > W.max_objects:
+            return "objects"
+
+
+def _round(W, i):
+    """One round's plain walk from node i on, in node order, a batch of
+    one level's nodes at a time (max_depth counts a round's levels)."""
     objs = W.objs
     kget = W.kinds.get
     start = W.start
@@ -337,7 +385,9 @@ def _bfs(W, i):
             level += 1
             level_end = len(objs)
             if level >= W.max_depth:
-                return _deeper(W, i)
+                bound = _deeper(W, i)
+                if bound:
+                    return bound  # else the rest adds edges, no nodes
         if time.monotonic() > W.deadline:
             return "seconds"
         end = min(level_end, i + 4096)
@@ -432,10 +482,11 @@ def _kind(W, tp):
 
 
 def _special(W, i, o, kind):
-    """Expand a tensor or an autograd node: its storage, its autograd edges
-    (labelled now: unpacking a saved tensor makes a new object each time,
-    so they cannot be matched later), then its plain referents. Returns
-    the ids its edges lead to."""
+    """Expand a tensor or an autograd node over its plain edges: a
+    tensor's storage, then its gc referents but the autograd nodes among
+    them (a tensor may show its grad_fn to gc: that is an autograd edge,
+    named .grad_fn in the next round). Its autograd edges wait for the
+    round's end (W.pending). Returns the ids its edges lead to."""
     objs = W.objs
     seen = W.seen
     phase = W.phase
@@ -456,25 +507,51 @@ def _special(W, i, o, kind):
             k = id(objs[j])
             if phase is None or k in phase:
                 out.append(k)
-        edges = _tensor_edges(o)
-    else:
-        edges = _node_edges(W, o)
+    kget = W.kinds.get
     for r in gc.get_referents(o):
-        if gc.is_tracked(r):
-            edges.append((None, r))
-    for label, r in edges:
+        if not gc.is_tracked(r):
+            continue
+        kr = kget(type(r))
+        if kr is None:
+            kr = _kind(W, type(r))
+        if kr == _NODE:
+            continue
         k = id(r)
         if k not in seen:
             seen.add(k)
-            if label:
-                W.elabel[len(objs)] = label
             objs.append(r)
             W.parent.append(i)
             if phase is not None:
                 phase.add(k)
         if phase is None or k in phase:
             out.append(k)
+    W.pending.append(i)
     return out
+
+
+def _autograd(W, i):
+    """Node i's autograd edges (labelled now: unpacking a saved tensor
+    makes a new object each time, so they cannot be matched later), kept
+    apart from its plain edges in W.xadj."""
+    objs = W.objs
+    seen = W.seen
+    phase = W.phase
+    o = objs[i]
+    edges = _tensor_edges(o) if W.kinds.get(type(o)) == _TENSOR else _node_edges(W, o)
+    out = []
+    for label, r in edges:
+        k = id(r)
+        if k not in seen:
+            seen.add(k)
+            W.elabel[len(objs)] = label
+            objs.append(r)
+            W.parent.append(i)
+            if phase is not None:
+                phase.add(k)
+        if phase is None or k in phase:
+            out.append(k)
+    if out:
+        W.xadj[i] = out
 
 
 def _storage(W, t):
@@ -706,12 +783,17 @@ def _retained(W):
     storage; a virtual root points at the roots; immediate dominators come
     from Cooper, Harvey and Kennedy's iterative algorithm on a reverse
     postorder. A storage's holder is its dominator just below the virtual
-    root (itself when two roots reach it)."""
+    root (itself when two roots reach it); the nested holders inside one
+    come from the same dominator tree (_nested). Returns the holders, in
+    the order of their lines: (chain, bytes, storages, index of the
+    top-level holder or -1), and the blocks: (data_ptr, bytes, index of
+    the top-level holder or -1, chain)."""
     objs = W.objs
     n = len(objs)
     if not W.storage:
         return [], []
     adj = W.adj
+    xadj = W.xadj
     start = W.start
     start.append(len(adj))
     parent = W.parent
@@ -722,24 +804,32 @@ def _retained(W):
             rel[id(objs[j])] = j
             j = parent[j]
     # whatever has an edge into rel joins it (with the nodes that found
-    # it), until nothing changes; one pass over the edges in C finds them
+    # it), until nothing changes; one pass over the plain edges in C finds
+    # them, a loop over the few nodes with autograd edges the others
     while True:
         hits = bytes(map(rel.__contains__, adj))
         changed = False
+        found = []
         p = hits.find(1)
         while p >= 0:
             s = bisect_right(start, p) - 1
+            found.append(s)
+            p = hits.find(1, start[s + 1])
+        for s, ks in xadj.items():
+            if any(map(rel.__contains__, ks)):
+                found.append(s)
+        for s in found:
             if id(objs[s]) not in rel:
                 changed = True
                 j = s
                 while j >= 0 and id(objs[j]) not in rel:
                     rel[id(objs[j])] = j
                     j = parent[j]
-            p = hits.find(1, start[s + 1])
         if not changed:
             break
-    hits = None
-    # depth-first from the virtual root: the reverse postorder
+    hits = found = None
+    # depth-first from the virtual root: the reverse postorder; a node's
+    # plain edges first, then its autograd edges
     seen = bytearray(n)
     succs = {}
     post = []
@@ -747,7 +837,7 @@ def _retained(W):
         if id(objs[r]) not in rel or seen[r]:
             continue
         seen[r] = 1
-        succ = [rel[k] for k in adj[start[r]:start[r + 1]] if k in rel]
+        succ = [rel[k] for k in chain(adj[start[r]:start[r + 1]], xadj.get(r, ())) if k in rel]
         succs[r] = succ
         stack = [(r, iter(succ))]
         while stack:
@@ -755,7 +845,8 @@ def _retained(W):
             for j in it:
                 if not seen[j]:
                     seen[j] = 1
-                    succ = [rel[k] for k in adj[start[j]:start[j + 1]] if k in rel]
+                    succ = [rel[k] for k in chain(adj[start[j]:start[j + 1]], xadj.get(j, ()))
+                            if k in rel]
                     succs[j] = succ
                     stack.append((j, iter(succ)))
                     break
@@ -799,15 +890,16 @@ def _retained(W):
             if idom[b] != new:
                 idom[b] = new
                 changed = True
+    preds = None
     top = [0] * N
     for b in range(1, N):
         top[b] = b if idom[b] == 0 else top[idom[b]]
-    # holders: their bytes, then their chains, sorted
+    # the top-level holders: their bytes
     per = {}
     of = {}
     for s, (ptr, nbytes) in W.storage.items():
         if seen[s]:
-            h = order[top[num[s]]]
+            h = top[num[s]]
             of[s] = h
             acc = per.get(h)
             if acc is None:
@@ -815,22 +907,161 @@ def _retained(W):
             else:
                 acc[0] += nbytes
                 acc[1] += 1
+    inner = _nested(W, order, num, idom, top, per)
+    # then their lines, sorted, each followed by the holders inside it
     hl = []
     for h, (nbytes, count) in per.items():
-        hl.append((-nbytes, -count, _chain(W, h), h))
+        hl.append((-nbytes, -count, _chain(W, order[h]), h))
     hl.sort(key=_no_node)
     hidx = {}
     holders = []
-    for x, (nb, nc, chain, h) in enumerate(hl):
-        hidx[h] = x
-        holders.append((chain, -nb, -nc))
+    for nb, nc, steps, h in hl:
+        hidx[h] = x = len(holders)
+        holders.append((steps, -nb, -nc, -1))
+        il = [(-nbytes, -count, _chain(W, order[c]), c) for c, (nbytes, count) in inner.get(h, ())]
+        il.sort(key=_no_node)
+        for inb, inc, isteps, _ in il:
+            holders.append((isteps, -inb, -inc, x))
     bl = []
     for s, (ptr, nbytes) in W.storage.items():
         h = hidx.get(of.get(s), -1)
-        bl.append((h if h >= 0 else len(hl), -nbytes, _chain(W, s), ptr, h))
+        bl.append((h if h >= 0 else len(holders), -nbytes, _chain(W, s), ptr, h))
     bl.sort(key=_no_ptr)
-    blocks = [(ptr, -nb, h, chain) for _, nb, chain, ptr, h in bl]
+    blocks = [(ptr, -nb, h, steps) for _, nb, steps, ptr, h in bl]
     return holders, blocks
+
+
+def _nested(W, order, num, idom, top, per):
+    """The containers inside the top-level holders that keep tensors: for
+    each storage, its lowest dominator that is a collection (_collection)
+    below its top-level holder. Where two or more of these lie directly
+    under one more collection (Adam's per-parameter state dicts under
+    opt.state; a list of the outputs' dicts), that one stands for them,
+    deepest first, and is no holder of its own if it is the top-level
+    holder. Each keeps what it dominates, and is shown if that is
+    at least 2 storages or 1% of its top-level holder's bytes. Returns
+    {top-level holder: [(holder, (bytes, storages))]}, in dominator-tree
+    numbers."""
+    N = len(order)
+    objs = W.objs
+    tget = W.colls.get
+    # low[b]: the nearest collection among b and its dominators, below b's
+    # top-level holder; -1 for none (a dominator precedes its nodes)
+    low = [-1] * N
+    tops = set()  # the top-level holders that are collections themselves
+    for b in range(1, N):
+        v = order[b]
+        c = tget(type(objs[v]))
+        if c is None:
+            c = _coll_type(W, type(objs[v]))
+        c = c and _collection(W, v)
+        if idom[b] == 0:
+            if c:
+                tops.add(b)  # what contains it is not inside it: low stays -1
+            continue
+        low[b] = b if c else low[idom[b]]
+    cands = set()
+    for s in W.storage:
+        b = num.get(s)
+        if b is not None and low[b] >= 0:
+            cands.add(low[b])
+    # the collections directly above two or more: deepest first (a
+    # dominator has the smaller number), each once
+    # collections directly above two or more: deepest first (a dominator
+    # has the smaller number), each once; a top-level holder that is a
+    # collection stands for those directly in it (a list of dicts)
+    under = {}
+    for c in cands:
+        u = low[idom[c]]
+        if u < 0 and top[c] in tops:
+            u = top[c]
+        if u >= 0:
+            under.setdefault(u, set()).add(c)
+    heap = [-u for u, cs in under.items() if len(cs) >= 2]
+    heapify(heap)
+    done = set()
+    while heap:
+        u = -heappop(heap)
+        if u in done:
+            continue
+        done.add(u)
+        cands.difference_update(under[u])
+        if u in tops:
+            continue
+        cands.add(u)
+        w = low[idom[u]]
+        if w < 0 and top[u] in tops:
+            w = top[u]
+        if w >= 0:
+            g = under.setdefault(w, set())
+            g.add(u)
+            if len(g) >= 2:
+                heappush(heap, -w)
+    if not cands:
+        return {}
+    acc = {}
+    for s, (ptr, nbytes) in W.storage.items():
+        b = num.get(s)
+        c = low[b] if b is not None else -1
+        while c >= 0:
+            if c in cands:
+                a = acc.get(c)
+                if a is None:
+                    acc[c] = [nbytes, 1]
+                else:
+                    a[0] += nbytes
+                    a[1] += 1
+            c = low[idom[c]]
+    out = {}
+    for c, (nbytes, count) in acc.items():
+        h = top[c]
+        if count >= 2 or nbytes * 100 >= per[h][0]:
+            out.setdefault(h, []).append((c, (nbytes, count)))
+    return out
+
+
+def _coll_type(W, tp):
+    c = issubclass(tp, _COLLECTIONS)
+    W.colls[tp] = c
+    return c
+
+
+def _collection(W, v):
+    """Whether node v, a list, tuple, deque, set or dict, is a collection
+    of the program's rather than a part of an object: not an object's
+    __dict__, a type's or a function's tuple or dict (bases, closure,
+    defaults), nor an nn.Module's own tables (_parameters, _buffers,
+    _modules, its hooks). What found it tells: an object's only referrer
+    is its owner."""
+    p = W.parent[v]
+    if p < 0:
+        return True
+    o = W.objs[v]
+    po = W.objs[p]
+    ptp = type(po)
+    if ptp is _FunctionType or issubclass(ptp, type):
+        return False
+    if not issubclass(type(o), dict):
+        return True
+    if o is _instance_dict(po):
+        return False
+    if W.module is None:
+        return True
+    if issubclass(ptp, W.module):
+        d, a = _instance_dict(po), -p - 1  # its attributes, not in a dict of their own yet
+    else:
+        g = W.parent[p]
+        if g < 0 or not issubclass(type(W.objs[g]), W.module) or \
+                po is not _instance_dict(W.objs[g]):
+            return True
+        d, a = po, p
+    if type(d) is not dict:
+        return True
+    f = _dict_find(W, a, d, o)
+    if f is None or not f[0] or type(f[1]) is not str:
+        return True
+    k = f[1]
+    return not (k in ("_parameters", "_buffers", "_modules") or (k[:1] == "_" and "hook" in k))
 
 
 # --- chains --------------------------------------------------------------
@@ -1139,16 +1370,18 @@ def _clean(s):
     return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _line(fields, steps):
-    """fields and the chain as one record of at most LINE_MAX bytes: a
-    chain too long keeps its first step, "...", and as many of its last
-    steps as fit."""
+def _line(fields, steps, tail=None):
+    """fields, the chain, and the tail field if any, as one record of at
+    most LINE_MAX bytes: a chain too long keeps its first step, "...", and
+    as many of its last steps as fit."""
     head = "\t".join(fields) + "\t"
+    end = "" if tail is None else "\t" + tail
     steps = [_clean(s) for s in steps]
-    line = head + "\x1f".join(steps)
+    line = head + "\x1f".join(steps) + end
     if len(line.encode("utf-8")) <= LINE_MAX:
         return line
-    room = LINE_MAX - len(head.encode("utf-8")) - len(steps[0].encode("utf-8")) - 4 - 1
+    room = (LINE_MAX - len(head.encode("utf-8")) - len(end.encode("utf-8"))
+            - len(steps[0].encode("utf-8")) - 4 - 1)
     tail = []
     for s in reversed(steps[1:]):
         size = len(s.encode("utf-8")) + 1
@@ -1157,7 +1390,7 @@ def _line(fields, steps):
         room -= size
         tail.append(s)
     tail.reverse()
-    return head + "\x1f".join([steps[0], "..."] + tail)
+    return head + "\x1f".join([steps[0], "..."] + tail) + end
 
 
 def _capture_line(reason, stats, t0, bound):

@@ -3,10 +3,13 @@ walk of a program's own object graph, on real PyTorch autograd graphs
 (Debian's python3-torch, on the CPU: device "all"). tests/e2e/py/
 retention_cases.py builds each situation a leak takes (a list of
 un-detached results, a cache, a closure, a global, a reference cycle,
-optimizer state of replaced parameters, a forward hook, a frame's local)
+optimizer state of replaced parameters, a forward hook, a frame's local,
+collections nested in a holder, a transformer block's graphs in training)
 and prints the lines capture() emitted; each test asserts the holder's
-chain and its retained bytes exactly, computed from the shapes, and the
-chain of every storage. The system python3 runs the cases, in a clean
+chain and its retained bytes exactly, computed from the shapes or, for the
+transformer block, from what PyTorch's own saved_tensors_hooks saw it
+save; the holders nested in each; and the chain of every storage. The
+system python3 runs the cases, in a clean
 environment: PyTorch is installed there, and tests/e2e/py/site-packages
 (a stand-in torch) is not on its path."""
 import glob
@@ -26,13 +29,17 @@ F4 = 4  # bytes of a float32
 
 class Capture:
     """One capture's lines, parsed and checked against the record format:
-    the capture line first, then the holders (largest first), then one
-    block per storage; TAB-separated fields with no TAB, newline or \\x1f
-    inside; at most 8000 bytes a line; holder totals that are the sums of
-    their blocks."""
+    the capture line first, then the holders, then one block per storage;
+    TAB-separated fields with no TAB, newline or \\x1f inside; at most
+    8000 bytes a line. Holders: the top-level ones (fifth field -1) largest
+    first, each followed by the holders nested inside it (fifth field: its
+    index), largest first, none larger than it; a top-level holder's
+    totals are the sums of its blocks, and a block names its top-level
+    holder."""
 
     def __init__(self, lines):
         expect(lines, "no lines")
+        self.lines = lines
         for line in lines:
             expect(isinstance(line, str) and "\n" not in line and "\r" not in line,
                    f"a line with a newline: {line!r}")
@@ -44,13 +51,14 @@ class Capture:
         expect(head[5].count(".") == 1 and len(head[5].split(".")[1]) == 3,
                f"seconds not %.3f: {head[5]!r}")
         self.bound = head[6]
-        self.holders = []
+        self.holders = []  # (bytes, storages, chain, index of its top-level holder or -1)
         self.blocks = []
         for line in lines[1:]:
             f = line.split("\t")
             if f[0] == "holder":
-                expect(len(f) == 4 and not self.blocks, f"holder line: {line!r}")
-                self.holders.append((int(f[1]), int(f[2]), tuple(f[3].split("\x1f"))))
+                expect(len(f) == 5 and not self.blocks, f"holder line: {line!r}")
+                self.holders.append((int(f[1]), int(f[2]), tuple(f[3].split("\x1f")),
+                                     int(f[4])))
             else:
                 expect(f[0] == "block" and len(f) == 5, f"block line: {line!r}")
                 expect(f[1] == "%x" % int(f[1], 16), f"data_ptr not lowercase hex: {f[1]!r}")
@@ -60,28 +68,45 @@ class Capture:
                f"capture line says {self.nholders} holders, {self.storages} storages: "
                f"{len(self.holders)} and {len(self.blocks)} lines")
         expect(len({b[0] for b in self.blocks}) == len(self.blocks), "a data_ptr twice")
-        sizes = [h[0] for h in self.holders]
+        tops = [x for x, h in enumerate(self.holders) if h[3] == -1]
+        sizes = [self.holders[x][0] for x in tops]
         expect(sizes == sorted(sizes, reverse=True), f"holders not largest first: {sizes}")
-        for x, (nbytes, count, chain) in enumerate(self.holders):
+        expect(not self.holders or self.holders[0][3] == -1, self.holders)
+        for x, (nbytes, count, chain, up) in enumerate(self.holders):
+            if up >= 0:
+                # right after its top-level holder or a sibling, smaller
+                expect(up in tops and up < x and all(h[3] == up for h in self.holders[up + 1:x]),
+                       f"nested holder {chain} under {up}: {self.holders}")
+                prev = self.holders[x - 1]
+                expect(nbytes <= self.holders[up][0] and count <= self.holders[up][1] and
+                       (prev[3] == -1 or prev[0] >= nbytes), f"nested holder {chain}")
+                continue
             mine = [b for b in self.blocks if b[2] == x]
             expect(sum(b[1] for b in mine) == nbytes and len(mine) == count,
                    f"holder {chain}: {nbytes} bytes in {count}, its blocks: {mine}")
-        expect(all(-1 <= b[2] < len(self.holders) for b in self.blocks), "holder index")
+        expect(all(b[2] in tops or b[2] == -1 for b in self.blocks), "holder index")
 
     def holder(self, chain):
-        """(bytes, storages) of the holder with this chain, and its blocks
-        as a sorted list of (chain, bytes)."""
-        found = [x for x, h in enumerate(self.holders) if h[2] == tuple(chain)]
+        """(bytes, storages) of the top-level holder with this chain, and its
+        blocks as a sorted list of (chain, bytes)."""
+        found = [x for x, h in enumerate(self.holders) if h[2] == tuple(chain) and h[3] == -1]
         expect(len(found) == 1, f"no holder {chain}; holders: {self.holders}")
         x = found[0]
         return (self.holders[x][0], self.holders[x][1],
                 sorted((b[3], b[1]) for b in self.blocks if b[2] == x))
 
     def main_holders(self):
-        """The holders the case's own module keeps (torch may have its
-        own tensors in its modules)."""
+        """The top-level holders the case's own module keeps (torch may
+        have its own tensors in its modules): (chain, bytes, storages)."""
         return sorted((h[2], h[0], h[1]) for h in self.holders
-                      if not h[2][0].startswith(("torch", "unittest")))
+                      if h[3] == -1 and not h[2][0].startswith(("torch", "unittest")))
+
+    def nested(self):
+        """The nested holders of the case's own top-level holders:
+        (chain of the top-level one, chain, bytes, storages), in line
+        order."""
+        return [(self.holders[h[3]][2], h[2], h[0], h[1]) for h in self.holders
+                if h[3] >= 0 and not self.holders[h[3]][2][0].startswith(("torch", "unittest"))]
 
 
 def env():
@@ -100,8 +125,10 @@ def case(name, python=PYTHON):
     return (Capture(doc["lines"]) if doc["lines"] else None), doc["facts"]
 
 
-def finished(c):
+def finished(c, nested=()):
+    """The walk finished, and these are the case's nested holders."""
     expect(c.reason == "test" and c.bound == "", f"bound {c.bound!r}")
+    expect(c.nested() == list(nested), f"nested holders: {c.nested()}")
 
 
 def test_torch_is_there():
@@ -160,9 +187,12 @@ def test_reference_cycle_only_gc_frees():
 
 def test_optimizer_state_of_replaced_parameters():
     c, _ = case("optimizer")
-    finished(c)
     W, B = 1024 * 1024 * F4, 1024 * F4
-    kept = 2 * (W + B) + 2 * F4 + (W + B) + (W + B)  # state, steps, parameters, grads
+    state = 2 * (W + B) + 2 * F4  # the moments, the steps
+    kept = state + (W + B) + (W + B)  # and the parameters, their grads
+    # the per-parameter dicts of the state are not holders each: the
+    # state that collects them is, nested in the optimizer
+    finished(c, [(("__main__.opt",), ("__main__.opt", ".state"), state, 6)])
     expect(c.main_holders() == [(("__main__.model",), W + B, 2), (("__main__.opt",), kept, 10)],
            c.main_holders())
     state = ("__main__.opt", ".state")
@@ -178,11 +208,26 @@ def test_optimizer_state_of_replaced_parameters():
            c.holder(["__main__.model"]))
 
 
+def test_nested_holders():
+    c, _ = case("nested")
+    history, grid = (5 * 10 + 2 * 3) * F4, 4 * 3 * 2 * 4 * F4
+    trainer = history + 1000 * F4 + grid + 2 * F4
+    T = ("__main__.trainer",)
+    finished(c, [(T, T + (".grid",), grid, 24), (T, T + (".history",), history, 7),
+                 (("__main__.mixed",), ("__main__.mixed", "[1]"), 14 * F4, 2)])
+    expect(c.main_holders() == [(("__main__.mixed",), 19 * F4, 3),
+                                (("__main__.records",), 3 * 8 * F4, 6), (T, trainer, 33)],
+           c.main_holders())
+
+
 def test_forward_hook_that_keeps_outputs():
     c, _ = case("hook")
-    finished(c)
     out, inp = 16 * 32 * F4, 16 * 64 * F4
     weight, bias = 64 * 32 * F4, 32 * F4
+    # the list the hook closes over, inside the model that holds the hook:
+    # the outputs and the inputs their graphs saved, not the weights
+    finished(c, [(("__main__.model",), ("__main__.model", "._forward_hooks[0]", ".outs"),
+                  3 * (out + inp), 6)])
     expect(c.main_holders() == [(("__main__.model",), 3 * (out + inp) + weight + bias, 8)],
            c.main_holders())
     want = [(("__main__.model", ".weight"), weight), (("__main__.model", ".bias"), bias)]
@@ -190,6 +235,33 @@ def test_forward_hook_that_keeps_outputs():
         o = ("__main__.model", "._forward_hooks[0]", ".outs", "[%d]" % i)
         want += [(o, out), (o + (".grad_fn", "._saved_mat1"), inp)]
     expect(c.holder(["__main__.model"])[2] == sorted(want), c.holder(["__main__.model"]))
+
+
+def test_transformer_block_keeps_what_autograd_saved():
+    c, facts = case("block")
+    finished(c)
+    # the case runs what BERT and GPT-2 blocks run in training
+    nodes = {"NativeLayerNormBackward0", "AddmmBackward0", "BmmBackward0", "SoftmaxBackward0",
+             "GeluBackward0", "MulBackward0", "DivBackward0", "GateBackward"}
+    expect(nodes <= set(facts["nodes"]), facts["nodes"])
+    # under the pack hook: the storages PyTorch says it saved (a custom
+    # Function's save_for_backward too), the one its ctx keeps as an
+    # attribute, and the outputs, none of them a parameter's, exactly
+    truth = dict(facts["truth"])
+    nbytes, count, blocks = c.holder(["__main__.hooked"])
+    mine = {b[0]: b[1] for b in c.blocks if b[3][0] == "__main__.hooked"}
+    expect((nbytes, count) == (sum(truth.values()), len(truth)) and mine == truth,
+           f"hooked: {nbytes} B in {count}; PyTorch saved {sum(truth.values())} B in "
+           f"{len(truth)}; missed {sorted(set(truth) - set(mine))}, "
+           f"extra {sorted(set(mine) - set(truth))}")
+    # the same passes as a program runs them keep as much
+    expect(c.holder(["__main__.outs"])[:2] == (nbytes, count), c.main_holders())
+    # a parameter is its module's, though every graph reaches it too
+    params = [h for h in c.main_holders() if h[0][0] not in ("__main__.outs", "__main__.hooked")]
+    expect(len(params) == 12 and all(h[0][0] == "__main__.model" and len(h[0]) == 3 and
+                                     h[0][2] in (".weight", ".bias") for h in params), params)
+    expect(sorted(b[0] for b in c.blocks if b[3][0] == "__main__.model") ==
+           sorted(facts["params"]), "a parameter's chain through a graph")
 
 
 def test_local_of_a_live_frame():
@@ -286,7 +358,15 @@ def test_tabs_and_newlines_become_spaces():
 
 def test_long_chain_keeps_first_and_last_steps():
     c, _ = case("long_chain")
-    finished(c)
+    # the innermost dict keeps the tensor: a holder nested in the outermost,
+    # its chain cut the same way, the field after it still there
+    (top, inner, nbytes, count), = c.nested()
+    finished(c, [(("__main__.deep",), inner, 9 * F4, 1)])
+    expect(inner[1] == "..." and inner[-1].startswith("['149k") and
+           inner[-1].endswith("...]"), inner[:3] + inner[-3:])
+    line, = [l for l in c.lines if l.startswith("holder\t") and "\x1f".join(inner) in l]
+    expect(7900 < len(line.encode()) <= 8000 and line.split("\t")[4] == str(c.holders.index(
+        next(h for h in c.holders if h[2] == top))), f"{len(line)} bytes: cut to fit, no more")
     (ptr, nbytes, h, chain), = [b for b in c.blocks if b[3][0] == "__main__.deep"]
     expect(chain[1] == "..." and chain[-1] == "['t']" and chain[-2].startswith("['149k") and
            len(chain[-2]) == 62 and chain[-2].endswith("...]"), chain[:3] + chain[-3:])

@@ -147,6 +147,121 @@ def case_hook():
     return {}
 
 
+class Trainer:
+    pass
+
+
+def case_nested():
+    """Collections inside a holder: a dict of two lists (the lists are
+    siblings: the dict stands for them), lists of lists of records, a
+    dict too small to show; a list of records (the list is the holder
+    itself), and a list with one dict beside a tensor."""
+    global trainer, records, mixed
+    torch = import_torch()
+    trainer = Trainer()
+    trainer.history = {"loss": [torch.ones(10) for _ in range(5)],
+                       "acc": [torch.ones(3) for _ in range(2)]}
+    trainer.big = torch.ones(1000)
+    trainer.grid = [[{"a": torch.ones(4), "b": torch.ones(4)} for _ in range(3)]
+                    for _ in range(4)]
+    trainer.small = {"x": torch.ones(2)}  # 1 storage, under 1% of the trainer's bytes
+    records = [{"out": torch.ones(6), "aux": torch.ones(2)} for _ in range(3)]
+    mixed = [torch.ones(5), {"a": torch.ones(7), "b": torch.ones(7)}]
+    return {}
+
+
+def make_block(torch, on_ctx):
+    """A transformer block as BERT and GPT-2 have them: layer norms,
+    softmax attention by matmuls, a GELU MLP, dropout in training; and a
+    custom autograd Function, which keeps one tensor by save_for_backward
+    and one as an attribute of its ctx (on_ctx(t) is told of that one:
+    no hook of PyTorch's sees it)."""
+    nn = torch.nn
+
+    class Gate(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            ctx.mask = x > 0
+            on_ctx(ctx.mask)
+            return x * ctx.mask
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.mask
+
+    class Block(nn.Module):
+        def __init__(self, d=32, heads=4):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.act, self.drop = nn.GELU(), nn.Dropout(0.1)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            h = self.heads
+            q, k, v = (z.view(b, t, h, d // h).transpose(1, 2)
+                       for z in self.qkv(self.ln1(x)).split(d, dim=-1))
+            att = self.drop((q @ k.transpose(-2, -1) / (d // h) ** 0.5).softmax(-1))
+            x = x + self.drop(self.proj((att @ v).transpose(1, 2).reshape(b, t, d)))
+            return x + self.drop(self.down(Gate.apply(self.act(self.up(self.ln2(x))))))
+    return Block().train()
+
+
+def storage_of(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.data_ptr(), s.nbytes()
+
+
+def case_block():
+    """Outputs of a transformer block in training kept in a list, each
+    with its graph: what they keep is every tensor autograd saved (the
+    layer norms' inputs and statistics, the dropout masks, the softmax
+    result, the matmuls' operands) and the outputs. PyTorch itself says
+    what it saved: a saved_tensors_hooks pack hook sees every tensor a
+    node saves. `hooked` is kept under that hook, which records each
+    saved tensor's storage; `outs` the same passes without it, as a
+    program runs them."""
+    global model, outs, hooked
+    torch = import_torch()
+    saved = {}
+    on_ctx = {}
+    model = make_block(torch, lambda t: on_ctx.__setitem__(*storage_of(t)))
+
+    def pack(t):
+        ptr, nbytes = storage_of(t)
+        saved[ptr] = nbytes
+        return t
+
+    def unpack(t):
+        return t
+    outs, hooked = [], []
+    for _ in range(3):
+        outs.append(model(torch.randn(2, 16, 32)))
+    on_ctx.clear()  # the ctx attributes of hooked's passes only
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        for _ in range(3):
+            hooked.append(model(torch.randn(2, 16, 32)))
+    params = {storage_of(p)[0] for p in model.parameters()}
+    saved.update(on_ctx)
+    truth = {ptr: n for ptr, n in saved.items() if ptr not in params}
+    for o in hooked:
+        ptr, nbytes = storage_of(o)
+        truth[ptr] = nbytes
+    nodes, stack, met = set(), [o.grad_fn for o in outs], []
+    while stack:
+        fn = stack.pop()
+        if fn is None or any(fn is m for m in met):
+            continue
+        met.append(fn)
+        nodes.add(type(fn).__name__)
+        stack += [f for f, _ in fn.next_functions]
+    return {"truth": sorted(truth.items()), "nodes": sorted(nodes),
+            "params": sorted(params)}
+
+
 def work(torch):
     t = torch.zeros(2048)
     ref = weakref.ref(t)
