@@ -65,7 +65,8 @@ struct holder {
 
 struct block {
     uint64_t ptr, bytes;
-    long holder;
+    long holder;    /* its top-level holder's index; -1: none */
+    long nested;    /* the nested holder it lies in, -1: none (nested_in) */
     char *chain;
     bool live;
     uint32_t stack;
@@ -238,7 +239,8 @@ static bool on_block(struct ret *t, const struct replay *r, struct capture *c, c
         return t->nomem = true, false;
     const struct live *lv = replay_live_at(r, ptr);
     struct block *b = &c->b[c->nb++];
-    *b = (struct block){.ptr = ptr, .bytes = bytes, .holder = holder, .chain = strdup(f[4]),
+    *b = (struct block){.ptr = ptr, .bytes = bytes, .holder = holder, .nested = -1,
+                        .chain = strdup(f[4]),
                         .live = lv != NULL, .stack = lv ? lv->stack : 0,
                         .block = lv ? LIVE_BLOCK(lv) : 0};
     t->nomem |= !b->chain;
@@ -301,6 +303,33 @@ static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
     t->last_records = r->records;
     if (rec->kind == GMT_K_EXT && rec->ext == GMT_X_RETENTION)
         on_line(t, r, rec);
+}
+
+/* Which nested holder each storage lies in. A holder dominates what it
+ * holds: every path from a root to such a storage passes through it, and
+ * so does the storage's shortest chain - the holder's chain is where it
+ * begins. The holder's allocated bytes and sites are counted from those
+ * storages, as a top-level holder's are from its lines. Before sorting:
+ * the lines' indices still name the holders. */
+static void nested_in(struct capture *k)
+{
+    for (size_t j = 0; j < k->nb; j++) {
+        struct block *b = &k->b[j];
+        if (b->holder < 0 || !b->chain)
+            continue;
+        size_t best = 0;
+        for (size_t i = (size_t)b->holder + 1; i < k->nh && k->h[i].parent == b->holder; i++) {
+            const char *hc = k->h[i].chain;
+            size_t n = hc ? strlen(hc) : 0;
+            if (n > best && strncmp(b->chain, hc, n) == 0 &&
+                (b->chain[n] == STEP_SEP || b->chain[n] == '\0')) {
+                best = n;
+                b->nested = (long)i;
+            }
+        }
+        if (b->nested >= 0)
+            count_site(&k->h[b->nested], b);
+    }
 }
 
 /* ---- output ------------------------------------------------------------------------ */
@@ -434,7 +463,7 @@ static void text(struct loaded *l, const struct gmt_common *c, struct ret *t)
             snprintf(held, sizeof held, "%s%s", h->parent >= 0 ? "  in it: " : "", ch ? ch : "?");
             tops += h->parent < 0;
             table_row(tb, gmt_size(c, a, (int64_t)h->retained), n, held,
-                      h->parent < 0 ? site_text(l, c, h, sites, sizeof sites) : "");
+                      site_text(l, c, h, sites, sizeof sites));
             free(ch);
         }
         if (tb) {
@@ -498,8 +527,10 @@ static void json(struct loaded *l, const struct gmt_common *c, struct ret *t)
         printf("],\"holders_total\":%zu,\"blocks\":[", ntop);
         for (size_t j = 0; rank && j < k->nb; j++) {
             const struct block *b = &k->b[j];
-            printf("%s{\"address\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"holder\":%ld,\"chain\":",
-                   j ? "," : "", b->ptr, b->bytes, b->holder < 0 ? -1L : (long)rank[b->holder]);
+            printf("%s{\"address\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"holder\":%ld,"
+                   "\"nested\":%ld,\"chain\":", j ? "," : "", b->ptr, b->bytes,
+                   b->holder < 0 ? -1L : (long)rank[b->holder],
+                   b->nested < 0 ? -1L : (long)rank[b->nested]);
             json_chain(b->chain);
             if (b->live) {
                 printf(",\"allocated\":%" PRIu64 ",\"site\":", b->block);
@@ -523,6 +554,8 @@ static void each(struct loaded *l, const struct gmt_common *c, void *ctx)
     struct ret *t = ctx;
     if (t->owner != &l->r)
         ret_reset(t);
+    for (size_t i = 0; i < t->ncaps; i++)
+        nested_in(&t->caps[i]);
     if (t->nomem)
         gmt_warnf("%s: not enough host memory for every retention line", l->path);
     if (t->skipped)

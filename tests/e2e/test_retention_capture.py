@@ -105,6 +105,10 @@ def test_a_program_without_python_says_so():
     expect(got["captures"] == [] and "without Python" in got["why"], got)
 
 
+def kept_block(cap):
+    return [b["address"] for b in cap["blocks"] if b["chain"] == ["__main__.kept"]][0]
+
+
 def test_malformed_lines_are_counted_and_skipped():
     """tests/progs/retention_lines.c writes one well-formed capture and 14
     lines a damaged or hostile recorder might: the report shows the first
@@ -131,6 +135,12 @@ def test_malformed_lines_are_counted_and_skipped():
            kept["sites"] == [{"site": f"main (retention_lines.c:{line})", "bytes": 1 << 20}], kept)
     other = h["__main__.other.cache['k']"]
     expect(other["sites"] == [] and other["not_in_trace_bytes"] == 4096, other)
+    # the nested holder's storages: those whose chain runs through it
+    inner = h["__main__.other.cache['k'][1]"]
+    expect(inner["allocated"] == 2048 and inner["not_in_trace_bytes"] == 2048, inner)
+    expect(sorted((b["address"], b["holder"], b["nested"]) for b in cap["blocks"]) ==
+           sorted([(0xdeadbeef000, 1, -1), (0xdeadbeef800, 1, 2),
+                   (kept_block(cap), 0, -1)]), cap["blocks"])
     text = report("retention", "l.gmt").stdout
     expect("__main__.other.cache['k']" in text and "not in the trace" in text and
            "  in it: __main__.other.cache['k'][1]" in text and "2 holders" in text, text)
