@@ -69,6 +69,13 @@ for key, freed in truth["freed"].items():
             b = where.get(a)
             print(f"      {n} B at {a:#x}: " + (f"walked, holder {b['holder']}, chain "
                   f"{''.join(b['chain'])[:160]}" if b else "not found by the walk"))
+    # sizes: the trace's block against PyTorch's, block by block
+    sized = [(a, n, where[a].get("allocated")) for a, n in gone.items()
+             if a in where and where[a].get("allocated") != n]
+    if sized:
+        print(f"    {len(sized)} blocks sized differently (PyTorch's, the trace's at the capture):")
+        for a, n, m in sorted(sized, key=lambda x: -x[1])[:6]:
+            print(f"      {a:#x}: {n} B, {m} B; site {where[a].get('site')}")
     print(f"  {'PASS' if ok else 'FAIL'} {k}: {len(gone)} blocks freed, all under it: "
           f"{not missed and not extra}")
     bad |= not ok
