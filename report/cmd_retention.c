@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addrmap.h"
 #include "common.h"
 
 #define RET_MAX_CAPTURES 64
@@ -73,6 +74,27 @@ struct block {
     uint64_t block; /* the live allocation's block bytes (rounded) */
 };
 
+/* The storages of the captures whose allocation is still live, by
+ * address: a framework allocator may say a block's real size after the
+ * capture (GMT_FWX_BLOCK_SIZE: PyTorch's bridge learns it at the device's
+ * next allocator event), and that size is the block's until it is freed. */
+struct bref {
+    uint32_t cap, idx;
+};
+
+struct since {
+    uint64_t addr;
+    struct bref *refs;
+    uint32_t n;
+};
+
+struct since_table {
+    struct since *slot;
+    size_t cap, n;
+};
+
+ADDRMAP_FUNCS(since, struct since_table, struct since, 256)
+
 struct capture {
     unsigned id;
     char *reason, *bound;
@@ -94,12 +116,21 @@ struct ret {
     char *note;       /* what the bootstrap said */
     uint64_t skipped; /* lines that did not parse, or past the bounds */
     bool nomem;
+    struct since_table live; /* captured storages not freed since */
 };
 
 /* ---- reading the lines --------------------------------------------------------- */
 
+static void since_release_all(struct since_table *s)
+{
+    for (size_t i = 0; i < s->cap; i++)
+        free(s->slot[i].refs);
+    since_release(s);
+}
+
 static void ret_reset(struct ret *t)
 {
+    since_release_all(&t->live);
     for (size_t i = 0; i < t->ncaps; i++) {
         struct capture *c = &t->caps[i];
         free(c->reason);
@@ -244,9 +275,45 @@ static bool on_block(struct ret *t, const struct replay *r, struct capture *c, c
                         .live = lv != NULL, .stack = lv ? lv->stack : 0,
                         .block = lv ? LIVE_BLOCK(lv) : 0};
     t->nomem |= !b->chain;
-    if (holder >= 0)
-        count_site(&c->h[holder], b);
+    if (lv != NULL) { /* its size may be said later */
+        struct since *e = since_find(&t->live, ptr);
+        if (e == NULL && (e = since_insert(&t->live, ptr)) == NULL)
+            return t->nomem = true, true;
+        struct bref *refs = realloc(e->refs, (e->n + 1) * sizeof *refs);
+        if (refs == NULL)
+            return t->nomem = true, true;
+        e->refs = refs;
+        e->refs[e->n++] = (struct bref){(uint32_t)(c - t->caps), (uint32_t)(c->nb - 1)};
+    }
     return true;
+}
+
+/* After the capture: a block's real size said (it applies to every
+ * capture that saw the allocation), or the allocation freed (nothing said
+ * of that address applies to them from then on). */
+static void after_capture(struct ret *t, const struct gmt_rec *rec)
+{
+    if (t->live.n == 0)
+        return;
+    struct gmt_fw f;
+    uint64_t addr;
+    if (rec->kind == GMT_K_FREE && rec->result == 0)
+        addr = rec->addr;
+    else if (rec->kind == GMT_K_EXT && rec->ext == GMT_X_FW && gmt_fw_decode(rec, &f) == 0 &&
+             f.action == GMT_FWX_BLOCK_SIZE)
+        addr = f.addr;
+    else
+        return;
+    struct since *e = since_find(&t->live, addr);
+    if (e == NULL)
+        return;
+    if (rec->kind == GMT_K_FREE) {
+        free(e->refs);
+        since_remove(&t->live, e);
+        return;
+    }
+    for (uint32_t i = 0; i < e->n; i++)
+        t->caps[e->refs[i].cap].b[e->refs[i].idx].block = f.size;
 }
 
 /* One GMT_X_RETENTION record: capture varint, then the line. */
@@ -303,16 +370,21 @@ static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
     t->last_records = r->records;
     if (rec->kind == GMT_K_EXT && rec->ext == GMT_X_RETENTION)
         on_line(t, r, rec);
+    else
+        after_capture(t, rec);
 }
 
-/* Which nested holder each storage lies in. A holder dominates what it
- * holds: every path from a root to such a storage passes through it, and
- * so does the storage's shortest chain - the holder's chain is where it
- * begins. The holder's allocated bytes and sites are counted from those
- * storages, as a top-level holder's are from its lines. Before sorting:
- * the lines' indices still name the holders. */
+/* Each storage counted under its top-level holder, and under the nested
+ * holder it lies in: a holder dominates what it holds, so every path from
+ * a root to such a storage passes through it, the storage's shortest
+ * chain too - the holder's chain is where that chain begins. At the end
+ * of the trace (a block's size may be said after the capture), before
+ * sorting (the lines' indices still name the holders). */
 static void nested_in(struct capture *k)
 {
+    for (size_t j = 0; j < k->nb; j++)
+        if (k->b[j].holder >= 0)
+            count_site(&k->h[k->b[j].holder], &k->b[j]);
     for (size_t j = 0; j < k->nb; j++) {
         struct block *b = &k->b[j];
         if (b->holder < 0 || !b->chain)

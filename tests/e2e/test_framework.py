@@ -267,6 +267,22 @@ def framework_summary(trace):
     return doc["traces"][0], fw
 
 
+def test_retention_takes_a_blocks_size_said_after_the_capture():
+    """The "whole" request takes a 20 MiB segment whole; the bridge says
+    that block's size at the allocator's next event, after the capture
+    torch_app.py writes right after it. `retention` counts the block as the
+    allocator made it, not as the request rounded."""
+    p, r = run_app("--retention-line", traced=True)
+    cap = json.loads(report("retention", "--json", "t.gmt").stdout)["traces"][0]["captures"]
+    expect(len(cap) == 1, cap)
+    h = cap[0]["holders"][0]
+    whole = r["blocks"]["whole"]
+    expect(whole == 20 * MiB and h["chain"] == ["__main__.w"] and h["retained"] == WHOLE and
+           h["allocated"] == whole, (h, whole))
+    b = cap[0]["blocks"][0]
+    expect(b["allocated"] == whole and b["site"].startswith("whole (torch_app.py:"), b)
+
+
 def test_fw_peaks_match_the_allocator():
     # threads, and blocks completed later: the sums over the records must
     # still give the allocator's own peaks

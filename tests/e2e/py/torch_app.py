@@ -26,6 +26,8 @@ segments are what PyTorch's allocator would take):
   deferred  with --record-stream: a block used on a second stream, freed
             while that stream still runs (its free completes later)
   pooled    with --pool: 3 blocks from a private memory pool {0, 7}
+  retention with --retention-line, right after `whole`: a retention
+            capture naming its block (see retention_line)
   oom       with --oom MIB: a request that cannot be met (the cached
             segment is given back first, then out of memory)
 
@@ -59,6 +61,7 @@ ap.add_argument("--record-stream", action="store_true")
 ap.add_argument("--pool", action="store_true")
 ap.add_argument("--oom", type=int, default=0, metavar="MIB")
 ap.add_argument("--two-devices", action="store_true")
+ap.add_argument("--retention-line", action="store_true")
 args = ap.parse_args()
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -122,6 +125,18 @@ def mid():
     p = lib.sim_torch_malloc(3 * MiB, None)  # SITE mid
     blocks["mid"] = lib.sim_torch_block_size(p)
     lib.sim_torch_free(p)
+
+
+def retention_line(p):
+    """A capture naming the "whole" block, written through the library's
+    entry point before the allocator's next event: the bridge says that
+    block's real size (the whole segment) only at that event, after it."""
+    line = ctypes.CDLL(None).gpumemtrace_retention_line
+    line.argtypes = (ctypes.c_uint, ctypes.c_char_p, ctypes.c_size_t)
+    for text in ["capture\ttest\t1\t1\t1\t0.000\t", f"holder\t{WHOLE}\t1\t__main__.w\t-1",
+                 f"block\t{p:x}\t{WHOLE}\t0\t__main__.w"]:
+        b = text.encode()
+        line(1, b, len(b))
 
 
 def whole():
@@ -197,6 +212,8 @@ def main():
     a = small()
     mid()
     w = whole()
+    if args.retention_line:
+        retention_line(w)
     loop(args.loop)
     kept = keep()
     scratch()
