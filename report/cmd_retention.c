@@ -521,10 +521,10 @@ static void text(struct loaded *l, const struct gmt_common *c, struct ret *t)
         struct capture *k = &t->caps[i];
         qsort(k->h, k->nh, sizeof *k->h, cmp_holder);
         size_t ntop, shown = holders_shown(k, c->top, &ntop), tops = 0;
-        printf("\ncapture %u at %s, %.3f s: %" PRIu64 " tensor storages, %zu holders; %" PRIu64
+        printf("\ncapture %u at %s, %.3f s: %" PRIu64 " tensor storage%s, %zu holder%s; %" PRIu64
                " objects walked in %.3f s%s%s\n", k->id, k->reason, at_s(r, k->time),
-               k->storages, ntop, k->objects, k->seconds, k->bound[0] ? "; cut short: " : "",
-               k->bound);
+               k->storages, k->storages == 1 ? "" : "s", ntop, ntop == 1 ? "" : "s", k->objects,
+               k->seconds, k->bound[0] ? "; cut short: " : "", k->bound);
         struct table *tb = table_new(4, hdr, right);
         for (size_t j = 0; tb && j < shown; j++) {
             const struct holder *h = &k->h[j];
