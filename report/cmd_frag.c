@@ -216,10 +216,7 @@ static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
     if (w->owner != r || r->records <= w->last_records) { /* a new trace */
         follow_reset(w);
         w->owner = r;
-        uint64_t end = r->hdr.end_monotonic_ns, t0 = r->hdr.start_monotonic_ns;
-        w->off = !pvf_wanted() || r->cut || end <= t0 ||
-                 (w->sc = calloc(1, sizeof *w->sc)) == NULL;
-        w->dur = end - t0;
+        w->off = !pvf_ahead(r, &w->dur) || (w->sc = calloc(1, sizeof *w->sc)) == NULL;
         pvf_init(&w->pool, FRAG_MAX_OOMS, NULL, NULL, NULL);
     }
     w->last_records = r->records;

@@ -388,8 +388,8 @@ static void on_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
         return;
     if (!p->started) {
         /* unplanned: a closed trace's header says how long it ran */
-        uint64_t end = r->hdr.end_monotonic_ns, t0 = r->hdr.start_monotonic_ns;
-        if (!pvf_wanted() || r->cut || end <= t0 || !start(p, r, end - t0)) {
+        uint64_t dur;
+        if (!pvf_ahead(r, &dur) || !start(p, r, dur)) {
             p->off = true;
             return;
         }

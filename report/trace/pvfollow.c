@@ -19,6 +19,13 @@ bool pvf_wanted(void)
     return !(e && strcmp(e, "0") == 0);
 }
 
+bool pvf_ahead(const struct replay *r, uint64_t *dur)
+{
+    uint64_t end = r->hdr.end_monotonic_ns, t0 = r->hdr.start_monotonic_ns;
+    *dur = end > t0 ? end - t0 : 0;
+    return pvf_wanted() && !r->cut && end > t0;
+}
+
 void pvf_init(struct pv_follow *f, size_t max_ooms, pvf_taken_fn taken, pvf_drop_fn drop,
               void *ctx)
 {

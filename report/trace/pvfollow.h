@@ -63,6 +63,10 @@ struct pv_follow {
  * second time with the moments planned (the output is the same; the
  * switch is there to show that it is). */
 bool pvf_wanted(void);
+/* Can a pass follow replay r, the run's length known ahead? A trace
+ * closed normally says it in its header (*dur, ns); a trace cut short
+ * does not. false too when pvf_wanted() says no. */
+bool pvf_ahead(const struct replay *r, uint64_t *dur);
 /* Unplanned: up to max_ooms (<= PVF_MAX_SHOTS) pictures at out-of-memory
  * events; taken and drop may be NULL. */
 void pvf_init(struct pv_follow *f, size_t max_ooms, pvf_taken_fn taken, pvf_drop_fn drop,
