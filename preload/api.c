@@ -202,6 +202,9 @@ static void marker(unsigned type, const char *s, size_t n)
         uint32_t id = type == GMT_MARK_POP ? 0 : gmt_string_id(t, s, n);
         if (id != 0 || type == GMT_MARK_POP)
             emit_marker(t, type, id);
+        if (GMT_UNLIKELY(__atomic_load_n(&gmt_retention_marks, __ATOMIC_ACQUIRE)) &&
+            type != GMT_MARK_POP)
+            gmt_retention_on_mark(type, s, n);
         t->guard = 0;
     }
     errno = saved;
@@ -264,8 +267,7 @@ GMT_EXPORT int gpumemtrace_retention_line(unsigned capture, const char *s, size_
     return done;
 }
 
-/* The walk's source, for a program that asks for a capture itself
- * (gpumemtrace_markers.retention). */
+/* The walk's source, which the bootstrap compiles (preload/retention.c). */
 GMT_EXPORT const char *gpumemtrace_retention_source(void)
 {
     return gmt_retention_py;

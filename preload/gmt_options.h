@@ -104,8 +104,11 @@
     X(RETENTION, retention, str, "", 0, 0,                                    \
       "when a Python program records which of its objects keep its CUDA "   \
       "tensors alive (comma-separated): exit (before the interpreter ends), "\
-      "signal (on SIGUSR2, unless the program handles it), all (every "     \
-      "tensor, not only CUDA's); empty: never")                              \
+      "signal (on SIGUSR2, unless the program handles it), step:N (after "   \
+      "the N-th optimizer step or \"step\" mark), mark:NAME (at the first "  \
+      "mark or region NAME), growth (once, when PyTorch's tensors grew over "\
+      "5 optimizer steps in a row), all (every tensor, not only CUDA's); "   \
+      "empty: never")                                                        \
     X(VERBOSE, verbose, bool, 0, 0, 1,                                        \
       "1: print the trace file's name and event count at exit")               \
     X(CHUNK_KB, chunk_kb, int, 64, 4, 16384,                                  \

@@ -19,10 +19,14 @@ else copy this file next to your script, or put preload/ on sys.path.
     @gmt.phase("evaluate")               # also a decorator
     def evaluate(): ...
 
+    gmt.retention("after eval")          # which objects hold the tensors now
+
 Names are str (UTF-8) or bytes, at most 256 bytes recorded. Regions are
 per thread: push and pop on the same thread. The calls never take or
 release the GIL themselves (ctypes releases it around the call, and the
-library takes no lock of Python's), and never raise.
+library takes no lock of Python's), and never raise. retention() is the
+exception to the first: it walks the program's objects on the calling
+thread, holding the GIL, and `gpumemreport retention` shows what it found.
 
 The library itself is reached through the process's global symbols:
     ctypes.CDLL(None).gpumemtrace_mark(b"step")
@@ -30,7 +34,7 @@ The library itself is reached through the process's global symbols:
 import ctypes
 import functools
 
-__all__ = ["mark", "push", "pop", "phase", "active", "loaded"]
+__all__ = ["mark", "push", "pop", "phase", "active", "loaded", "retention"]
 
 
 def _bind():
@@ -48,6 +52,19 @@ def _bind():
 
 
 _fns = _bind()
+
+
+def _bind_retention():
+    # PyDLL, not CDLL: the walk runs Python code, so the GIL stays held
+    try:
+        f = ctypes.PyDLL(None).gpumemtrace_retention_now
+    except (OSError, AttributeError):
+        return None
+    f.argtypes, f.restype = [ctypes.c_char_p], ctypes.c_int
+    return f
+
+
+_retention = _bind_retention()
 
 
 def _name(name):
@@ -107,3 +124,18 @@ class phase:
             with self:
                 return fn(*args, **kwargs)
         return wrapped
+
+
+def retention(reason="marker"):
+    """Record now which objects keep the CUDA tensors alive: the chains of
+    references from the program's globals and frames to them, and the
+    bytes each holder retains (`gpumemreport retention TRACE`). Takes as
+    long as walking every object takes (about a second a million); True
+    when a capture was recorded. Works without GPUMEMTRACE_RETENTION; with
+    it, `all` there counts CPU tensors too."""
+    if _retention is None or not active():
+        return False
+    try:
+        return bool(_retention(_name(reason)))
+    except Exception:
+        return False

@@ -252,6 +252,11 @@ bool gmt_py_init(struct gmt_thread *t);
 /* retention.c: with GPUMEMTRACE_RETENTION, have the interpreter found by
  * gmt_py_init take its captures (once per process). */
 void gmt_retention_start(struct gmt_thread *t);
+/* A mark or region named s[0..n) (type: GMT_MARK...) was recorded: a
+ * capture queued when GPUMEMTRACE_RETENTION asked for it (step:N,
+ * mark:NAME). Called only while gmt_retention_marks. */
+extern bool gmt_retention_marks;
+void gmt_retention_on_mark(unsigned type, const char *s, size_t n);
 extern const char gmt_retention_py[]; /* preload/retention.py */
 /* Up to max frames of this thread, innermost first, as (code id,
  * instruction offset in bytes) pairs in out[2 * i], out[2 * i + 1].

@@ -226,9 +226,9 @@ static void usage(FILE *f)
         {"    --sample-ms N", "milliseconds between memory samples; 0: none"},
         {"    --embed-symbols", "write function names into the traces at exit"},
         {"    --retention WHEN", "a Python program records which of its "
-         "objects keep its CUDA tensors alive: exit, signal (on SIGUSR2) or "
-         "exit,signal (GPUMEMTRACE_RETENTION); gpumemreport retention shows "
-         "them"},
+         "objects keep its CUDA tensors alive, at: exit, signal (on SIGUSR2), "
+         "step:N, mark:NAME, growth, comma-separated (GPUMEMTRACE_RETENTION; "
+         "also --retention-at); gpumemreport retention shows them"},
         {"-v, --verbose", "print the variables set; each process prints its "
          "trace's name at exit"},
         {"    --set NAME=VALUE", "set GPUMEMTRACE_NAME (any option below)"},
@@ -661,6 +661,7 @@ static void parse_args(struct run *r, int argc, char **argv)
         {"sample-ms", required_argument, NULL, OPT_SAMPLE_MS},
         {"embed-symbols", no_argument, NULL, OPT_EMBED_SYMBOLS},
         {"retention", required_argument, NULL, OPT_RETENTION},
+        {"retention-at", required_argument, NULL, OPT_RETENTION},
         {"verbose", no_argument, NULL, 'v'},
         {"set", required_argument, NULL, OPT_SET},
         {"keep-framework-allocator", no_argument, NULL, OPT_KEEP_ALLOC},

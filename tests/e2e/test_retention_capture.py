@@ -25,7 +25,8 @@ def has_torch():
 
 def app(mode, retention="exit,all", out="t.gmt"):
     has_torch()
-    env = {"PYALLOC_LIB": prog("libpyalloc.so"), "GPUMEMTRACE_OUTPUT": out}
+    env = {"PYALLOC_LIB": prog("libpyalloc.so"), "GPUMEMTRACE_OUTPUT": out,
+           "GMT_PRELOAD_DIR": os.path.join(HERE, "..", "..", "preload")}
     if retention is not None:
         env["GPUMEMTRACE_RETENTION"] = retention
     return run([PYTHON, APP, mode], **env)
@@ -41,6 +42,13 @@ def holders(cap):
     return {"".join(h["chain"]): h for h in cap["holders"]}
 
 
+def sites():
+    """The labels of the app's two allocating lines."""
+    lines = site_lines(APP)
+    return (f"alloc (retention_app.py:{lines['alloc']}) > pyalloc_alloc",
+            f"alloc_cache (retention_app.py:{lines['cache']}) > pyalloc_alloc")
+
+
 def test_capture_at_exit_names_holders_bytes_and_sites():
     p = app("exit")
     expect(p.stdout == "ok\n" and p.stderr == "", (p.stdout, p.stderr))
@@ -50,15 +58,14 @@ def test_capture_at_exit_names_holders_bytes_and_sites():
     expect(cap["reason"] == "exit" and cap["bound"] == "" and cap["storages"] == 4, cap)
     h = holders(cap)
     expect(set(h) == {"__main__.memory", "__main__.CACHE"}, sorted(h))
-    line = site_lines(APP)["alloc"]
-    site = f"alloc (retention_app.py:{line}) > pyalloc_alloc"
+    site, csite = sites()
     mem, cache = h["__main__.memory"], h["__main__.CACHE"]
     expect(mem["retained"] == 12 * MiB and mem["storages"] == 3, mem)
     expect(cache["retained"] == 2 * MiB and cache["storages"] == 1, cache)
     # the storages are the trace's blocks: the allocating line, exact bytes
     expect(mem["sites"] == [{"site": site, "bytes": 12 * MiB}] and
            mem["not_in_trace_bytes"] == 0, mem)
-    expect(cache["sites"] == [{"site": site, "bytes": 2 * MiB}], cache)
+    expect(cache["sites"] == [{"site": csite, "bytes": 2 * MiB}], cache)
     text = report("retention", "t.gmt").stdout
     expect("capture 1 at exit" in text and "__main__.memory" in text and
            f"{site} 12.00 MiB" in text, text)
@@ -73,6 +80,49 @@ def test_capture_on_a_signal_then_at_exit():
     expect(holders(caps[0])["__main__.memory"]["retained"] == 12 * MiB, caps[0])
     expect(set(holders(caps[1])) == {"__main__.CACHE"}, caps[1])
     expect(caps[0]["at_ns"] < caps[1]["at_ns"], caps)
+
+
+def test_capture_at_a_mark():
+    """mark:NAME: the first mark named so queues a capture, which runs at
+    the interpreter's next safe point - before the program clears its
+    list."""
+    p = app("mark", retention="mark:checkpoint,exit,all")
+    expect(p.stdout == "ok\n" and p.stderr == "", (p.stdout, p.stderr))
+    got = captures("t.gmt")
+    expect([c["reason"] for c in got["captures"]] == ["mark checkpoint", "exit"], got)
+    first, last = got["captures"]
+    expect(holders(first)["__main__.memory"]["retained"] == 12 * MiB, first)
+    expect(set(holders(last)) == {"__main__.CACHE"}, last)
+
+
+def test_capture_after_step_n():
+    """step:N counts the program's "step" marks: after the third, three
+    of the five tensors are kept, and only one capture is taken."""
+    app("steps", retention="step:3,all")
+    got = captures("t.gmt")
+    expect(len(got["captures"]) == 1, got)
+    cap = got["captures"][0]
+    kept = holders(cap)["__main__.kept"]
+    expect(cap["reason"] == "step 3" and kept["retained"] == 3 * MiB and
+           kept["storages"] == 3, cap)
+
+
+def test_a_program_asks_for_a_capture_itself():
+    """gpumemtrace_markers.retention(): the capture is taken at once, on
+    the caller's thread, with no GPUMEMTRACE_RETENTION at all; it sees
+    CUDA tensors only (none in this CPU PyTorch), so its storages are 0
+    and its reason is the program's."""
+    p = app("api", retention=None)
+    expect(p.stdout == "took\nok\n" and p.stderr == "", (p.stdout, p.stderr))
+    got = captures("t.gmt")
+    expect([c["reason"] for c in got["captures"]] == ["after load"], got)
+    expect(got["captures"][0]["storages"] == 0, got)
+    # with `all` asked for, the CPU tensors count, and the capture at exit
+    # is a second one
+    p = app("api", retention="exit,all", out="all.gmt")
+    got = captures("all.gmt")
+    expect([c["reason"] for c in got["captures"]] == ["after load", "exit"], got)
+    expect(holders(got["captures"][0])["__main__.memory"]["retained"] == 12 * MiB, got)
 
 
 def test_the_programs_own_signal_handler_stays_its_own():
