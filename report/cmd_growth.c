@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "retention.h"
 
 static void usage(FILE *f)
 {
@@ -39,9 +40,11 @@ static bool live_at_end(const struct site *s, int64_t v[GROUP_VALUES])
 }
 
 /* The end of a growing site's JSON object: its fit, its rise per
- * interval of the step mark, and its layers by what they hold at the end. */
+ * interval of the step mark, its layers by what they hold at the end, and
+ * who held its memory at a retention capture (of `whole`, the trace's
+ * first replay, where l is the replay by steps). */
 static void json_site_tail(struct loaded *l, const struct gmt_common *c,
-                           const struct growth_row *g)
+                           const struct growth_row *g, struct loaded *whole)
 {
     printf(",\"bytes_per_s\":%.0f,\"rise\":%" PRId64 ",\"from\":%" PRId64
            ",\"to\":%" PRId64 ",\"r2\":%.3f,\"rising_share\":%.3f",
@@ -51,13 +54,37 @@ static void json_site_tail(struct loaded *l, const struct gmt_common *c,
     else
         printf(",\"rise_per_interval\":null");
     gmt_json_layers(l, c, live_at_end, g->label, "bytes_at_end", true);
+    gmt_held_json(whole, c, g->label, GMT_HELD_SHOWN);
     printf("}");
+}
+
+/* Under a growing site's row, who held its memory at a capture: the held
+ * bytes in the `to` column (at `to_col`, of ncols). */
+static void held_rows(struct table *t, int ncols, int to_col, struct loaded *l,
+                      const struct gmt_common *c, const char *label)
+{
+    struct gmt_held held[GMT_HELD_SHOWN];
+    size_t n = gmt_held_by(l, c, label, held, GMT_HELD_SHOWN);
+    for (size_t j = 0; j < n; j++) {
+        char bytes[32], text[RET_CHAIN_SHOWN + 200];
+        const char *cell[8] = {"", "", "", "", "", "", "", ""};
+        cell[to_col] = gmt_size(c, bytes, (int64_t)held[j].bytes);
+        cell[ncols - 1] = gmt_held_row(&held[j], text, sizeof text);
+        if (ncols == 8)
+            table_row(t, cell[0], cell[1], cell[2], cell[3], cell[4], cell[5], cell[6], cell[7]);
+        else if (ncols == 7)
+            table_row(t, cell[0], cell[1], cell[2], cell[3], cell[4], cell[5], cell[6]);
+        else if (ncols == 6)
+            table_row(t, cell[0], cell[1], cell[2], cell[3], cell[4], cell[5]);
+        else
+            table_row(t, cell[0], cell[1], cell[2], cell[3], cell[4]);
+    }
 }
 
 /* A run whose allocations repeat step after step is judged by steps: a
  * second replay with the step's site as the anchor (gmt_growth_anchor). */
 static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth_row *rows,
-                     size_t n, size_t shown)
+                     size_t n, size_t shown, struct loaded *whole)
 {
     const struct replay *r = &l->r;
     char marked[300];
@@ -85,7 +112,7 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
             gmt_json_str(stdout, rows[i].label);
             printf(",\"per_step\":%.0f,\"first_step\":%u", rows[i].per_step,
                    rows[i].first_step);
-            json_site_tail(l, c, &rows[i]);
+            json_site_tail(l, c, &rows[i], whole);
         }
         printf("]}");
         return;
@@ -133,6 +160,7 @@ static void by_steps(struct loaded *l, const struct gmt_common *c, struct growth
         } else {
             table_row(t, ps, rate, rise, b, e, fs, rows[i].label);
         }
+        held_rows(t, other ? 8 : 7, 4, whole, c, rows[i].label);
     }
     table_print(t, c->markdown);
     table_free(t);
@@ -145,7 +173,7 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
     struct loaded *ls;
     size_t n = gmt_growth_steps(l0, c, &rows, &ls);
     if (ls) {
-        by_steps(ls, c, rows, n, c->top && (size_t)c->top < n ? (size_t)c->top : n);
+        by_steps(ls, c, rows, n, c->top && (size_t)c->top < n ? (size_t)c->top : n, l0);
         free(rows);
         gmt_unload(ls);
         return;
@@ -175,7 +203,7 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
         for (size_t i = 0; i < shown; i++) {
             printf("%s{\"site\":", i ? "," : "");
             gmt_json_str(stdout, rows[i].label);
-            json_site_tail(l, c, &rows[i]);
+            json_site_tail(l, c, &rows[i], l);
         }
         printf("]}");
     } else if (n == 0 && l->unjudged) {
@@ -212,6 +240,7 @@ static void each(struct loaded *l0, const struct gmt_common *c, void *ctx)
             } else {
                 table_row(t, rate, rise, b, e, rows[i].label);
             }
+            held_rows(t, mname ? 6 : 5, 3, l, c, rows[i].label);
         }
         table_print(t, c->markdown);
         table_free(t);
@@ -225,7 +254,8 @@ int cmd_growth(int argc, char **argv)
                                            .args = {.usage = usage},
                                            .each = each,
                                            .replay = {.growth = true,
-                                                      .mark_sites = true},
+                                                      .mark_sites = true,
+                                                      .observe = {GMT_RETENTION_OBSERVER}},
                                            .default_top = 10};
     return gmt_run(argc, argv, &cmd, NULL);
 }

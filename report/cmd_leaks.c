@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "retention.h"
 #include "kinds_table.h"
 
 /* The program's own memory is split three ways: what a site kept step
@@ -235,6 +236,7 @@ static void json_rows(struct loaded *l, const struct gmt_common *c, struct group
         printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 ",\"host\":%" PRId64,
                rows[i].v[0], rows[i].v[1], rows[i].v[2]);
         gmt_json_site_parts(l, c, pick_class, &rows[i]);
+        gmt_held_json(l, c, rows[i].label, GMT_HELD_SHOWN);
         printf("}");
     }
 }
@@ -260,6 +262,13 @@ static void text_rows(struct loaded *l, const struct gmt_common *c, bool layers,
             table_row(t, gmt_size(c, a, lr[j].v[0]), lk, "", text);
         }
         free(lr);
+        struct gmt_held held[GMT_HELD_SHOWN];
+        size_t nh = gmt_held_by(l, c, rows[i].label, held, GMT_HELD_SHOWN);
+        for (size_t j = 0; j < nh; j++) {
+            char text[RET_CHAIN_SHOWN + 200];
+            table_row(t, gmt_size(c, a, (int64_t)held[j].bytes), "", "",
+                      gmt_held_row(&held[j], text, sizeof text));
+        }
     }
     table_print(t, c->markdown);
     table_free(t);
@@ -473,7 +482,7 @@ int cmd_leaks(int argc, char **argv)
         .args = {.options = opts, .option = gmt_args_flag, .usage = usage},
         .each = each,
         /* the growth verdict's sites and the run's steps (classify) */
-        .replay = {.growth = true, .mark_sites = true},
+        .replay = {.growth = true, .mark_sites = true, .observe = {GMT_RETENTION_OBSERVER}},
         .default_top = 20,
     };
     bool layers = false;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "retention.h"
 #include "instant.h"
 
 enum { OPT_LAYERS = OPT_CMD_BASE, OPT_AT };
@@ -85,7 +86,8 @@ struct peak_sites {
 /* The table as JSON: the trace, the peak, the instant asked for, the
  * sites with their parts, the rest. */
 static void table_json(struct loaded *l, const struct gmt_common *c,
-                       const struct gmt_instant *in, const struct peak_sites *p)
+                       const struct gmt_instant *in, const struct peak_sites *p,
+                       struct loaded *whole)
 {
     const struct replay *r = &l->r;
     gmt_json_trace(l);
@@ -117,6 +119,7 @@ static void table_json(struct loaded *l, const struct gmt_common *c,
         printf(",\"bytes\":%" PRId64 ",\"allocated\":%" PRId64
                ",\"allocations\":%" PRId64, row->v[0], row->v[2], row->v[1]);
         gmt_json_site_parts(l, c, gmt_pick_peak, row);
+        gmt_held_json(whole, c, row->label, GMT_HELD_SHOWN);
         printf("}");
     }
     printf("],\"other_bytes\":%" PRId64 ",\"other_allocated\":%" PRId64
@@ -167,10 +170,12 @@ static void layer_rows(struct table *tb, struct loaded *l, const struct gmt_comm
 }
 
 /* The table as text: the title, the header's notes, a row per site shown
- * (the allocated column where rounding made blocks bigger) and one for
- * the rest. */
+ * (the allocated column where rounding made blocks bigger), under it who
+ * held its memory at a retention capture (of the whole trace, `whole`,
+ * where l is the replay up to an instant), and a row for the rest. */
 static void table_text(struct loaded *l, const struct gmt_common *c, bool layers,
-                       const struct gmt_instant *in, const struct peak_sites *p)
+                       const struct gmt_instant *in, const struct peak_sites *p,
+                       struct loaded *whole)
 {
     char b[32], al[32];
     text_title(l, c, in, p);
@@ -195,6 +200,17 @@ static void table_text(struct loaded *l, const struct gmt_common *c, bool layers
             table_row(tb, gmt_size(c, b, v), share, cnt, site);
         if (layers && i < p->shown)
             layer_rows(tb, l, c, site, rounded);
+        struct gmt_held held[GMT_HELD_SHOWN];
+        size_t nh = i < p->shown ? gmt_held_by(whole, c, site, held, GMT_HELD_SHOWN) : 0;
+        for (size_t j = 0; j < nh; j++) {
+            char hb[32], text[RET_CHAIN_SHOWN + 200];
+            gmt_size(c, hb, (int64_t)held[j].bytes);
+            gmt_held_row(&held[j], text, sizeof text);
+            if (rounded)
+                table_row(tb, hb, "", "", "", text);
+            else
+                table_row(tb, hb, "", "", text);
+        }
     }
     table_print(tb, c->markdown);
     table_free(tb);
@@ -203,7 +219,7 @@ static void table_text(struct loaded *l, const struct gmt_common *c, bool layers
 /* The table of l's sites as gmt_pick_peak gives them: at the peak, or
  * at the instant `in` (l is then gmt_at_load's replay). */
 static void table(struct loaded *l, const struct gmt_common *c, bool layers,
-                  const struct gmt_instant *in)
+                  const struct gmt_instant *in, struct loaded *whole)
 {
     const struct replay *r = &l->r;
     struct peak_sites p = {0};
@@ -222,9 +238,9 @@ static void table(struct loaded *l, const struct gmt_common *c, bool layers,
     /* shares are of what was live then */
     p.total = in ? (uint64_t)(in->requested > 0 ? in->requested : 0) : r->peak_requested;
     if (c->json)
-        table_json(l, c, in, &p);
+        table_json(l, c, in, &p, whole);
     else
-        table_text(l, c, layers, in, &p);
+        table_text(l, c, layers, in, &p, whole);
     free(p.rows);
 }
 
@@ -232,7 +248,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
 {
     struct peak_opts *o = ctx;
     if (!o->at_given) {
-        table(l, c, o->layers, NULL);
+        table(l, c, o->layers, NULL, l);
         return;
     }
     struct gmt_instant in = {.at = o->at};
@@ -247,7 +263,7 @@ static void one(struct loaded *l, const struct gmt_common *c, void *ctx)
         }
         return;
     }
-    table(k, c, o->layers, &in);
+    table(k, c, o->layers, &in, l);
     gmt_unload(k);
 }
 
@@ -260,6 +276,7 @@ int cmd_peak(int argc, char **argv)
         .schema = "gpumemtrace.peak/1",
         .args = {.options = opts, .option = option, .usage = usage},
         .each = one,
+        .replay = {.observe = {GMT_RETENTION_OBSERVER}},
         .default_top = 10,
     };
     struct peak_opts o = {0};

@@ -125,6 +125,54 @@ def test_a_program_asks_for_a_capture_itself():
     expect(holders(got["captures"][0])["__main__.memory"]["retained"] == 12 * MiB, got)
 
 
+def held(row):
+    return [("".join(h["chain"]), h["bytes"], h["retained"], h["capture"], h["reason"])
+            for h in row["held_by"]]
+
+
+def test_held_by_under_the_sites_of_peak_and_leaks():
+    """peak and leaks name, under each site, the holders of its memory at
+    the capture: the list holds all three tensors of the first line, the
+    dict the one of the second."""
+    app("exit")
+    site, csite = sites()
+    peak = json.loads(report("peak", "--json", "t.gmt").stdout)["traces"][0]
+    rows = {r["site"]: r for r in peak["sites"]}
+    expect(held(rows[site]) == [("__main__.memory", 12 * MiB, 12 * MiB, 1, "exit")], rows)
+    expect(held(rows[csite]) == [("__main__.CACHE", 2 * MiB, 2 * MiB, 1, "exit")], rows)
+    text = report("peak", "t.gmt").stdout.splitlines()
+    at = [i for i, t in enumerate(text) if t.endswith(site)][0]
+    expect(text[at + 1].split() == ["12.00", "MiB", "held", "by", "__main__.memory",
+                                    "(capture", "1,", "exit)"], text)
+    leaks = json.loads(report("leaks", "--json", "t.gmt").stdout)["traces"][0]
+    rows = {r["site"]: r for sec in ("grew", "own", "in_use_at_end") for r in leaks[sec]["sites"]}
+    expect(held(rows[site]) == [("__main__.memory", 12 * MiB, 12 * MiB, 1, "exit")], rows)
+    expect("    held by __main__.CACHE (capture 1, exit)" in report("leaks", "t.gmt").stdout,
+           "leaks text")
+
+
+def test_held_by_under_a_growing_site():
+    """growth by steps: the site that grows by 1 MiB a step; at the
+    capture after step 4 its memory was held by the list made before the
+    loop (12 MiB) and the list the loop fills (4 MiB)."""
+    app("steps", retention="step:4,all")
+    site, _ = sites()
+    g = json.loads(report("growth", "--json", "t.gmt").stdout)["traces"][0]
+    rows = {r["site"]: r for r in g["sites"]}
+    expect(set(rows) == {site} and rows[site]["per_step"] == MiB, g)
+    expect(held(rows[site]) == [("__main__.memory", 12 * MiB, 12 * MiB, 1, "step 4"),
+                                ("__main__.kept", 4 * MiB, 4 * MiB, 1, "step 4")], rows)
+    text = report("growth", "t.gmt").stdout
+    expect("held by __main__.kept (capture 1, step 4)" in text, text)
+
+
+def test_no_held_by_without_a_capture():
+    app("exit", retention=None)
+    peak = json.loads(report("peak", "--json", "t.gmt").stdout)["traces"][0]
+    expect(peak["sites"] and all("held_by" not in r for r in peak["sites"]), peak)
+    expect("held by" not in report("peak", "t.gmt").stdout, "peak text")
+
+
 def test_the_programs_own_signal_handler_stays_its_own():
     p = app("own", retention="signal,all")
     # the program's handler ran, ours was not installed over it
