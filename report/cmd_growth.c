@@ -54,7 +54,7 @@ static void json_site_tail(struct loaded *l, const struct gmt_common *c,
     else
         printf(",\"rise_per_interval\":null");
     gmt_json_layers(l, c, live_at_end, g->label, "bytes_at_end", true);
-    gmt_held_json(whole, c, g->label, GMT_HELD_SHOWN);
+    gmt_held_json(stdout, whole, c, g->label, GMT_HELD_SHOWN, false);
     printf("}");
 }
 

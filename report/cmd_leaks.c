@@ -236,7 +236,7 @@ static void json_rows(struct loaded *l, const struct gmt_common *c, struct group
         printf(",\"bytes\":%" PRId64 ",\"allocations\":%" PRId64 ",\"host\":%" PRId64,
                rows[i].v[0], rows[i].v[1], rows[i].v[2]);
         gmt_json_site_parts(l, c, pick_class, &rows[i]);
-        gmt_held_json(l, c, rows[i].label, GMT_HELD_SHOWN);
+        gmt_held_json(stdout, l, c, rows[i].label, GMT_HELD_SHOWN, false);
         printf("}");
     }
 }

@@ -119,7 +119,7 @@ static void table_json(struct loaded *l, const struct gmt_common *c,
         printf(",\"bytes\":%" PRId64 ",\"allocated\":%" PRId64
                ",\"allocations\":%" PRId64, row->v[0], row->v[2], row->v[1]);
         gmt_json_site_parts(l, c, gmt_pick_peak, row);
-        gmt_held_json(whole, c, row->label, GMT_HELD_SHOWN);
+        gmt_held_json(stdout, whole, c, row->label, GMT_HELD_SHOWN, false);
         printf("}");
     }
     printf("],\"other_bytes\":%" PRId64 ",\"other_allocated\":%" PRId64

@@ -138,7 +138,7 @@ static void json(struct loaded *l, const struct gmt_common *c, struct gmt_ret *t
             printf("%s{\"retained\":%" PRIu64 ",\"storages\":%" PRIu64 ",\"parent\":%ld,"
                    "\"chain\":", j ? "," : "", h->retained, h->storages,
                    h->parent < 0 ? -1L : (long)rank[h->parent]);
-            gmt_ret_json_chain(h->chain);
+            gmt_ret_json_chain(stdout, h->chain, false);
             printf(",\"sites\":[");
             for (size_t s = 0; s < h->nsites; s++) {
                 printf("%s{\"site\":", s ? "," : "");
@@ -155,7 +155,7 @@ static void json(struct loaded *l, const struct gmt_common *c, struct gmt_ret *t
                    "\"nested\":%ld,\"chain\":", j ? "," : "", b->ptr, b->bytes,
                    b->holder < 0 ? -1L : (long)rank[b->holder],
                    b->nested < 0 ? -1L : (long)rank[b->nested]);
-            gmt_ret_json_chain(b->chain);
+            gmt_ret_json_chain(stdout, b->chain, false);
             if (b->live) {
                 printf(",\"allocated\":%" PRIu64 ",\"site\":", b->block);
                 gmt_json_str(stdout, sym_site(l->sym, b->stack, c->grain, c->depth));

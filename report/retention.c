@@ -381,18 +381,18 @@ void gmt_ret_finish(struct gmt_ret *t, const struct replay *r)
 }
 
 /* A chain as a JSON list of its steps. */
-void gmt_ret_json_chain(const char *chain)
+void gmt_ret_json_chain(FILE *f, const char *chain, bool html)
 {
-    printf("[");
+    fprintf(f, "[");
     for (const char *s = chain, *e; *s; s = *e ? e + 1 : e) {
         e = strchr(s, RET_STEP_SEP);
         e = e ? e : s + strlen(s);
         char *step = strndup(s, (size_t)(e - s));
-        printf("%s", s == chain ? "" : ",");
-        gmt_json_str(stdout, step ? step : "");
+        fprintf(f, "%s", s == chain ? "" : ",");
+        gmt_json_str_to(f, step ? step : "", html);
         free(step);
     }
-    printf("]");
+    fprintf(f, "]");
 }
 
 /* ---- held by ---------------------------------------------------------------------- */
@@ -483,8 +483,8 @@ const char *gmt_held_row(const struct gmt_held *h, char *buf, size_t len)
     return buf;
 }
 
-void gmt_held_json(struct loaded *l, const struct gmt_common *c, const char *label,
-                   size_t max)
+void gmt_held_json(FILE *f, struct loaded *l, const struct gmt_common *c, const char *label,
+                   size_t max, bool html)
 {
     if (gmt_retention.owner != &l->r)
         return;
@@ -493,14 +493,14 @@ void gmt_held_json(struct loaded *l, const struct gmt_common *c, const char *lab
         return;
     struct gmt_held held[8];
     size_t n = gmt_held_by(l, c, label, held, max < 8 ? max : 8);
-    printf(",\"held_by\":[");
+    fprintf(f, ",\"held_by\":[");
     for (size_t i = 0; i < n; i++) {
-        printf("%s{\"chain\":", i ? "," : "");
-        gmt_ret_json_chain(held[i].h->chain ? held[i].h->chain : "");
-        printf(",\"bytes\":%" PRIu64 ",\"retained\":%" PRIu64 ",\"capture\":%u,\"reason\":",
-               held[i].bytes, held[i].h->retained, held[i].cap->id);
-        gmt_json_str(stdout, held[i].cap->reason ? held[i].cap->reason : "");
-        printf("}");
+        fprintf(f, "%s{\"chain\":", i ? "," : "");
+        gmt_ret_json_chain(f, held[i].h->chain ? held[i].h->chain : "", html);
+        fprintf(f, ",\"bytes\":%" PRIu64 ",\"retained\":%" PRIu64 ",\"capture\":%u,\"reason\":",
+                held[i].bytes, held[i].h->retained, held[i].cap->id);
+        gmt_json_str_to(f, held[i].cap->reason ? held[i].cap->reason : "", html);
+        fprintf(f, "}");
     }
-    printf("]");
+    fprintf(f, "]");
 }

@@ -114,8 +114,8 @@ const char *gmt_ret_why_none(const struct gmt_ret *t, const struct replay *r);
  * malloc'd; NULL when out of memory. */
 #define RET_CHAIN_SHOWN 100
 char *gmt_ret_chain_text(const char *chain, bool cut);
-/* The chain as a JSON list of its steps, to stdout. */
-void gmt_ret_json_chain(const char *chain);
+/* The chain as a JSON list of its steps (html: safe inside a <script>). */
+void gmt_ret_json_chain(FILE *f, const char *chain, bool html);
 
 /* Who holds a site's memory: of the last capture that found storages
  * allocated at the site labelled `label` (sym_site at c's grain and
@@ -136,8 +136,8 @@ const char *gmt_held_text(const struct gmt_held *h, char *buf, size_t len);
 const char *gmt_held_row(const struct gmt_held *h, char *buf, size_t len);
 /* ,"held_by":[{chain, bytes, retained, capture, reason}...] for the
  * site `label` (up to max holders): nothing when the trace has no
- * capture. */
-void gmt_held_json(struct loaded *l, const struct gmt_common *c, const char *label,
-                   size_t max);
+ * capture. html: strings safe inside a <script>. */
+void gmt_held_json(FILE *f, struct loaded *l, const struct gmt_common *c, const char *label,
+                   size_t max, bool html);
 
 #endif /* GMT_RETENTION_H */

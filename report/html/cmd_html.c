@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "html.h"
+#include "retention.h"
 
 enum { OPT_OUTPUT = 'o' };
 
@@ -115,7 +116,8 @@ static int page(FILE *f, char **paths, size_t np, const struct gmt_common *c)
                 /* the timeline by site follows the replay that loads it */
                 struct html_pass *hp = html_pass_new();
                 struct loaded *l = gmt_load(paths[i], c, &(struct replay_opts){
-                                                             .observe = {html_pass_observer(hp)},
+                                                             .observe = {html_pass_observer(hp),
+                                                                         GMT_RETENTION_OBSERVER},
                                                              .growth = true,
                                                              .mark_sites = true});
                 if (l == NULL) {

@@ -20,6 +20,7 @@
 
 #include "html.h"
 #include "kinds_table.h"
+#include "retention.h"
 
 #define HTML_MAX_BANDS 30 /* sites drawn as bands, at most */
 #define HTML_FOLDS 4000   /* flame graph stacks kept */
@@ -387,8 +388,10 @@ static void pools(FILE *f, struct loaded *l, const struct gmt_common *c,
     fprintf(f, "],\"block_sites\":[");
     for (size_t i = 0; i < nids; i++) {
         fprintf(f, "%s{", i ? "," : "");
-        html_kv_str(f, false, "site", sym_site(l->sym, ids[i], c->grain, c->depth));
+        const char *label = sym_site(l->sym, ids[i], c->grain, c->depth);
+        html_kv_str(f, false, "site", label);
         stack_json(f, l, ids[i]);
+        gmt_held_json(f, l, c, label, GMT_HELD_SHOWN, true);
         fprintf(f, "}");
     }
     fprintf(f, "]");
@@ -397,9 +400,11 @@ static void pools(FILE *f, struct loaded *l, const struct gmt_common *c,
 
 /* ---- tables ----------------------------------------------------------------------- */
 
+/* A table's rows: each site with its values (vkeys) and, with `held`,
+ * who held its memory at a retention capture. */
 static void rows_json(FILE *f, struct loaded *l, const struct gmt_common *c, const char *key,
                       const struct group_row *rows, size_t n, const char *const *vkeys,
-                      int nv, bool comma)
+                      int nv, bool comma, bool held)
 {
     size_t shown = top_of(c, n, HTML_ROWS);
     fprintf(f, "%s\"%s\":[", comma ? "," : "", key);
@@ -407,6 +412,8 @@ static void rows_json(FILE *f, struct loaded *l, const struct gmt_common *c, con
         site_obj(f, l, &rows[i], i > 0);
         for (int k = 0; k < nv; k++)
             fprintf(f, ",\"%s\":%" PRId64, vkeys[k], rows[i].v[k]);
+        if (held)
+            gmt_held_json(f, l, c, rows[i].label, GMT_HELD_SHOWN, true);
         fprintf(f, "}");
     }
     int64_t rest[GROUP_VALUES] = {0};
@@ -438,9 +445,11 @@ static void growth(FILE *f, struct loaded *l, const struct gmt_common *c)
         fprintf(f, "%s{", i ? "," : "");
         html_kv_str(f, false, "site", g[i].label);
         fprintf(f, ",\"bytes_per_s\":%.0f,\"per_step\":%.0f,\"rise\":%" PRId64 ",\"from\":%" PRId64
-                   ",\"to\":%" PRId64 ",\"first_step\":%u,\"r2\":%.3f}",
+                   ",\"to\":%" PRId64 ",\"first_step\":%u,\"r2\":%.3f",
                 g[i].bytes_per_s, g[i].by_step ? g[i].per_step : 0.0, g[i].net, g[i].from_bytes,
                 g[i].to_bytes, g[i].first_step, g[i].r2);
+        gmt_held_json(f, l, c, g[i].label, GMT_HELD_SHOWN, true);
+        fprintf(f, "}");
     }
     fprintf(f, "]}");
     free(g);
@@ -471,7 +480,7 @@ static void transfers(FILE *f, struct loaded *l, const struct gmt_common *c)
     size_t n = gmt_group(l, c, gmt_pick_transfers, &rows);
     static const char *const keys[] = {"copy_bytes", "copies", "h2d_bytes", "d2h_bytes",
                                        "set_bytes", "sets"};
-    rows_json(f, l, c, "sites", rows, n, keys, 6, false);
+    rows_json(f, l, c, "sites", rows, n, keys, 6, false, false);
     fprintf(f, "}");
     free(rows);
 }
@@ -516,12 +525,12 @@ int html_trace(FILE *f, struct loaded *l, const struct gmt_common *c, struct htm
     html_timeline_free(&tl);
     fprintf(f, ",\"tables\":{");
     static const char *const pk[] = {"bytes", "allocations", "allocated"};
-    rows_json(f, l, c, "peak", peak, npeak, pk, 3, false);
+    rows_json(f, l, c, "peak", peak, npeak, pk, 3, false, true);
     free(peak);
     struct group_row *lk;
     size_t nl = gmt_group(l, c, gmt_pick_live, &lk);
     static const char *const lkeys[] = {"bytes", "allocations", "host"};
-    rows_json(f, l, c, "leaks", lk, nl, lkeys, 3, true);
+    rows_json(f, l, c, "leaks", lk, nl, lkeys, 3, true, true);
     free(lk);
     growth(f, l, c);
     transfers(f, l, c);

@@ -850,6 +850,7 @@
       var lines = [fmtBytes(size) + ' (' + fmtExact(size) + ') at +' + fmtExact(off)];
       if (!kind) lines.push('allocated ' + fmtBytes(a) + ', pending ' + fmtBytes(pe) + ', free ' + fmtBytes(f));
       if (b) lines.push((kind === 'a' ? 'site ' : 'largest block from ') + b.site);
+      if (b && b.held_by) b.held_by.forEach(function (h) { lines.push("the site's memory " + heldText(h)); });
       lines.push('segment ' + s[0] + (s[9] ? " (PyTorch's)" : '') + ' on device ' + s[1] + ', ' +
                  fmtBytes(s[2]) + ': allocated ' + fmtBytes(s[3]) + ' in ' + s[8] + ' blocks, pending ' +
                  fmtBytes(s[4]) + ', free ' + fmtBytes(s[5]) + ' in ' + s[7] + ' gaps, largest ' + fmtBytes(s[6]));
@@ -861,6 +862,22 @@
   function BigIntish(h) { return ('0000000000000000' + h.slice(2)).slice(-16); }
 
   /* ---- tables ------------------------------------------------------------------------ */
+
+  /* A retention chain for reading, as `gpumemreport retention` writes it:
+   * attribute and item steps follow the step before them, others after
+   * an arrow. */
+  function chainText(steps) {
+    var out = '';
+    steps.forEach(function (s) {
+      if (out && !/^[.[{]/.test(s)) out += ' \u2192 ';
+      out += s;
+    });
+    return out;
+  }
+  function heldText(h) {
+    return 'held by ' + chainText(h.chain) + ': ' + fmtBytes(h.bytes) + ' (capture ' + h.capture +
+      ', ' + h.reason + '; it retains ' + fmtBytes(h.retained) + ' in all)';
+  }
 
   function table(sec, cols, rows, more, empty) {
     if (!rows.length) { sec.appendChild(el('p', { 'class': 'empty' }, empty)); return; }
@@ -884,6 +901,12 @@
         tr2.appendChild(td);
       });
       tb.appendChild(tr2);
+      /* who kept this site's memory alive, at a retention capture */
+      (isMore ? [] : r.held_by || []).forEach(function (h) {
+        var hr = el('tr', { 'class': 'held' });
+        hr.appendChild(el('td', { colspan: String(cols.length) }, heldText(h)));
+        tb.appendChild(hr);
+      });
     }
     rows.forEach(function (r) { row(r, false); });
     if (more && more.sites) row(more, true);
@@ -908,7 +931,8 @@
                 { h: 'site', site: true, get: function (r, m) { return m ? '(' + r.sites + ' more sites)' : r.site; } }],
           tb.leaks, tb.leaks_more, 'nothing left allocated');
     var g = tb.growth;
-    sec.appendChild(el('h3', null, 'Growth' + (g.by === 'steps' ? ' per step (' + g.steps + ' steps; a step: one allocation at ' + g.step_site + ')' : ' over time')));
+    sec.appendChild(el('h3', null, 'Growth' + (g.by === 'steps' ? ' per step (' + g.steps + ' steps; a step: ' +
+      (/^mark "/.test(g.step_site) ? '' : 'one allocation at ') + g.step_site + ')' : ' over time')));
     var gc = g.by === 'steps' ? [{ h: 'per step', n: true, get: function (r) { return '+' + fmtBytes(r.per_step); } }]
                               : [{ h: 'rate', n: true, get: function (r) { return fmtBytes(r.bytes_per_s) + '/s'; } }];
     gc.push({ h: 'rise', n: true, get: function (r) { return fmtBytes(r.rise); } },

@@ -16,7 +16,7 @@
  * the map with it showing); the out-of-memory section, if any: its tabs,
  * and for each (clicked) its request line, site, cards, live-by-kind
  * line, live sites and whatif's rows (--oom-shot: a picture of the first
- * trace's section). Page-wide: console errors and warnings, uncaught
+ * trace's section); the "held by" rows under the tables' sites. Page-wide: console errors and warnings, uncaught
  * page errors, failed requests (the page must load nothing), the page
  * text, and load_ms: from navigation until the page says it has drawn
  * (body[data-ready]). Exit status 0 whenever the page could be opened;
@@ -249,6 +249,15 @@ async function main() {
         }
       }
       t.table_rows = await page.evaluate((s) => document.querySelectorAll(s + ' table tr').length, sec);
+      /* the "held by" rows under the tables' sites: the site row above each */
+      t.held_rows = await page.evaluate((s) => [...document.querySelectorAll(s + ' table tr.held')].map((tr) => {
+        let up = tr.previousElementSibling;
+        while (up && up.classList.contains('held')) up = up.previousElementSibling;
+        const site = up ? up.querySelector('td.site') : null;
+        return { text: tr.innerText, site: site ? site.innerText : null,
+                 table: tr.closest('table').previousElementSibling.innerText,
+                 visible: tr.getBoundingClientRect().height > 0 };
+      }), sec);
       if (o.interact) {
         await page.evaluate((s) => document.querySelector(s).scrollIntoView(), sec);
         Object.assign(t, await timelineChecks(page, sec + ' svg.timeline'));

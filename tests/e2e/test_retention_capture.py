@@ -166,6 +166,30 @@ def test_held_by_under_a_growing_site():
     expect("held by __main__.kept (capture 1, step 4)" in text, text)
 
 
+def test_held_by_in_the_html_page():
+    """The page, in headless Chromium: a "held by" row under each site of
+    the peak, live-at-exit and growth tables, and the holders of a
+    block's site in the block's hover card on the pool's map."""
+    from test_html import browse
+    app("steps", retention="step:4,all")
+    report("html", "t.gmt", "-o", "t.html")
+    t = browse("t.html")["traces"][0]
+    site, csite = sites()
+    mem = "held by __main__.memory: 12.00 MiB (capture 1, step 4; it retains 12.00 MiB in all)"
+    kept = "held by __main__.kept: 4.00 MiB (capture 1, step 4; it retains 4.00 MiB in all)"
+    cache = "held by __main__.CACHE: 2.00 MiB (capture 1, step 4; it retains 2.00 MiB in all)"
+    rows = [(r["table"].split(":")[0].split(" (")[0], r["site"], r["text"]) for r in t["held_rows"]]
+    expect(all(r["visible"] for r in t["held_rows"]), t["held_rows"])
+    expect(rows == [("At the peak", site, mem), ("At the peak", site, kept),
+                    ("At the peak", csite, cache),
+                    ("Live at exit", site, mem), ("Live at exit", site, kept),
+                    ("Live at exit", csite, cache),
+                    ("Growth per step", site, mem), ("Growth per step", site, kept)], rows)
+    tip = t["block_tip"].splitlines()
+    expect(tip[2] == f"site {site}" and tip[3] == "the site's memory " + mem and
+           tip[4] == "the site's memory " + kept, tip)
+
+
 def test_no_held_by_without_a_capture():
     app("exit", retention=None)
     peak = json.loads(report("peak", "--json", "t.gmt").stdout)["traces"][0]
