@@ -257,6 +257,11 @@ void gmt_retention_start(struct gmt_thread *t);
  * mark:NAME). Called only while gmt_retention_marks. */
 extern bool gmt_retention_marks;
 void gmt_retention_on_mark(unsigned type, const char *s, size_t n);
+/* While PyTorch's optimizer hook is still to be registered (step:N,
+ * growth asked for, torch not yet imported at the bootstrap): a device
+ * allocation was recorded, so try again (a pending call, one at a time). */
+extern bool gmt_retention_rearm;
+void gmt_retention_retry(void);
 extern const char gmt_retention_py[]; /* preload/retention.py */
 /* Up to max frames of this thread, innermost first, as (code id,
  * instruction offset in bytes) pairs in out[2 * i], out[2 * i + 1].

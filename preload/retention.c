@@ -109,35 +109,52 @@ static const char g_boot[] =
     "            signal.signal(signal.SIGUSR2, lambda signum, frame: _run('signal'))\n"
     "        else:\n"
     "            _note(\"SIGUSR2 is the program's: no capture on the signal\")\n"
-    "    if STEP or 'growth' in WANT:\n"
+    "    _steps = [0, []]\n"
+    "    def _on_step(opt, args, kwargs, _steps=_steps):\n"
+    "        try:\n"
+    "            _steps[0] += 1\n"
+    "            n = _steps[0]\n"
+    "            if STEP and n == STEP and _claim(1):\n"
+    "                _run(_reason(1).decode())\n"
+    "            if 'growth' in WANT:\n"
+    "                h = _steps[1]\n"
+    "                h.append(_torch_now.cuda.memory_allocated())\n"
+    "                del h[:-6]\n"
+    "                if len(h) == 6 and all(a < b for a, b in zip(h, h[1:])) and _claim(3):\n"
+    "                    _run('growth: %d bytes more in 5 steps, to step %d' %\n"
+    "                         (h[-1] - h[0], n))\n"
+    "        except BaseException:\n"
+    "            pass\n"
+    "    def _loading(m):\n"
+    "        return getattr(getattr(m, '__spec__', None), '_initializing', False)\n"
+    "    def _arm():\n"
+    "        # PyTorch's global optimizer hook, once torch is imported: the\n"
+    "        # first CUDA call may come while it still is (C calls again at a\n"
+    "        # later allocation while this returns False)\n"
+    "        global _torch_now\n"
     "        import sys\n"
-    "        _torch = sys.modules.get('torch')\n"
-    "        _opt = getattr(getattr(_torch, 'optim', None), 'optimizer', None)\n"
-    "        _hook = getattr(_opt, 'register_optimizer_step_post_hook', None)\n"
-    "        if _hook is None:\n"
+    "        t, m = sys.modules.get('torch'), sys.modules.get('torch.optim.optimizer')\n"
+    "        if t is None or m is None or _loading(t) or _loading(m):\n"
+    "            return False\n"
+    "        hook = getattr(m, 'register_optimizer_step_post_hook', None)\n"
+    "        if hook is None:\n"
     "            _note('no optimizer steps to count (PyTorch 2.0 or later has them)' +\n"
     "                  (': step:N counts gpumemtrace_mark(\"step\") alone' if STEP else '') +\n"
     "                  ('; no capture on growth' if 'growth' in WANT else ''))\n"
     "        else:\n"
-    "            _steps = [0, []]\n"
-    "            _held = getattr(getattr(_torch, 'cuda', None), 'memory_allocated', None)\n"
-    "            def _on_step(opt, args, kwargs, _steps=_steps, _held=_held):\n"
-    "                try:\n"
-    "                    _steps[0] += 1\n"
-    "                    n = _steps[0]\n"
-    "                    if STEP and n == STEP and _claim(1):\n"
-    "                        _run(_reason(1).decode())\n"
-    "                    if 'growth' in WANT and _held is not None:\n"
-    "                        h = _steps[1]\n"
-    "                        h.append(_held())\n"
-    "                        del h[:-6]\n"
-    "                        if (len(h) == 6 and all(a < b for a, b in zip(h, h[1:])) and\n"
-    "                                _claim(3)):\n"
-    "                            _run('growth: %d bytes more in 5 steps, to step %d' %\n"
-    "                                 (h[-1] - h[0], n))\n"
-    "                except BaseException:\n"
-    "                    pass\n"
-    "            _hook(_on_step)\n"
+    "            _torch_now = t\n"
+    "            hook(_on_step)\n"
+    "        return True\n"
+    "    def _rearm():\n"
+    "        try:\n"
+    "            if _arm():\n"
+    "                _armed()\n"
+    "        except BaseException:\n"
+    "            _armed()\n"
+    "    _armed = _lib.gpumemtrace_retention_armed\n"
+    "    _armed.argtypes, _armed.restype = (), None\n"
+    "    if STEP or 'growth' in WANT:\n"
+    "        _rearm()\n"
     "    _m = ('armed\\t' + ','.join(WANT)).encode()\n"
     "    if WANT:\n"
     "        _line(0, _m, len(_m))\n"
@@ -187,24 +204,71 @@ static int boot(void *arg)
     return 0;
 }
 
-/* A capture for trigger k, in the bootstrap's namespace (the GIL held). */
-static void fire(int k)
+/* code run in the bootstrap's namespace (the GIL held); an exception in
+ * it is dropped */
+static void run_in_ns(const char *code)
 {
-    static const char *const run[FIRES] = {"_fire(0)\n", "_fire(1)\n", "_fire(2)\n",
-                                           "_fire(3)\n"};
     if (g_ns == NULL)
         return;
-    PyObject *r = g_run(run[k], PY_FILE_INPUT, g_ns, g_ns, NULL);
+    PyObject *r = g_run(code, PY_FILE_INPUT, g_ns, g_ns, NULL);
     if (r == NULL)
         g_err_clear();
     else
         g_decref(r);
 }
 
+/* A capture for trigger k, in the bootstrap's namespace (the GIL held). */
+static void fire(int k)
+{
+    static const char *const run[FIRES] = {"_fire(0)\n", "_fire(1)\n", "_fire(2)\n",
+                                           "_fire(3)\n"};
+    run_in_ns(run[k]);
+}
+
 static int fire_pending(void *arg)
 {
     fire((int)(intptr_t)arg);
     return 0;
+}
+
+/* Until the optimizer hook is registered (step:N, growth): each device
+ * allocation recorded tries again, through a pending call, while none is
+ * queued; given up after REARM_TRIES. */
+#define REARM_TRIES 10000
+bool gmt_retention_rearm;
+static int g_rearm_queued;
+static unsigned g_rearm_tries;
+
+GMT_EXPORT void gpumemtrace_retention_armed(void)
+{
+    __atomic_store_n(&gmt_retention_rearm, false, __ATOMIC_RELEASE);
+}
+
+static int rearm_pending(void *arg)
+{
+    (void)arg;
+    run_in_ns("_rearm()\n");
+    __atomic_store_n(&g_rearm_queued, 0, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static int giveup_pending(void *arg)
+{
+    (void)arg;
+    run_in_ns("_note('no PyTorch optimizer was found to count steps: no capture at a step "
+              "or on growth')\n");
+    return 0;
+}
+
+void gmt_retention_retry(void)
+{
+    if (__atomic_exchange_n(&g_rearm_queued, 1, __ATOMIC_ACQ_REL))
+        return; /* one queued already */
+    bool last = __atomic_add_fetch(&g_rearm_tries, 1, __ATOMIC_RELAXED) >= REARM_TRIES;
+    if (last) /* the note is the walk's, written outside this hook */
+        gpumemtrace_retention_armed();
+    if (g_pending(last ? giveup_pending : rearm_pending, NULL) != 0)
+        __atomic_store_n(&g_rearm_queued, 0, __ATOMIC_RELEASE);
 }
 
 /* Trigger k taken, once: 1 for the first caller, 0 after. */
@@ -330,4 +394,6 @@ void gmt_retention_start(struct gmt_thread *t)
         return;
     }
     __atomic_store_n(&gmt_retention_marks, g_step > 0 || g_mark_len > 0, __ATOMIC_RELEASE);
+    /* the bootstrap tries first; allocations after it try again */
+    __atomic_store_n(&gmt_retention_rearm, g_step > 0 || growth, __ATOMIC_RELEASE);
 }

@@ -7,7 +7,9 @@
 #   clean runs  --retention growth: no capture on growth may be taken (a
 #               false one is a failure); the step time against the same
 #               loop traced without retention, median of the steps after
-#               the fifth, in the same run of this script
+#               the fifth, in the same run of this script (GPT-2 twice,
+#               alternating); and what the hook adds to a step, one
+#               torch.cuda.memory_allocated() call, timed
 #   step:N      one capture after the N-th optimizer step: its walk's time,
 #               the objects walked, and the host memory's high-water mark
 #               before and after that step
@@ -45,6 +47,8 @@ run() {
 
 run gpt2-off - gpt2 clean 40
 run gpt2-growth growth gpt2 clean 40
+run gpt2-off2 - gpt2 clean 40
+run gpt2-growth2 growth gpt2 clean 40
 run gpt2-step step:20 gpt2 clean 40
 run gpt2-leak growth gpt2 leak 12
 run resnet-off - resnet clean 40
@@ -79,11 +83,13 @@ def median_after(ms, k=5):
     return statistics.median(ms[k:])
 
 
-for model in ("gpt2", "resnet"):
-    off, on = load(model + "-off"), load(model + "-growth")
+for model in ("gpt2", "resnet", "gpt22"):
+    off = load(model.replace("gpt22", "gpt2") + "-off" + ("2" if model == "gpt22" else ""))
+    on = load(model.replace("gpt22", "gpt2") + "-growth" + ("2" if model == "gpt22" else ""))
     if not off or not on:
         bad = True
         continue
+    print(f"  {model}: one torch.cuda.memory_allocated() {on[0]['memory_allocated_us']:.2f} us")
     growth_caps = [c for c in on[1]["captures"] if c["reason"].startswith("growth")]
     say(not growth_caps, f"{model} clean, --retention growth: no capture on growth "
         f"({len(growth_caps)} taken; armed: {on[1].get('why', 'captures')})")

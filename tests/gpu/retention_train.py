@@ -136,6 +136,11 @@ def main():
     else:
         times, hwm = loop(model, mode, steps)
     out = {"model": model, "mode": mode, "steps": steps, "step_ms": times, "hwm_kib": hwm}
+    # what the hook for growth adds to a step: one memory_allocated() call
+    t0 = time.perf_counter()
+    for _ in range(10000):
+        torch.cuda.memory_allocated()
+    out["memory_allocated_us"] = (time.perf_counter() - t0) * 1e6 / 10000
     if mode == "leak":
         gmt.retention("before drop")
         torch.cuda.synchronize()
