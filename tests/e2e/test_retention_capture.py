@@ -107,6 +107,33 @@ def test_capture_after_step_n():
            kept["storages"] == 3, cap)
 
 
+def optimhook(mode, retention):
+    """tests/e2e/py/optimhook_app.py under GPUMEMTRACE_RETENTION: the
+    reasons of its captures."""
+    p = run([PYTHON, os.path.join(HERE, "py", "optimhook_app.py"), mode],
+            PYALLOC_LIB=prog("libpyalloc.so"), GPUMEMTRACE_OUTPUT=f"{mode}.gmt",
+            GPUMEMTRACE_RETENTION=retention)
+    expect(p.stdout == "ok\n" and p.stderr == "", (p.stdout, p.stderr))
+    return [c["reason"] for c in captures(f"{mode}.gmt")["captures"]]
+
+
+def test_capture_at_an_optimizer_step_and_on_growth():
+    """PyTorch's global optimizer hook (a stand-in of it: Debian's PyTorch
+    is older) counts the steps: step:3 after the third; growth once, after
+    the sixth, when what PyTorch holds rose at five steps in a row - and
+    never on a loop that holds the same each step."""
+    expect(optimhook("leak", "growth,step:3") ==
+           ["step 3", "growth: 5000 bytes more in 5 steps, to step 6"], "leak")
+    expect(optimhook("clean", "growth,step:3") == ["step 3"], "clean")
+
+
+def test_optimizer_hook_found_when_torch_comes_after_the_first_cuda_call():
+    """The bootstrap runs at the first CUDA call; torch imported after it
+    is found at a later allocation, and no step is counted twice."""
+    expect(optimhook("late", "growth,step:4") ==
+           ["step 4", "growth: 5000 bytes more in 5 steps, to step 6"], "late")
+
+
 def test_a_program_asks_for_a_capture_itself():
     """gpumemtrace_markers.retention(): the capture is taken at once, on
     the caller's thread, with no GPUMEMTRACE_RETENTION at all; it sees
