@@ -77,6 +77,7 @@ static const char g_boot[] =
     "    _src = _get()\n"
     "    _ns = {'__name__': '_gpumemtrace_retention'}\n"
     "    exec(compile(_src, '<gpumemtrace retention>', 'exec'), _ns)\n"
+    "    _ns['_BOOT_NS'] = globals()  # its frames and objects are not the program's\n"
     "    _line = _lib.gpumemtrace_retention_line\n"
     "    _line.argtypes = (ctypes.c_uint, ctypes.c_char_p, ctypes.c_size_t)\n"
     "    _reason = _lib.gpumemtrace_retention_reason\n"
@@ -344,7 +345,7 @@ GMT_EXPORT int gpumemtrace_retention_now(const char *reason)
 void gmt_retention_start(struct gmt_thread *t)
 {
     const char *want = gmt_opt.retention;
-    if (want == NULL || *want == '\0' || g_pre[0])
+    if (want == NULL || *want == '\0' || g_pre[0] || g_ns)
         return;
     bool exit_ = false, signal_ = false, all = false, growth = false;
     char w[256];
@@ -374,8 +375,11 @@ void gmt_retention_start(struct gmt_thread *t)
                      "mark:NAME, growth, all; ignored", tok);
         }
     }
-    if (!exit_ && !signal_ && !g_step && !g_mark_len && !growth)
+    if (!exit_ && !signal_ && !g_step && !g_mark_len && !growth) {
+        if (all) /* no moment: what the program's own captures look for */
+            snprintf(g_pre, sizeof g_pre, "WANT = ()\nSTEP = 0\nDEVICE = 'all'\n");
         return;
+    }
     if (!bind_python()) {
         gmt_trace_note(t, 1, "retention: the interpreter does not export what a capture "
                              "needs; none will be taken");

@@ -253,8 +253,9 @@ def _roots(W, emit):
             _skip(W, d)
             if type(name) is str and name != "builtins" and d is not own:
                 mods.append((name, id(m), d))
-    for o in (sys.modules, own, emit):
-        _skip(W, o)
+    for o in (sys.modules, own, emit, own.get("_BOOT_NS")):
+        if o is not None:
+            _skip(W, o)
     mods.sort(key=_first)
     first = len(W.objs)
     seen = set()
@@ -272,19 +273,56 @@ def _roots(W, emit):
                  or th.get("_trace_hook") is not None or th.get("_profile_hook") is not None)
     frames = sys._current_frames()
     me = _thread.get_ident()
+    # the frames of the code that asked for this capture (the bootstrap's
+    # hooks: its namespace is said in ours) are not the program's
+    boot = own.get("_BOOT_NS")
+    stacks = []
     for tid in sorted(frames, key=lambda t: (t != me, t)):
         f = frames[tid]
         while f is not None:
-            if f.f_globals is not own:
-                _seed_frame(W, f)
+            if f.f_globals is not own and f.f_globals is not boot:
+                stacks.append(f)
             f = f.f_back
-    frames = f = None
+    # the program's own frames before its libraries' (a capture at an
+    # optimizer step runs inside torch's step(): the program's `opt` is a
+    # local of its loop, and of torch's wrapper as `self`)
+    for lib in (False, True):
+        for f in stacks:
+            if _library_frame(f) is lib:
+                _seed_frame(W, f)
+    frames = stacks = f = boot = None
     W.vroots = list(range(first, len(W.objs)))
     if W.cut:
         return "objects"
     if time.monotonic() > W.deadline:
         return "seconds"
     return ""
+
+
+_LIBRARY_DIRS = ("/site-packages/", "/dist-packages/")
+
+
+def _library_frame(f):
+    """Is f a frame of an installed package or of Python's own library
+    (rather than of the program)?"""
+    name = f.f_code.co_filename
+    if name.startswith("<"):
+        return name.startswith("<frozen")
+    if any(d in name for d in _LIBRARY_DIRS):
+        return True
+    std = _STDLIB
+    return std is not None and name.startswith(std)
+
+
+def _stdlib_dir():
+    try:
+        import sysconfig
+        return sysconfig.get_paths()["stdlib"].rstrip("/") + "/"
+    except BaseException:
+        return None
+
+
+_STDLIB = _stdlib_dir()
 
 
 def _seed_frame(W, f):

@@ -107,6 +107,20 @@ def test_capture_after_step_n():
            kept["storages"] == 3, cap)
 
 
+def test_the_programs_frame_names_a_holder_before_a_librarys():
+    """A capture asked for from inside a library (torch's optimizer step,
+    here a module under site-packages) that holds the program's tensor in
+    a local of its own: the holder is the program's local, not the
+    library's."""
+    app("libframe", retention="all")
+    caps = captures("t.gmt")["captures"]
+    expect([c["reason"] for c in caps] == ["in a library"], caps)
+    h = holders(caps[0])
+    line = [n for n, t in enumerate(open(APP), 1) if "steplib.step(mine)" in t][0]
+    expect(f"main (retention_app.py:{line}) local mine" in h, sorted(h))
+    expect(not any("steplib" in k for k in h), sorted(h))
+
+
 def optimhook(mode, retention):
     """tests/e2e/py/optimhook_app.py under GPUMEMTRACE_RETENTION: the
     reasons of its captures."""

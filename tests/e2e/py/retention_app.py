@@ -19,6 +19,9 @@ Modes (argv[1]):
             __main__.kept and marking "step"; memory cleared, exit
   api       gpumemtrace_markers.retention("after load"), memory
             cleared, exit
+  libframe  main() keeps a 1 MiB tensor in its local `mine` and hands it
+            to a library (tests/e2e/py/libframe/site-packages/steplib.py)
+            that asks for a capture with it in a local of its own
 Prints "ok" and exits 0.
 """
 import ctypes
@@ -75,6 +78,15 @@ elif mode == "steps":
             time.sleep(0.01)
     kept.clear()
     memory.clear()
+elif mode == "libframe":
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "libframe",
+                                    "site-packages"))
+    import steplib
+
+    def main():
+        mine = alloc(MiB)
+        steplib.step(mine)
+    main()
 elif mode == "api":
     took = gmt.retention("after load")
     memory.clear()
