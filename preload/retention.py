@@ -928,10 +928,11 @@ def _retained(W):
             if idom[b] != new:
                 idom[b] = new
                 changed = True
-    preds = None
     top = [0] * N
     for b in range(1, N):
         top[b] = b if idom[b] == 0 else top[idom[b]]
+    group = _shared_groups(W, order, preds, idom, top)
+    preds = None
     # the top-level holders: their bytes
     per = {}
     of = {}
@@ -946,10 +947,29 @@ def _retained(W):
                 acc[0] += nbytes
                 acc[1] += 1
     inner = _nested(W, order, num, idom, top, per)
+    # holders shared by the same top-level holders become one line
+    gchain = {}
+    for h in list(per):
+        g = group.get(h)
+        if g is None:
+            continue
+        key, steps = g
+        nbytes, count = per.pop(h)
+        inner.pop(h, None)
+        acc = per.get(key)
+        if acc is None:
+            per[key] = [nbytes, count]
+            gchain[key] = steps
+        else:
+            acc[0] += nbytes
+            acc[1] += count
+    for s_, h in list(of.items()):
+        if h in group:
+            of[s_] = group[h][0]
     # then their lines, sorted, each followed by the holders inside it
     hl = []
     for h, (nbytes, count) in per.items():
-        hl.append((-nbytes, -count, _chain(W, order[h]), h))
+        hl.append((-nbytes, -count, gchain[h] if h in gchain else _chain(W, order[h]), h))
     hl.sort(key=_no_node)
     hidx = {}
     holders = []
@@ -967,6 +987,72 @@ def _retained(W):
     bl.sort(key=_no_ptr)
     blocks = [(ptr, -nb, h, steps) for _, nb, steps, ptr, h in bl]
     return holders, blocks
+
+
+def _shared_groups(W, order, preds, idom, top):
+    """Holders that no root holds alone (a parameter reached from its model
+    and from a kept graph: neither letting go would free it), grouped by
+    the top-level holders that reach them: a group of two or more is one
+    line, "shared by A and B", where each alone would be a line of its
+    own. Returns {holder: (group key, chain)}, in dominator-tree numbers;
+    a group's key is a number no node has (below 0)."""
+    N = len(order)
+    shared = [False] * N
+    for b in range(1, N):
+        shared[b] = idom[b] == 0 and 0 not in preds[b]
+    owners = {}
+    by = {}
+    for b in range(1, N):
+        if shared[b]:
+            o = _owners_of(owners, preds, top, shared, b, set())
+            if len(o) >= 2:
+                by.setdefault(o, []).append(b)
+    out = {}
+    key = -1
+    for o, members in by.items():
+        if len(members) < 2:
+            continue
+        key -= 1
+        names = sorted(_chain_text(_chain(W, order[t])) for t in o)
+        shown = names[:3] + (["%d more" % (len(names) - 3)] if len(names) > 3 else [])
+        steps = ["shared by " + ", ".join(shown[:-1]) + " and " + shown[-1]]
+        for b in members:
+            out[b] = (key, steps)
+    return out
+
+
+def _owners_of(owners, preds, top, shared, b, busy):
+    """The top-level holders that reach the shared holder b, through other
+    shared ones (memoized in owners; not a closure: a recursive one is a
+    cycle only the collector frees, and a walk leaves nothing behind)."""
+    got = owners.get(b)
+    if got is not None:
+        return got
+    busy.add(b)
+    out = set()
+    for p in preds[b]:
+        if p == 0:
+            continue
+        t = top[p]
+        if t == b or t in busy:
+            continue
+        if shared[t]:
+            out |= _owners_of(owners, preds, top, shared, t, busy)
+        else:
+            out.add(t)
+    busy.discard(b)
+    got = frozenset(out)
+    owners[b] = got
+    return got
+
+
+def _chain_text(steps):
+    """A chain's steps as one line: attribute and item steps follow the
+    step before them, others after an arrow."""
+    out = ""
+    for t in steps:
+        out += t if not out or t[:1] in ".[{" else " -> " + t
+    return out
 
 
 def _nested(W, order, num, idom, top, per):

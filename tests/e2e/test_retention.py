@@ -256,10 +256,13 @@ def test_transformer_block_keeps_what_autograd_saved():
            f"extra {sorted(set(mine) - set(truth))}")
     # the same passes as a program runs them keep as much
     expect(c.holder(["__main__.outs"])[:2] == (nbytes, count), c.main_holders())
-    # a parameter is its module's, though every graph reaches it too
+    # every graph reaches the parameters too (AccumulateGrad): no one of
+    # the three holders would free them alone, and they are one line
+    # shared by the three, not twelve; each one's chain goes through its
+    # module
     params = [h for h in c.main_holders() if h[0][0] not in ("__main__.outs", "__main__.hooked")]
-    expect(len(params) == 12 and all(h[0][0] == "__main__.model" and len(h[0]) == 3 and
-                                     h[0][2] in (".weight", ".bias") for h in params), params)
+    expect(params == [(("shared by __main__.hooked, __main__.model and __main__.outs",),
+                       facts["param_bytes"], 12)], params)
     expect(sorted(b[0] for b in c.blocks if b[3][0] == "__main__.model") ==
            sorted(facts["params"]), "a parameter's chain through a graph")
 
@@ -309,6 +312,24 @@ def test_shared_tensor_is_its_own_holder():
     c, _ = case("shared")
     finished(c)
     expect(c.main_holders() == [(("__main__.left", "[0]"), 13 * F4, 1)], c.holders)
+
+
+def test_parameters_shared_by_a_model_and_kept_graphs_are_one_line():
+    """Three kept outputs' graphs reach every weight of the model (through
+    their AccumulateGrad nodes): neither the model nor the list alone
+    would free them. The three are one holder, shared by the two, not
+    three; the list retains the activations it alone keeps."""
+    c, _ = case("shared_params")
+    finished(c)
+    got = dict((h[0], (h[1], h[2])) for h in c.main_holders())
+    shared = ("shared by __main__.kept and __main__.model",)
+    expect(got.get(shared) == ((32 * 16 + 32 * 32 + 8 * 32) * F4, 3), c.holders)
+    # no parameter is a holder of its own any more, and the model keeps
+    # nothing alone
+    expect(set(got) == {shared, ("__main__.kept",)}, sorted(got))
+    x = [i for i, h in enumerate(c.holders) if h[2] == shared][0]
+    mine = sorted(b[3] for b in c.blocks if b[2] == x)
+    expect(mine == [("__main__.model", "[%d]" % i, ".weight") for i in (0, 2, 4)], mine)
 
 
 def test_tensor_held_from_outside_python():

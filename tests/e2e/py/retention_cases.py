@@ -245,6 +245,7 @@ def case_block():
         for _ in range(3):
             hooked.append(model(torch.randn(2, 16, 32)))
     params = {storage_of(p)[0] for p in model.parameters()}
+    param_bytes = sum(dict(storage_of(p) for p in model.parameters()).values())
     saved.update(on_ctx)
     truth = {ptr: n for ptr, n in saved.items() if ptr not in params}
     for o in hooked:
@@ -259,7 +260,7 @@ def case_block():
         nodes.add(type(fn).__name__)
         stack += [f for f, _ in fn.next_functions]
     return {"truth": sorted(truth.items()), "nodes": sorted(nodes),
-            "params": sorted(params)}
+            "params": sorted(params), "param_bytes": param_bytes}
 
 
 def work(torch):
@@ -284,6 +285,22 @@ def case_shared():
     t = import_torch().ones(13)
     left = [t]
     right = {"t": t}
+    return {}
+
+
+def case_shared_params():
+    """A model whose outputs are kept with their graphs: each graph
+    reaches every weight (its AccumulateGrad nodes hold them, and the
+    matmuls saved the second and third), so the model and the list both
+    hold the three - one line, shared by the two."""
+    global model, kept
+    torch = import_torch()
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(16, 32, bias=False), nn.ReLU(),
+                          nn.Linear(32, 32, bias=False), nn.ReLU(),
+                          nn.Linear(32, 8, bias=False))
+    kept = [model(torch.randn(4, 16)) for _ in range(3)]
     return {}
 
 
