@@ -636,9 +636,15 @@ def _node_edges(W, node):
     names = W.saved.get(tp)
     if names is None:
         try:
-            names = [a for a in dir(node) if a.startswith("_saved_")]
+            d = dir(node)
         except Exception:
-            names = []
+            d = []
+        names = [a for a in d if a.startswith("_saved_")]
+        # the saved variables (those with a _raw_saved_ twin) hold
+        # tensors; the other _saved_ fields are sizes, dims and flags
+        raw = {a[4:] for a in d if a.startswith("_raw_saved_")}
+        if raw:
+            names = [a for a in names if a in raw]
         if _has(tp, "saved_tensors"):
             names.append("saved_tensors")  # a custom Function's ctx
         W.saved[tp] = names
@@ -648,7 +654,10 @@ def _node_edges(W, node):
         try:
             v = getattr(node, name)
         except Exception:
-            continue  # freed by backward, or not a tensor
+            # freed by backward: a backward releases all of a node's saved
+            # variables at once, and each refusal costs PyTorch an error
+            # with its message (0.6 ms on PyTorch 1.13)
+            break
         if issubclass(type(v), tensor):
             out.append(("." + name, v))
         elif type(v) in (tuple, list):
