@@ -96,8 +96,7 @@ for model in ("gpt2", "resnet", "gpt22"):
     off = load(model.replace("gpt22", "gpt2") + "-off" + ("2" if model == "gpt22" else ""))
     on = load(model.replace("gpt22", "gpt2") + "-growth" + ("2" if model == "gpt22" else ""))
     if not off or not on:
-        bad = True
-        continue
+        continue  # load() said why
     print(f"  {model}: one torch.cuda.memory_allocated() {on[0]['memory_allocated_us']:.2f} us")
     growth_caps = [c for c in on[1]["captures"] if c["reason"].startswith("growth")]
     say(not growth_caps, f"{model} clean, --retention growth: no capture on growth "
