@@ -258,15 +258,25 @@ static void on_line(struct gmt_ret *t, const struct replay *r, const struct gmt_
 void gmt_ret_event(struct replay *r, const struct gmt_rec *rec, void *ctx)
 {
     struct gmt_ret *t = ctx;
-    if (t->owner != r || r->records <= t->last_records) { /* a new trace */
+    /* most records say nothing of the captures: out before anything else
+     * (this runs at every record of leaks, peak, growth and html) */
+    if (__builtin_expect(rec->kind != GMT_K_EXT, 1) && (t->live.n == 0 || rec->kind != GMT_K_FREE))
+        return;
+    if (t->owner != r) { /* a new trace (the last one's replay let go: gmt_ret_release) */
         gmt_ret_reset(t);
         t->owner = r;
     }
-    t->last_records = r->records;
     if (rec->kind == GMT_K_EXT && rec->ext == GMT_X_RETENTION)
         on_line(t, r, rec);
     else
         after_capture(t, rec);
+}
+
+void gmt_ret_release(struct replay *r, void *ctx)
+{
+    struct gmt_ret *t = ctx;
+    if (t->owner == r)
+        gmt_ret_reset(t);
 }
 
 /* Each storage counted under its top-level holder, and under the nested

@@ -85,8 +85,7 @@ struct ret_capture {
 };
 
 struct gmt_ret {
-    const struct replay *owner;
-    uint64_t last_records;
+    const struct replay *owner; /* the replay the captures were read by */
     struct ret_capture *caps;
     size_t ncaps, capc;
     char *armed;      /* the moments the program asked for */
@@ -100,8 +99,10 @@ struct gmt_ret {
 /* The captures of the trace the commands read (one at a time). */
 extern struct gmt_ret gmt_retention;
 /* The replay's observer that reads them: add it to replay_opts.observe. */
-#define GMT_RETENTION_OBSERVER {.event = gmt_ret_event, .ctx = &gmt_retention}
+#define GMT_RETENTION_OBSERVER                                                \
+    {.event = gmt_ret_event, .release = gmt_ret_release, .ctx = &gmt_retention}
 void gmt_ret_event(struct replay *r, const struct gmt_rec *rec, void *ctx);
+void gmt_ret_release(struct replay *r, void *ctx);
 /* Once the trace r is read: each storage counted under its holders, the
  * holders sorted (top-level ones by retained bytes, each followed by those
  * nested in it) and ranked. Captures of another trace are dropped. */
