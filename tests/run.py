@@ -4,9 +4,17 @@ test, and the end-to-end tests in tests/e2e (functions named test_* in
 test_*.py files). Each case runs with a time limit in its own scratch
 directory. Prints one line per case and, last, "N passed, N failed".
 
-usage: tests/run.py [BUILD_DIR] [-k SUBSTRING]
+Cases run in -j N processes at once (default: the CPUs this process may
+use, or GMT_TEST_JOBS), forked after the cases are collected, so each
+runs as it would alone: its own scratch directory and current directory.
+The few that build into the build directory (SERIAL) run first, alone.
+GMT_TEST_SCRATCH names a directory for the whole run (tests keep what
+several of them read there); it is removed at the end.
+
+usage: tests/run.py [BUILD_DIR] [-k SUBSTRING] [-j N]
 """
 import importlib.util
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -14,6 +22,7 @@ import sys
 import tempfile
 import time
 import traceback
+from itertools import chain
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -90,39 +99,75 @@ def main():
         i = args.index("-k")
         pattern = args[i + 1]
         del args[i:i + 2]
+    jobs_arg = None
+    if "-j" in args:
+        i = args.index("-j")
+        jobs_arg = args[i + 1]
+        del args[i:i + 2]
     build = os.path.abspath(args[0] if args else os.path.join(ROOT, "build"))
     os.environ["GMT_BUILD"] = build
     cases = [(n, lambda p=p: run_binary(p)) for n, p in binary_cases(build)]
     cases += e2e_cases()
     if pattern:
         cases = [c for c in cases if pattern in c[0]]
-    keep = os.environ.get("GMT_TEST_KEEP")
+    jobs = int(jobs_arg or os.environ.get("GMT_TEST_JOBS") or len(os.sched_getaffinity(0)))
+    scratch = tempfile.mkdtemp(prefix="gmt-run-")
+    os.environ["GMT_TEST_SCRATCH"] = scratch
+    global CASES
+    CASES = cases
     passed = failed = 0
-    start_dir = os.getcwd()
-    for name, fn in cases:
-        t0 = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="gmt-test-") as tmp:
-            os.chdir(tmp)
-            try:
-                fn()
-                ok, detail = True, ""
-            except Exception:
-                ok, detail = False, traceback.format_exc()
-            finally:
-                os.chdir(start_dir)
-                if keep:
-                    keep_traces(tmp, os.path.join(keep, name.replace("/", "_")))
-        dt = time.monotonic() - t0
-        if ok:
-            passed += 1
-            print(f"ok    {name} ({dt:.1f}s)", flush=True)
+    try:
+        serial = [i for i, c in enumerate(cases) if c[0].startswith(SERIAL)]
+        rest = [i for i in range(len(cases)) if i not in serial]
+        results = map(run_case, serial)
+        if jobs > 1 and len(rest) > 1:
+            pool = multiprocessing.get_context("fork").Pool(jobs)
+            results = chain(results, pool.imap_unordered(run_case, rest))
         else:
-            failed += 1
-            print(f"FAIL  {name} ({dt:.1f}s)", flush=True)
-            for line in detail.rstrip().splitlines()[-40:]:
-                print("      " + line, flush=True)
+            pool = None
+            results = chain(results, map(run_case, rest))
+        for name, ok, detail, dt in results:
+            if ok:
+                passed += 1
+                print(f"ok    {name} ({dt:.1f}s)", flush=True)
+            else:
+                failed += 1
+                print(f"FAIL  {name} ({dt:.1f}s)", flush=True)
+                for line in detail.rstrip().splitlines()[-40:]:
+                    print("      " + line, flush=True)
+        if pool:
+            pool.close()
+            pool.join()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     print(f"{passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0
+
+
+# Cases that build into the build directory the others run from.
+SERIAL = ("e2e/fuzz_script/", "e2e/markers/make_install")
+CASES = []
+
+
+def run_case(i):
+    """Case i of CASES in a scratch directory of its own: (name, passed,
+    what failed, seconds)."""
+    name, fn = CASES[i]
+    keep = os.environ.get("GMT_TEST_KEEP")
+    start_dir = os.getcwd()
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gmt-test-") as tmp:
+        os.chdir(tmp)
+        try:
+            fn()
+            ok, detail = True, ""
+        except Exception:
+            ok, detail = False, traceback.format_exc()
+        finally:
+            os.chdir(start_dir)
+            if keep:
+                keep_traces(tmp, os.path.join(keep, name.replace("/", "_")))
+    return name, ok, detail, time.monotonic() - t0
 
 
 if __name__ == "__main__":

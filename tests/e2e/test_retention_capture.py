@@ -51,9 +51,11 @@ def app(mode, retention="exit,all", out="t.gmt"):
         env["GPUMEMTRACE_RETENTION"] = retention
     p = run([PYTHON, APP, mode], **env)
     if mode in ("exit", "steps"):  # what is read, not what runs, differs between tests
-        if not _kept:
-            _kept.append(tempfile.mkdtemp(prefix="gmt-retention-"))
-            atexit.register(shutil.rmtree, _kept[0], True)
+        if not _kept:  # the runner's scratch directory, which it removes
+            scratch = os.environ.get("GMT_TEST_SCRATCH")
+            _kept.append(tempfile.mkdtemp(prefix="gmt-retention-", dir=scratch))
+            if scratch is None:
+                atexit.register(shutil.rmtree, _kept[0], True)
         keep = os.path.join(_kept[0], "%s-%s.gmt" % (mode, retention))
         shutil.copyfile(out, keep)
         _runs[key] = (p, keep)
