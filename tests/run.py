@@ -119,12 +119,14 @@ def main():
     try:
         serial = [i for i, c in enumerate(cases) if c[0].startswith(SERIAL)]
         rest = [i for i in range(len(cases)) if i not in serial]
-        results = map(run_case, serial)
+        # the serial cases end before the others start: a pool begins
+        # handing out its cases as soon as it is asked for them
+        results = list(map(run_case, serial))
+        pool = None
         if jobs > 1 and len(rest) > 1:
             pool = multiprocessing.get_context("fork").Pool(jobs)
             results = chain(results, pool.imap_unordered(run_case, rest))
         else:
-            pool = None
             results = chain(results, map(run_case, rest))
         for name, ok, detail, dt in results:
             if ok:
