@@ -82,8 +82,9 @@ void gmt_call_emit(struct gmt_call *c, struct gmt_event *ev)
         t->last_device = ev->device;
     }
     gmt_trace_emit(t, ev);
-    if (GMT_UNLIKELY(__atomic_load_n(&gmt_retention_rearm, __ATOMIC_RELAXED)) &&
-        ev->kind == GMT_K_ALLOC)
+    /* the record's own kind first: frees and copies read no shared flag */
+    if (ev->kind == GMT_K_ALLOC &&
+        GMT_UNLIKELY(__atomic_load_n(&gmt_retention_rearm, __ATOMIC_RELAXED)))
         gmt_retention_retry();
     if (ev->device >= 0 && ev->device < GMT_MAX_DEVICES &&
         !__atomic_load_n(&g_device_written[ev->device], __ATOMIC_RELAXED))
